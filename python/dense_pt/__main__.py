@@ -1,0 +1,3 @@
+from dense_pt.cli import main
+
+main()

@@ -1,0 +1,20 @@
+"""`dense-pt demo`: the whole pipeline on the embedded demo corpus (grows with every stage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("demo-output"), help="Folder for the demo's artifacts."),
+    corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
+) -> None:
+    """Run the pipeline end to end on a small built-in corpus with a tiny model."""
+    from dense_pt.demo import run_demo
+
+    run_demo(out=out, corpus=corpus)

@@ -1,0 +1,10 @@
+//! dense-pt-core: the corpus-scale and per-batch engine of dense-pt, free of any Python binding.
+//!
+//! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
+pub mod error;
+pub mod rng;
+
+pub use error::{Error, Result};
+
+/// Version of the engine, recorded in every artifact's manifest.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The two entry points of the README, on a fresh machine with a Rust toolchain and Python 3.11:
+#   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train,dev], run `dense-pt demo`
+#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, cargo test and pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+VENV=${VENV:-.venv}
+
+setup() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$PY" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    # Editable install: maturin compiles rust/py (release) and links python/ into the venv.
+    "$VENV/bin/python" -m pip install -q -e ".[train,dev]"
+}
+
+run_tests() {
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --release -- -D warnings
+    cargo test --workspace --release
+    "$VENV/bin/ruff" check python tests benches
+    "$VENV/bin/ruff" format --check python tests benches
+    "$VENV/bin/python" -m pytest -q "$@"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    setup) setup ;;
+    demo) setup; "$VENV/bin/dense-pt" demo "$@" ;;
+    test) setup; run_tests "$@" ;;
+    *) echo "usage: scripts/dev.sh {setup|demo|test} [args...]" >&2; exit 64 ;;
+esac
