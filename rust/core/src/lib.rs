@@ -2,6 +2,8 @@
 //!
 //! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
 pub mod error;
+pub mod fork;
+pub mod masking;
 pub mod rng;
 
 pub use error::{Error, Result};
