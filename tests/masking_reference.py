@@ -224,6 +224,7 @@ def nested_masks(
     special_tokens_mask=None,
     sigma=1.0,
     word_ids=None,
+    row_keys=None,
 ):
     enc = np.zeros(input_ids.shape, dtype=bool)
     dec = np.zeros(input_ids.shape, dtype=bool)
@@ -231,11 +232,12 @@ def nested_masks(
     for r, pos in _rows(input_ids, attention_mask, special_tokens_mask, ()):
         w = None if word_ids is None else word_ids[r]
         n = len(pos)
-        taken, _ = select_row(pos, w, quota(n, p_dec), seed, r, None if imp is None else imp[r], sigma)
+        key = r if row_keys is None else int(row_keys[r])
+        taken, _ = select_row(pos, w, quota(n, p_dec), seed, key, None if imp is None else imp[r], sigma)
         for u in taken:
             dec[r, u] = True
         taken.sort(key=lambda u: u[0])  # units in sequence order before the subset draw
-        for u in _random_order(taken, quota(n, p_enc), RowRng.for_purpose(seed, r, SUBSET)):
+        for u in _random_order(taken, quota(n, p_enc), RowRng.for_purpose(seed, key, SUBSET)):
             enc[r, u] = True
     return enc, dec
 
@@ -285,11 +287,11 @@ def draw_span(rng: RowRng, length: int, min_len: int, max_len: int) -> tuple[int
     return start, start + span
 
 
-def span_crop(lengths, min_len, max_len, seed, n=1):
+def span_crop(lengths, min_len, max_len, seed, n=1, row_keys=None):
     starts = np.zeros((len(lengths), n), dtype=np.int64)
     ends = np.zeros((len(lengths), n), dtype=np.int64)
     for r, length in enumerate(lengths):
-        rng = RowRng.for_purpose(seed, r, SPAN)
+        rng = RowRng.for_purpose(seed, r if row_keys is None else int(row_keys[r]), SPAN)
         for j in range(n):
             starts[r, j], ends[r, j] = draw_span(rng, int(length), min_len, max_len)
     return starts, ends

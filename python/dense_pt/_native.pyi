@@ -74,3 +74,46 @@ def mask_span_crop(
     row_keys: npt.NDArray[np.uint64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
 def _rng_stream(kind: str, seed: int, key: int, purpose: int, n: int) -> npt.NDArray[np.generic]: ...
+
+# --- collate (rust/py/src/collate.rs); dense_pt.collate.Collator builds the configuration ---
+class Collator:
+    def __init__(
+        self,
+        *,
+        max_length: int,
+        cls_id: int,
+        sep_id: int,
+        pad_id: int,
+        mask_id: int,
+        vocab_size: int,
+        seed: int,
+        special_ids: list[int],
+        crop: str = "random",
+        pad_to_max: bool = False,
+        pad_to_multiple_of: int = 1,
+        enc_mask: tuple[str, float, float, bool] | None = None,
+        enc_fill: tuple[float, float] | None = None,
+        enc_labels: str = "masked",
+        decoder: str = "none",
+        dec_mask: tuple[str, float, float, bool] | None = None,
+        p_dec: float = 0.0,
+        dec_fill: tuple[float, float] | None = None,
+        dec_labels: str = "masked",
+        spans: tuple[int, int, int] | None = None,
+        return_original: bool = False,
+    ) -> None: ...
+    @property
+    def needs_importance(self) -> bool: ...
+    @property
+    def needs_word_ids(self) -> bool: ...
+    @staticmethod
+    def view_seed(seed: int, epoch: int, view: int) -> int: ...
+    def collate(
+        self,
+        values: npt.NDArray[np.generic],
+        offsets: npt.NDArray[np.int64],
+        rows: npt.NDArray[np.int64],
+        epoch: int = 0,
+        importance: npt.NDArray[np.generic] | None = None,
+        word_ids: npt.NDArray[np.generic] | None = None,
+    ) -> dict[str, npt.NDArray[np.generic]]: ...

@@ -2,6 +2,7 @@
 //! to slices, releases the interpreter around the work (`py.detach`) and maps errors.
 use pyo3::prelude::*;
 
+mod collate;
 mod errors;
 mod masking;
 // Used by the binding submodules (masking, pmi, collate, negatives).
@@ -32,5 +33,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Per-batch code runs rayon only in this (importing) process, never in forked workers.
     dense_pt_core::fork::record_owner_process();
     masking::register(m)?;
+    collate::register(m)?;
     Ok(())
 }

@@ -31,7 +31,7 @@ pub mod purpose {
     pub const CROP: u64 = 6;
 }
 
-pub(crate) fn check_probability(name: &str, p: f64) -> Result<()> {
+pub fn check_probability(name: &str, p: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&p) {
         return Err(Error::invalid(format!("{name} must be in [0, 1], got {p}")));
     }
@@ -377,7 +377,8 @@ pub fn replace(
         }
     }
     replacer.check_ids("input_ids", input_ids)?;
-    let mut ids: Vec<i64> = (0..input_ids.len()).map(|i| input_ids.get(i)).collect();
+    let mut ids = Vec::with_capacity(input_ids.len());
+    input_ids.extend_i64(&mut ids);
     let mut labels = vec![IGNORE_INDEX; ids.len()];
     drive(
         batch,
@@ -385,11 +386,17 @@ pub fn replace(
         threads,
         &mut ids,
         Some(&mut labels),
-        |r, _, row_ids, lab| {
+        |r, s, row_ids, lab| {
             let key = row_keys.map_or(r as u64, |k| k[r]);
             let mut rng = RowRng::for_purpose(seed, key, purpose::REPLACE);
             let m = mask.slice(r * len, (r + 1) * len);
-            replacer.apply_row(row_ids, m, lab.expect("two outputs"), &mut rng);
+            replacer.apply_row(
+                row_ids,
+                m,
+                lab.expect("two outputs"),
+                &mut rng,
+                &mut s.maskable,
+            );
             Ok(())
         },
     )?;

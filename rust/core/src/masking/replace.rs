@@ -84,20 +84,33 @@ impl Replacer {
     /// Replace the masked positions of one row in place and write their labels.
     /// `ids` holds the original ids on entry; `labels` is overwritten (-100 where not masked).
     /// One uniform draw per masked position (ascending), plus one id draw for a random token.
+    /// `positions` is scratch space.
     pub fn apply_row(
         &self,
         ids: &mut [i64],
         mask: IntView<'_>,
         labels: &mut [i64],
         rng: &mut RowRng,
+        positions: &mut Vec<u32>,
+    ) {
+        positions.clear();
+        mask.push_nonzero(positions);
+        labels.fill(IGNORE_INDEX);
+        self.apply_positions(ids, positions, labels, rng);
+    }
+
+    /// Replace at the given ascending positions; labels are written there only.
+    pub fn apply_positions(
+        &self,
+        ids: &mut [i64],
+        positions: &[u32],
+        labels: &mut [i64],
+        rng: &mut RowRng,
     ) {
         let regular = (self.vocab_size - self.specials.len() as i64) as u64;
         let keep_above = self.mask_prob + self.random_prob;
-        for pos in 0..ids.len() {
-            if mask.get(pos) == 0 {
-                labels[pos] = IGNORE_INDEX;
-                continue;
-            }
+        for &pos in positions {
+            let pos = pos as usize;
             labels[pos] = ids[pos];
             let u = rng.next_f64();
             if u < self.mask_prob {
