@@ -1,5 +1,9 @@
 //! Criterion benches of the maskers on a 128 x 150 batch (the benchmark shape).
 use criterion::{criterion_group, criterion_main, Criterion};
+use dense_pt_core::collate::{
+    CollateConfig, Collator, Corpus, Crop, Decoder, Fill, Labels, MaskSpec,
+};
+use dense_pt_core::masking::Selector;
 use dense_pt_core::masking::{
     importance_mask, nested_masks, random_mask, replace, standard_normal, FloatView, IntView,
     MaskRows, Replacer,
@@ -64,9 +68,75 @@ fn bench(c: &mut Criterion) {
     });
 }
 
+/// A CDMAE batch of 128 rows of >= 142 tokens (every row full at max_length 144).
+fn bench_collate(c: &mut Criterion) {
+    let mut rng = RowRng::new(3, 3);
+    let mut values = Vec::new();
+    let mut offsets = vec![0i64];
+    for _ in 0..2000 {
+        let len = 142 + rng.below(300) as usize;
+        values.extend((0..len).map(|_| 5 + rng.below(7995) as u32));
+        offsets.push(values.len() as i64);
+    }
+    let importance: Vec<u16> = (0..values.len())
+        .map(|_| 0x3c00 - rng.below(0x400) as u16)
+        .collect();
+    let words: Vec<u32> = (0..values.len() as u32).map(|i| i / 2).collect();
+    let bert = Fill::Bert {
+        mask_prob: 0.8,
+        random_prob: 0.1,
+    };
+    let cfg = CollateConfig {
+        max_length: 144,
+        crop: Crop::Random,
+        pad_to_max: true,
+        pad_to_multiple_of: 1,
+        cls_id: 2,
+        sep_id: 3,
+        pad_id: 0,
+        mask_id: 4,
+        vocab_size: 8000,
+        special_ids: vec![0, 1, 2, 3, 4],
+        seed: 0,
+        enc_mask: Some(MaskSpec {
+            selector: Selector::Random,
+            p: 0.3,
+            whole_word: false,
+        }),
+        enc_fill: bert,
+        enc_labels: Labels::Masked,
+        decoder: Decoder::Independent {
+            mask: MaskSpec {
+                selector: Selector::Importance { sigma: 1.0 },
+                p: 0.5,
+                whole_word: false,
+            },
+            fill: bert,
+            labels: Labels::Masked,
+        },
+        spans: None,
+        return_original: false,
+    };
+    let collator = Collator::new(cfg).unwrap();
+    let corpus = Corpus {
+        values: IntView::U32(&values),
+        offsets: &offsets,
+        importance: Some(FloatView::F16(&importance)),
+        word_ids: Some(IntView::U32(&words)),
+    };
+    let rows: Vec<i64> = (0..128).map(|i| i * 15).collect();
+    let mut epoch = 0;
+    c.bench_function("collate cdmae 128 x 144", |b| {
+        b.iter(|| {
+            epoch += 1;
+            collator.collate(black_box(&corpus), &rows, epoch).unwrap()
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(2)).warm_up_time(std::time::Duration::from_millis(500));
-    targets = bench
+    targets = bench, bench_collate
 }
 criterion_main!(benches);

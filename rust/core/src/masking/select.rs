@@ -56,7 +56,7 @@ pub struct RowScratch {
     keys: Vec<u64>,
     sel: Vec<u64>,
     wide_keys: Vec<u128>,
-    /// Unit indices taken by the last `select`, ascending.
+    /// Unit indices taken by the last `select` (in no particular order).
     taken: Vec<u32>,
 }
 
@@ -180,9 +180,18 @@ impl RowScratch {
                 let mut rng = RowRng::for_purpose(seed, key, purpose::SELECT);
                 self.order.clear();
                 self.order.extend(0..m as u32);
-                let count = self.random_greedy(k, &mut rng, true, out);
-                self.taken.sort_unstable();
-                Ok(count)
+                if self.token_level {
+                    // Partial Fisher-Yates: the same draws as the greedy visit of single tokens.
+                    let k = k.min(m);
+                    for i in 0..k {
+                        let j = i + rng.below((m - i) as u64) as usize;
+                        self.order.swap(i, j);
+                        out[self.maskable[self.order[i] as usize] as usize] = true;
+                    }
+                    self.taken.extend_from_slice(&self.order[..k]);
+                    return Ok(k);
+                }
+                Ok(self.random_greedy(k, &mut rng, true, out))
             }
             Selector::Importance { sigma } => {
                 let imp = importance.ok_or_else(|| Error::invalid("importance is required"))?;
@@ -283,6 +292,7 @@ impl RowScratch {
     /// quota rule for `k` tokens, and mark them in `out` (SimLM's enc within dec).
     pub fn subset(&mut self, k: usize, seed: u64, key: u64, out: &mut [bool]) -> usize {
         let mut rng = RowRng::for_purpose(seed, key, purpose::SUBSET);
+        self.taken.sort_unstable(); // visit dec's units from sequence order
         self.order.clear();
         self.order.extend_from_slice(&self.taken);
         self.random_greedy(k, &mut rng, false, out)

@@ -125,8 +125,10 @@ impl<'a> IntView<'a> {
     /// Smallest and largest value (None for an empty view).
     pub fn min_max(&self) -> Option<(i64, i64)> {
         fn mm<T: Copy + Ord + Into<i64>>(s: &[T]) -> Option<(i64, i64)> {
-            let lo = s.iter().copied().min()?;
-            let hi = s.iter().copied().max()?;
+            let first = *s.first()?;
+            let (lo, hi) = s
+                .iter()
+                .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v)));
             Some((lo.into(), hi.into()))
         }
         match self {
@@ -190,28 +192,58 @@ impl<'a> FloatView<'a> {
     }
 }
 
-/// Exact IEEE binary16 -> f64 conversion (every f16 is representable in f64).
+/// Exact IEEE binary16 -> f64 conversion (every f16 is representable), by bit manipulation: the
+/// collator converts every importance value it reads.
 #[inline]
 pub fn f16_to_f64(h: u16) -> f64 {
-    let negative = h & 0x8000 != 0;
-    let exp = ((h >> 10) & 0x1f) as i32;
-    let frac = (h & 0x3ff) as f64;
-    let magnitude = match exp {
-        0 => frac * 2f64.powi(-24),
-        31 if frac == 0.0 => f64::INFINITY,
-        31 => f64::NAN,
-        _ => (1024.0 + frac) * 2f64.powi(exp - 25),
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match exp {
+        0 if man == 0 => sign,
+        // subnormal: man * 2^-24, exact in f32
+        0 => {
+            let v = man as f64 * (1.0 / 16_777_216.0);
+            return if sign != 0 { -v } else { v };
+        }
+        31 => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 112) << 23) | (man << 13),
     };
-    if negative {
-        -magnitude
-    } else {
-        magnitude
-    }
+    f32::from_bits(bits) as f64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The textbook definition, for an exhaustive comparison.
+    fn f16_slow(h: u16) -> f64 {
+        let exp = ((h >> 10) & 0x1f) as i32;
+        let frac = (h & 0x3ff) as f64;
+        let m = match exp {
+            0 => frac * 2f64.powi(-24),
+            31 if frac == 0.0 => f64::INFINITY,
+            31 => f64::NAN,
+            _ => (1024.0 + frac) * 2f64.powi(exp - 25),
+        };
+        if h & 0x8000 != 0 {
+            -m
+        } else {
+            m
+        }
+    }
+
+    #[test]
+    fn f16_all_values_match_the_definition() {
+        for h in 0..=u16::MAX {
+            let (a, b) = (f16_to_f64(h), f16_slow(h));
+            assert!(a == b || (a.is_nan() && b.is_nan()), "{h:#x}: {a} vs {b}");
+            assert_eq!(
+                a.is_sign_negative(),
+                b.is_sign_negative() || b.is_nan() && a.is_sign_negative()
+            );
+        }
+    }
 
     #[test]
     fn f16_known_values() {
