@@ -337,3 +337,24 @@ def test_fork_safety_with_dataloader_workers(store, tmp_path):
 def test_collate_does_not_import_torch(store):
     code = f"import sys; from dense_pt.collate import Collator; Collator({str(store.path)!r}, 'mlm')([0]); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_mask_preview(store):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dense_pt.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["mask", "preview", str(store.path), "--method", "cdmae", "--row", "3", "--row", "5", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    items = json.loads(res.output)
+    assert [i["row"] for i in items] == [3, 5]
+    assert items[0]["encoder"].startswith("[CLS]") and "[MASK]" in items[0]["decoder"]
+    res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "contrastive"])
+    assert res.exit_code == 0 and "span 1:" in res.output
+    res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "nope"])
+    assert res.exit_code != 0 and "unknown method" in str(res.exception)

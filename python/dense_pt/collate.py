@@ -411,4 +411,47 @@ def _preset(method: str) -> dict[str, Any]:
         raise InvalidArgumentError(f"unknown method {method!r}; expected one of {list(METHODS)}") from None
 
 
-__all__ = ["METHODS", "PRESETS", "Collator"]
+def preview(
+    store, method: str = "cdmae", rows: Sequence[int] = (0,), epoch: int = 0, **settings: Any
+) -> list[dict]:
+    """What the collator makes of some rows, as tokens: one dict per row with the passage id and,
+    per view, the token strings (``[MASK]`` visible; a predicted position shows ``token→label``).
+    For people checking a method's masking by eye (``dense-pt mask preview``)."""
+    from dense_pt.data.store import CorpusStore
+
+    if isinstance(store, str | Path):
+        store = CorpusStore.open(store)
+    collator = Collator(store, method, **settings)
+    batch = collator(list(rows), epoch=epoch)
+    tok = store.tokenizer()
+    ids_col = store.ids
+    pad = store.special_tokens["pad"]
+
+    def render(ids: np.ndarray, labels: np.ndarray | None, att: np.ndarray) -> str:
+        out = []
+        for j in range(len(ids)):
+            if not att[j]:
+                continue
+            t = tok.id_to_token(int(ids[j])) or f"<{int(ids[j])}>"
+            if labels is not None and labels[j] != -100:
+                t = f"{t}→{tok.id_to_token(int(labels[j]))}" if labels[j] != ids[j] else f"{t}✓"
+            out.append(t)
+        return " ".join(out)
+
+    result = []
+    for b, r in enumerate(rows):
+        att = batch["attention_mask"][b]
+        views = {"encoder": render(batch["input_ids"][b], batch["labels"][b], att)}
+        if "dec_input_ids" in batch:
+            views["decoder"] = render(batch["dec_input_ids"][b], batch["dec_labels"][b], att)
+        for name in ("enc_mask", "dec_mask"):
+            if name in batch:
+                views[name] = [int(j) for j in np.flatnonzero(batch[name][b])]
+        if "span_input_ids" in batch:
+            n = batch["span_input_ids"].shape[0] // len(rows)
+            views["spans"] = [render(s, None, s != pad) for s in batch["span_input_ids"][b * n : (b + 1) * n]]
+        result.append({"row": int(r), "id": ids_col[int(r)].as_py(), **views})
+    return result
+
+
+__all__ = ["METHODS", "PRESETS", "Collator", "preview"]
