@@ -255,9 +255,12 @@ def write_store(
     """Write a store from (id, input_ids, word_ids) rows, atomically (temp folder + rename).
 
     Duplicate ids and empty rows are refused. ``meta`` is merged into the manifest (source,
-    max_length, ...).
+    max_length, ...); a ``tokenizer`` dict in it (e.g. the tokenizer's name) is merged into the
+    manifest's ``tokenizer`` entry rather than replacing the vocab hash.
     """
     out = Path(out)
+    meta = dict(meta or {})
+    tokenizer_meta = dict(meta.pop("tokenizer", None) or {})
     specials = special_token_ids(tokenizer)
     seen: set[str] = set()
     n_rows = n_tokens = 0
@@ -286,6 +289,7 @@ def write_store(
             "dense_pt_version": __version__,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "tokenizer": {
+                **tokenizer_meta,
                 "vocab_hash": vocab_hash(tokenizer),
                 "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
                 "file": TOKENIZER_FILE,
@@ -294,7 +298,7 @@ def write_store(
             "num_rows": n_rows,
             "num_tokens": n_tokens,
             "columns": {},
-            **(meta or {}),
+            **meta,
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
     return CorpusStore.open(out)
