@@ -1,7 +1,7 @@
 """Streaming readers for corpora and queries.
 
 Every reader is a generator: one record in memory at a time, so an 8.8M-passage MS MARCO collection
-streams through in constant memory (apart from the set of ids seen, kept to refuse duplicates).
+streams through in constant memory (plus 8 bytes per id to refuse duplicates, see ``unique.py``).
 
 Formats (auto-detected from the extension and the first line; ``format=`` overrides):
 
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dense_pt.data.lines import first_line, iter_lines
+from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError
 
 CORPUS_FORMATS = ("jsonl", "tsv", "parquet", "arrow")
@@ -153,32 +154,37 @@ def _split_tsv(line: str, ncols: int, what: str, path: Path, lineno: int) -> lis
     return [c.strip() for c in cols]
 
 
-class _Unique:
-    """Refuses a second record with the same id, naming where the first one was."""
-
-    def __init__(self, path: Path, what: str):
-        self.path, self.what = path, what
-        self.seen: dict[str, int] = {}
-
-    def add(self, key: str, where: int, unit: str = "line") -> None:
-        first = self.seen.setdefault(key, where)
-        if first != where:
-            msg = f"duplicate {self.what} id {key!r} (first seen on {unit} {first})"
-            if unit == "line":
-                raise FormatError(msg, path=self.path, line=where)
-            raise FormatError(f"{unit} {where}: {msg}", path=self.path)
+def _raise_duplicate(ids: UniqueIds, rescan, path: Path, what: str, unit: str) -> None:  # type: ignore[no-untyped-def]
+    dup = ids.first_duplicate(rescan)
+    if dup is None:
+        return
+    key, first, second = dup
+    msg = f"duplicate {what} id {key!r} (first seen on {unit} {first})"
+    if unit == "line":
+        raise FormatError(msg, path=path, line=second)
+    raise FormatError(f"{unit} {second}: {msg}", path=path)
 
 
 # ---- corpus ----------------------------------------------------------------------------------
 def read_corpus(path: str | Path, format: str | None = None) -> Iterator[Passage]:
     """Stream the passages of a corpus file (or BEIR folder). Raises FormatError on bad input:
-    invalid JSON, a missing field, a duplicate id, a wrong column count, empty passages, invalid
-    UTF-8, a BOM inside the file. A passage needs a non-empty text or title."""
+    invalid JSON, a missing field, a wrong column count, empty passages, invalid UTF-8, a BOM inside
+    the file; a duplicate id is reported once the stream ends (ids are checked in 8 bytes each, see
+    ``dense_pt.data.unique``). A passage needs a non-empty text or title."""
     path = resolve_beir(path, "corpus")
     fmt = _check_format(format, CORPUS_FORMATS) if format else detect_format(path, CORPUS_FORMATS)
-    unique = _Unique(path, "passage")
+    ids = UniqueIds()
+    for _, p in _passages(path, fmt):
+        ids.add(p.id)
+        yield p
+    unit = "row" if fmt in ("parquet", "arrow") else "line"
+    _raise_duplicate(ids, lambda: ((w, p.id) for w, p in _passages(path, fmt)), path, "passage", unit)
+
+
+def _passages(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
+    """``(line or row number, passage)`` without the duplicate check."""
     if fmt in ("parquet", "arrow"):
-        yield from _read_columnar(path, fmt, unique)
+        yield from _read_columnar(path, fmt)
         return
     for lineno, line in iter_lines(path):
         if fmt == "jsonl":
@@ -193,11 +199,10 @@ def read_corpus(path: str | Path, format: str | None = None) -> Iterator[Passage
                 raise FormatError("empty passage id in column 1", path=path, line=lineno)
         if not text and not title:
             raise FormatError(f"passage {pid!r} has empty text (and no title)", path=path, line=lineno)
-        unique.add(pid, lineno)
-        yield Passage(pid, title, text)
+        yield lineno, Passage(pid, title, text)
 
 
-def _read_columnar(path: Path, fmt: str, unique: _Unique) -> Iterator[Passage]:
+def _read_columnar(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
     import pyarrow as pa
 
     if fmt == "parquet":
@@ -240,8 +245,7 @@ def _read_columnar(path: Path, fmt: str, unique: _Unique) -> Iterator[Passage]:
             text = (text or "").strip()
             if not text and not title:
                 raise FormatError(f"row {row}: passage {pid!r} has empty text (and no title)", path=path)
-            unique.add(pid, row, unit="row")
-            yield Passage(pid, title, text)
+            yield row, Passage(pid, title, text)
 
 
 def _columnar_columns(names: list[str], path: Path) -> str:
@@ -256,10 +260,17 @@ def _columnar_columns(names: list[str], path: Path) -> str:
 # ---- queries ---------------------------------------------------------------------------------
 def read_queries(path: str | Path, format: str | None = None) -> Iterator[Query]:
     """Stream the queries of a jsonl (``{"_id", "text"}``) or tsv (``qid<TAB>text``) file or a BEIR
-    folder. Empty query text and duplicate ids are FormatErrors."""
+    folder. Empty query text is a FormatError, and so is a duplicate id (once the stream ends)."""
     path = resolve_beir(path, "queries")
     fmt = _check_format(format, QUERY_FORMATS) if format else detect_format(path, QUERY_FORMATS)
-    unique = _Unique(path, "query")
+    ids = UniqueIds()
+    for _, q in _queries(path, fmt):
+        ids.add(q.id)
+        yield q
+    _raise_duplicate(ids, lambda: ((w, q.id) for w, q in _queries(path, fmt)), path, "query", "line")
+
+
+def _queries(path: Path, fmt: str) -> Iterator[tuple[int, Query]]:
     for lineno, line in iter_lines(path):
         if fmt == "jsonl":
             obj = _parse_json(path, lineno, line)
@@ -271,8 +282,7 @@ def read_queries(path: str | Path, format: str | None = None) -> Iterator[Query]
                 raise FormatError("empty query id in column 1", path=path, line=lineno)
         if not text:
             raise FormatError(f"query {qid!r} has empty text", path=path, line=lineno)
-        unique.add(qid, lineno)
-        yield Query(qid, text)
+        yield lineno, Query(qid, text)
 
 
 def load_queries(path: str | Path, format: str | None = None) -> dict[str, str]:

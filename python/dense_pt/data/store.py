@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 
 from dense_pt import __version__
 from dense_pt.data.tokenizer import encode_texts, special_token_ids, vocab_hash
+from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
 
@@ -262,16 +263,14 @@ def write_store(
     meta = dict(meta or {})
     tokenizer_meta = dict(meta.pop("tokenizer", None) or {})
     specials = special_token_ids(tokenizer)
-    seen: set[str] = set()
+    unique = UniqueIds()  # 8 bytes per id instead of a set of millions of strings
     n_rows = n_tokens = 0
     with atomic_dir(out, force=force) as tmp:
         tokenizer.save(str(tmp / TOKENIZER_FILE))
         with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:
             buf: list[tuple[str, np.ndarray, np.ndarray]] = []
             for pid, ids, words in rows:
-                if pid in seen:
-                    raise InvalidArgumentError(f"duplicate passage id {pid!r}")
-                seen.add(pid)
+                unique.add(pid)
                 if len(ids) == 0:
                     raise InvalidArgumentError(f"passage {pid!r} has no tokens")
                 if len(words) != len(ids):
@@ -284,6 +283,11 @@ def write_store(
                     buf = []
             if buf or n_rows == 0:
                 writer.write_batch(_batch(buf))
+        dup = unique.first_duplicate(
+            lambda: enumerate(_read_arrow(tmp / TOKENS_FILE).column("id").to_pylist())
+        )
+        if dup is not None:
+            raise InvalidArgumentError(f"duplicate passage id {dup[0]!r} (rows {dup[1]} and {dup[2]})")
         manifest = {
             "format_version": FORMAT_VERSION,
             "dense_pt_version": __version__,
