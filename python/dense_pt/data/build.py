@@ -28,7 +28,13 @@ from dense_pt.data.readers import (
     resolve_beir,
 )
 from dense_pt.data.store import MANIFEST_FILE, CorpusStore, write_store
-from dense_pt.data.tokenizer import encode_texts, load_tokenizer, train_wordpiece, vocab_hash
+from dense_pt.data.tokenizer import (
+    encode_texts,
+    load_tokenizer,
+    train_wordpiece,
+    vocab_hash,
+    without_padding_or_truncation,
+)
 from dense_pt.errors import FormatError, InvalidArgumentError
 from dense_pt.fsutil import atomic_file, sha256_file
 
@@ -126,6 +132,7 @@ def build_corpus_store(
         tok, tok_name = tokenizer, "<in-memory>"
     else:
         tok, tok_name = load_tokenizer(tokenizer), str(Path(tokenizer).resolve())
+    encoder = without_padding_or_truncation(tok)  # once, not per batch; the store keeps `tok` as given
     out = Path(out)
     t0 = time.perf_counter()
     ident = _identity(source, fmt, tok, max_length, title_sep)
@@ -158,7 +165,7 @@ def build_corpus_store(
     def encode(batch: list[Passage]) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         texts = [passage_text(p, title_sep) for p in batch]
         # one extra token tells truncated passages apart without a second encode
-        encoded = encode_texts(tok, texts, None if max_content is None else max_content + 1)
+        encoded = encode_texts(encoder, texts, None if max_content is None else max_content + 1)
         for p, (ids, words) in zip(batch, encoded, strict=True):
             if max_content is not None and len(ids) > max_content:
                 ids, words = ids[:max_content], words[:max_content]

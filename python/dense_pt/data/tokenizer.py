@@ -87,6 +87,18 @@ def vocab_hash(tok: Tokenizer) -> str:
     return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def without_padding_or_truncation(tok: Tokenizer) -> Tokenizer:
+    """The tokenizer itself, or a copy with padding and truncation switched off. Model folders often
+    ship a tokenizer.json that pads to a fixed length and truncates (all-MiniLM-L6-v2: both at 128),
+    which would put [PAD] ids into a store and silently cut passages; the store truncates itself."""
+    if tok.padding is None and tok.truncation is None:
+        return tok
+    plain = Tokenizer.from_str(tok.to_str())
+    plain.no_padding()
+    plain.no_truncation()
+    return plain
+
+
 def encode_texts(
     tok: Tokenizer, texts: list[str], max_content: int | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -96,7 +108,7 @@ def encode_texts(
     The word indices are computed for the whole batch at once with numpy (a per-token Python loop
     cost as much as the tokenization itself).
     """
-    encs = tok.encode_batch(texts, add_special_tokens=False)
+    encs = without_padding_or_truncation(tok).encode_batch(texts, add_special_tokens=False)
     ids_lists = [e.ids if max_content is None else e.ids[:max_content] for e in encs]
     word_lists = [e.word_ids if max_content is None else e.word_ids[:max_content] for e in encs]
     lengths = np.fromiter((len(x) for x in ids_lists), dtype=np.int64, count=len(ids_lists))
