@@ -247,3 +247,16 @@ def test_msmarco_and_trec_dl_files(shared_data):
         assert len(qrels) == n_q
         rels = {r for q in qrels.values() for r in q.values()}
         assert rels == {0, 1, 2, 3}  # graded judgements kept as they are
+
+
+def test_qrels_checked_against_a_corpus_store(tmp_path):
+    from dense_pt.data import build_store_from_texts, train_wordpiece
+
+    docs = [("d1", "the river floods"), ("d2", "owls hunt at night")]
+    store = build_store_from_texts(
+        tmp_path / "s", docs, train_wordpiece([t for _, t in docs], 60, min_frequency=1)
+    )
+    assert "d1" in store and "dX" not in store
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\nq1 0 dX 1\n")
+    with pytest.raises(FormatError, match="unknown passage id 'dX'"):
+        list(read_qrels(tmp_path / "q.txt", corpus_ids=store, strict=True))
