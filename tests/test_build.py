@@ -20,6 +20,7 @@ from dense_pt.data import (
     passage_text,
     read_corpus,
     train_tokenizer_on_corpus,
+    train_wordpiece,
 )
 from dense_pt.data.tokenizer import _word_index, _word_index_flat, encode_texts, vocab_hash
 from dense_pt.errors import FormatError, InvalidArgumentError
@@ -130,12 +131,11 @@ def test_info_summary(tmp_path, corpus, tok_file):
 # ---- the "done means": SciFact through the CLI, read back identical -------------------
 def test_scifact_build_via_cli_matches_direct(tmp_path, shared_data):
     corpus = shared_data / "beir-scifact" / "corpus.jsonl"
-    runner = CliRunner()
+    # a small tokenizer trained on the fly from part of the corpus keeps the test fast
+    texts = (passage_text(p) for _, p in zip(range(800), read_corpus(corpus), strict=False))
     tok_path = tmp_path / "tok.json"
-    r = runner.invoke(
-        app, ["corpus", "train-tokenizer", str(corpus), "--out", str(tok_path), "--vocab-size", "3000"]
-    )
-    assert r.exit_code == 0, r.output
+    train_wordpiece(texts, vocab_size=2000).save(str(tok_path))
+    runner = CliRunner()
     out = tmp_path / "scifact"
     r = runner.invoke(app, ["corpus", "build", str(corpus), "--tokenizer", str(tok_path), "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -147,6 +147,31 @@ def test_scifact_build_via_cli_matches_direct(tmp_path, shared_data):
     assert r.exit_code == 0 and "up to date" in r.output and "nothing to do" in r.output
     r = runner.invoke(app, ["corpus", "info", str(out)])
     assert r.exit_code == 0 and "5,183" in r.output
+
+
+def test_cli_train_tokenizer(tmp_path, corpus):
+    out = tmp_path / "tok.json"
+    args = [
+        "corpus",
+        "train-tokenizer",
+        str(corpus),
+        "--out",
+        str(out),
+        "--vocab-size",
+        "120",
+        "--min-frequency",
+        "1",
+    ]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    from dense_pt.data import load_tokenizer
+    from dense_pt.data.tokenizer import special_token_ids
+
+    tok = load_tokenizer(out)
+    assert tok.get_vocab_size() <= 120
+    assert special_token_ids(tok) == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code != 0 and isinstance(r.exception, FileExistsError)
 
 
 # ---- CLI error paths through main(): one red line, exit code 2 -------------------------------
