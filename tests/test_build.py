@@ -285,3 +285,29 @@ def test_real_hf_model_folder(tmp_path, corpus):
     tok.no_truncation()
     for i, p in enumerate(read_corpus(corpus)):
         assert store.tokens(i).tolist() == tok.encode(passage_text(p), add_special_tokens=False).ids[:62]
+
+
+def test_parquet_and_tsv_sources_build_the_same_tokens(tmp_path, corpus, tok_file):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    passages = list(read_corpus(corpus))
+    pq.write_table(
+        pa.table(
+            {
+                "id": [p.id for p in passages],
+                "title": [p.title for p in passages],
+                "text": [p.text for p in passages],
+            }
+        ),
+        tmp_path / "c.parquet",
+        row_group_size=7,
+    )
+    (tmp_path / "c.tsv").write_text("".join(f"{p.id}\t{passage_text(p)}\n" for p in passages))
+    ref = build_corpus_store(corpus, tok_file, tmp_path / "ref").store
+    for name, fmt in (("c.parquet", "parquet"), ("c.tsv", "tsv")):
+        store = build_corpus_store(tmp_path / name, tok_file, tmp_path / f"s-{fmt}").store
+        assert store.manifest["source"]["format"] == fmt
+        assert store.ids.to_pylist() == ref.ids.to_pylist()
+        np.testing.assert_array_equal(store.ragged()[0], ref.ragged()[0])
+        np.testing.assert_array_equal(store.ragged()[1], ref.ragged()[1])
