@@ -53,8 +53,8 @@ pub struct RowScratch {
     token_level: bool,
     order: Vec<u32>,
     values: Vec<f64>,
-    keys: Vec<u64>,
-    sel: Vec<u64>,
+    buckets: Vec<u8>,
+    cand: Vec<u32>,
     wide_keys: Vec<u128>,
     /// Unit indices taken by the last `select` (in no particular order).
     taken: Vec<u32>,
@@ -71,9 +71,9 @@ impl RowScratch {
         special_ids: &[i64],
     ) {
         self.maskable.clear();
-        attention.push_nonzero(&mut self.maskable);
-        if let Some(s) = special_mask {
-            s.retain_zero(&mut self.maskable);
+        match special_mask {
+            Some(s) => attention.push_nonzero_unflagged(s, &mut self.maskable),
+            None => attention.push_nonzero(&mut self.maskable),
         }
         if let (Some(ids), false) = (ids, special_ids.is_empty()) {
             ids.retain_not_in(&mut self.maskable, special_ids);
@@ -197,7 +197,7 @@ impl RowScratch {
                 let imp = importance.ok_or_else(|| Error::invalid("importance is required"))?;
                 let mut rng = RowRng::for_purpose(seed, key, purpose::NOISE);
                 let nan = if self.token_level {
-                    score_tokens(&self.maskable, imp, sigma, &mut rng, &mut self.keys)
+                    score_tokens(&self.maskable, imp, sigma, &mut rng, &mut self.values)
                 } else {
                     self.values.clear();
                     imp.gather(&self.maskable, &mut self.values);
@@ -210,48 +210,44 @@ impl RowScratch {
                     )));
                 }
                 let count = if self.token_level {
-                    self.top_tokens(k)
+                    self.top_tokens(k, out)
                 } else {
-                    self.top_words(k, sigma, &mut rng)
+                    let c = self.top_words(k, sigma, &mut rng);
+                    for ti in 0..self.taken.len() {
+                        self.mark(self.unit(self.taken[ti]), out);
+                    }
+                    c
                 };
-                for ti in 0..self.taken.len() {
-                    self.mark(self.unit(self.taken[ti]), out);
-                }
                 Ok(count)
             }
         }
     }
 
-    /// Token-level top-k of `keys` (noisy scores in sequence order), ties to the earlier
-    /// position: find the k-th largest key by selection, take everything above it and the
-    /// earliest ties.
-    fn top_tokens(&mut self, k: usize) -> usize {
-        let m = self.keys.len();
+    /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
+    /// position: find the k-th best (score, position) by bucket selection, then take everything
+    /// at least as good in one branch-free pass.
+    fn top_tokens(&mut self, k: usize, out: &mut [bool]) -> usize {
+        let m = self.values.len();
         let k = k.min(m);
         if k == 0 {
             return 0;
         }
-        if k == m {
-            self.taken.extend(0..m as u32);
-            return m;
-        }
-        // Select on a copy: `keys` keeps sequence order for the marking pass.
-        self.sel.clear();
-        self.sel.extend_from_slice(&self.keys);
-        let (_, &mut threshold, upper) = self.sel.select_nth_unstable(m - k);
-        let above = upper.iter().filter(|&&key| key > threshold).count();
-        // Branch-free compaction: about half the keys are taken in no predictable pattern.
-        let mut ties = k - above;
+        let (ts, tj) = if k == m {
+            (f64::NEG_INFINITY, u32::MAX)
+        } else {
+            kth_best(&self.values, k, &mut self.buckets, &mut self.cand)
+        };
+        // One branch-free pass marks the row and records the taken indices.
         self.taken.resize(m, 0);
         let mut n = 0usize;
-        for (i, &key) in self.keys.iter().enumerate() {
-            let tie = (key == threshold) & (ties > 0);
-            let take = (key > threshold) | tie;
-            ties -= tie as usize;
+        for (i, (&v, &pos)) in self.values.iter().zip(&self.maskable).enumerate() {
+            let take = (v > ts) | ((v == ts) & (i as u32 <= tj));
+            out[pos as usize] = take;
             self.taken[n] = i as u32;
             n += take as usize;
         }
         self.taken.truncate(n);
+        debug_assert_eq!(n, k);
         k
     }
 
@@ -299,35 +295,36 @@ impl RowScratch {
     }
 }
 
-/// Keys (ordered bits of importance + sigma * N(0, 1), one draw per position in order) of the
-/// maskable positions, in one pass; returns the index of the first NaN importance, if any.
+/// Scores (importance + sigma * N(0, 1), one draw per position in order) of the maskable
+/// positions, in one pass; returns the index of the first NaN importance, if any.
 fn score_tokens(
     maskable: &[u32],
     imp: FloatView<'_>,
     sigma: f64,
     rng: &mut RowRng,
-    keys: &mut Vec<u64>,
+    scores: &mut Vec<f64>,
 ) -> Option<usize> {
     fn go(
         maskable: &[u32],
         get: impl Fn(usize) -> f64,
         sigma: f64,
         rng: &mut RowRng,
-        keys: &mut Vec<u64>,
+        scores: &mut Vec<f64>,
     ) -> Option<usize> {
-        keys.clear();
+        scores.clear();
+        scores.reserve(maskable.len());
         let mut nan = false;
         if sigma > 0.0 {
             for &p in maskable {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                keys.push(ordered_bits(v + sigma * standard_normal(rng)));
+                scores.push(v + sigma * standard_normal(rng));
             }
         } else {
             for &p in maskable {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                keys.push(ordered_bits(v));
+                scores.push(v);
             }
         }
         if nan {
@@ -342,11 +339,88 @@ fn score_tokens(
             |i| super::view::f16_to_f64(s[i]),
             sigma,
             rng,
-            keys,
+            scores,
         ),
-        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, rng, keys),
-        FloatView::F64(s) => go(maskable, |i| s[i], sigma, rng, keys),
+        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, rng, scores),
+        FloatView::F64(s) => go(maskable, |i| s[i], sigma, rng, scores),
     }
+}
+
+/// Buckets of the selection histogram.
+const BUCKETS: usize = 64;
+
+/// The k-th best element of `scores` (no NaN) in the order (score descending, index ascending),
+/// as `(score, index)`; needs 1 <= k <= len. Exact by construction: scores are binned by a
+/// monotone map (linear over [min, max], rounded down), every bin above the one holding the k-th
+/// element is wholly taken, and only that bin's few members are sorted.
+fn kth_best(scores: &[f64], k: usize, buckets: &mut Vec<u8>, cand: &mut Vec<u32>) -> (f64, u32) {
+    debug_assert!(k >= 1 && k <= scores.len());
+    let better = |a: &u32, b: &u32| {
+        let (x, y) = (scores[*a as usize], scores[*b as usize]);
+        y.partial_cmp(&x).unwrap().then(a.cmp(b))
+    };
+    // Four independent accumulators: a single min/max chain would serialise the loop.
+    let (mut lo, mut hi) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
+    let chunks = scores.chunks_exact(4);
+    for &v in chunks.remainder() {
+        lo[0] = if v < lo[0] { v } else { lo[0] };
+        hi[0] = if v > hi[0] { v } else { hi[0] };
+    }
+    for c in chunks {
+        for l in 0..4 {
+            lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
+            hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
+        }
+    }
+    let lo = lo.iter().fold(f64::INFINITY, |a, &b| a.min(b));
+    let hi = hi.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+    let scale = BUCKETS as f64 / (hi - lo);
+    if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
+        // All equal, or infinite scores: plain exact selection (rare).
+        cand.clear();
+        cand.extend(0..scores.len() as u32);
+        let (_, &mut j, _) = cand.select_nth_unstable_by(k - 1, better);
+        return (scores[j as usize], j);
+    }
+    let mut counts = [0u32; BUCKETS];
+    buckets.clear();
+    buckets.resize(scores.len(), 0);
+    for (b, &v) in buckets.iter_mut().zip(scores) {
+        // v >= lo, so x is in [0, BUCKETS] (rounding may reach the top edge): clamp below it.
+        let x = (v - lo) * scale;
+        let x = if x < (BUCKETS - 1) as f64 {
+            x
+        } else {
+            (BUCKETS - 1) as f64
+        };
+        // SAFETY: x is finite and in [0, BUCKETS - 1].
+        let bin = unsafe { x.to_int_unchecked::<u32>() } as usize;
+        *b = bin as u8;
+        counts[bin] += 1;
+    }
+    // Walk down from the top bin until the k-th element is inside.
+    let mut above = 0usize;
+    let mut bin = BUCKETS - 1;
+    loop {
+        let c = counts[bin] as usize;
+        if above + c >= k || bin == 0 {
+            break;
+        }
+        above += c;
+        bin -= 1;
+    }
+    let bin = bin as u8;
+    cand.clear();
+    cand.resize(scores.len(), 0);
+    let mut n = 0usize;
+    for (i, &b) in buckets.iter().enumerate() {
+        cand[n] = i as u32;
+        n += (b == bin) as usize;
+    }
+    cand.truncate(n);
+    let r = k - above - 1;
+    let (_, &mut j, _) = cand.select_nth_unstable_by(r, better);
+    (scores[j as usize], j)
 }
 
 /// Map an f64 onto a u64 whose unsigned order is the float order (no NaN here); -0.0 and +0.0
@@ -378,6 +452,41 @@ mod tests {
         ];
         for w in xs.windows(2) {
             assert!(ordered_bits(w[0]) < ordered_bits(w[1]));
+        }
+    }
+
+    /// The k-th best (score desc, index asc) by a full sort: what `kth_best` must equal.
+    fn kth_by_sort(scores: &[f64], k: usize) -> (f64, u32) {
+        let mut idx: Vec<u32> = (0..scores.len() as u32).collect();
+        idx.sort_by(|&a, &b| {
+            scores[b as usize]
+                .partial_cmp(&scores[a as usize])
+                .unwrap()
+                .then(a.cmp(&b))
+        });
+        let j = idx[k - 1];
+        (scores[j as usize], j)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn kth_best_equals_the_sorted_order(
+            // Few distinct values (heavy ties), signed zeros and infinities included.
+            raw in proptest::collection::vec(0usize..9, 1..200),
+            spread in proptest::prop_oneof![proptest::strategy::Just(1e-12), proptest::strategy::Just(1.0), proptest::strategy::Just(1e300)],
+            kf in 0.0f64..1.0,
+        ) {
+            let table = [f64::NEG_INFINITY, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, f64::INFINITY, 7.0];
+            let scores: Vec<f64> = raw.iter().enumerate().map(|(i, &r)| {
+                let v = table[r];
+                if i % 3 == 0 && v.is_finite() { v * spread + i as f64 * spread } else { v }
+            }).collect();
+            let k = 1 + ((scores.len() - 1) as f64 * kf) as usize;
+            let (mut b, mut c) = (Vec::new(), Vec::new());
+            let got = kth_best(&scores, k, &mut b, &mut c);
+            let want = kth_by_sort(&scores, k);
+            proptest::prop_assert_eq!(got.1, want.1);
+            proptest::prop_assert!(got.0 == want.0);
         }
     }
 
