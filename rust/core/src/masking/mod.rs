@@ -11,7 +11,7 @@ mod replace;
 mod select;
 mod view;
 
-pub use normal::standard_normal;
+pub use normal::{standard_normal, NormalStream};
 pub use replace::{Replacer, IGNORE_INDEX};
 pub use select::{quota, RowScratch, Selector};
 pub use view::{f16_to_f64, FloatView, IntView};

@@ -13,7 +13,7 @@
 //! taken so far plus its length are <= k; the visit stops as soon as exactly k tokens are taken.
 //! So the count never exceeds k, equals k whenever single-token words can fill the gap, and with
 //! single-token units the rule is plain "exactly k".
-use super::normal::standard_normal;
+use super::normal::NormalStream;
 use super::purpose;
 use super::view::{FloatView, IntView};
 use crate::rng::RowRng;
@@ -195,9 +195,9 @@ impl RowScratch {
             }
             Selector::Importance { sigma } => {
                 let imp = importance.ok_or_else(|| Error::invalid("importance is required"))?;
-                let mut rng = RowRng::for_purpose(seed, key, purpose::NOISE);
+                let mut noise = NormalStream::new(RowRng::for_purpose(seed, key, purpose::NOISE));
                 let nan = if self.token_level {
-                    score_tokens(&self.maskable, imp, sigma, &mut rng, &mut self.values)
+                    score_tokens(&self.maskable, imp, sigma, &mut noise, &mut self.values)
                 } else {
                     self.values.clear();
                     imp.gather(&self.maskable, &mut self.values);
@@ -212,7 +212,7 @@ impl RowScratch {
                 let count = if self.token_level {
                     self.top_tokens(k, out)
                 } else {
-                    let c = self.top_words(k, sigma, &mut rng);
+                    let c = self.top_words(k, sigma, &mut noise);
                     for ti in 0..self.taken.len() {
                         self.mark(self.unit(self.taken[ti]), out);
                     }
@@ -224,43 +224,92 @@ impl RowScratch {
     }
 
     /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
-    /// position: find the k-th best (score, position) by bucket selection, then take everything
-    /// at least as good in one branch-free pass.
+    /// position, marked in `out` and recorded in `taken` (in no particular order). Exact by
+    /// construction: scores are binned by a monotone map (linear over [min, max], rounded down),
+    /// every bin above the one holding the k-th best is wholly taken, and only that bin's few
+    /// members are ordered.
     fn top_tokens(&mut self, k: usize, out: &mut [bool]) -> usize {
         let m = self.values.len();
         let k = k.min(m);
         if k == 0 {
             return 0;
         }
-        let (ts, tj) = if k == m {
-            (f64::NEG_INFINITY, u32::MAX)
-        } else {
-            kth_best(&self.values, k, &mut self.buckets, &mut self.cand)
-        };
-        // One branch-free pass marks the row and records the taken indices.
+        let scores = &self.values;
+        let (lo, hi) = min_max(scores);
+        let scale = BUCKETS as f64 / (hi - lo);
         self.taken.resize(m, 0);
-        let mut n = 0usize;
-        for (i, (&v, &pos)) in self.values.iter().zip(&self.maskable).enumerate() {
-            let take = (v > ts) | ((v == ts) & (i as u32 <= tj));
+        if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
+            // All scores equal, or infinite ones: order all by (score desc, index asc) (rare).
+            self.taken.clear();
+            self.taken.extend(0..m as u32);
+            if k < m {
+                self.taken
+                    .select_nth_unstable_by(k - 1, |a, b| better(scores, *a, *b));
+            }
+            self.taken.truncate(k);
+            for &i in &self.taken {
+                out[self.maskable[i as usize] as usize] = true;
+            }
+            return k;
+        }
+        let mut counts = [0u32; BUCKETS];
+        self.buckets.clear();
+        self.buckets.resize(m, 0);
+        for (b, &v) in self.buckets.iter_mut().zip(scores) {
+            // v >= lo, so x is in [0, BUCKETS] (rounding may reach the top edge): clamp below it.
+            let x = (v - lo) * scale;
+            let x = if x < (BUCKETS - 1) as f64 {
+                x
+            } else {
+                (BUCKETS - 1) as f64
+            };
+            // SAFETY: x is finite and in [0, BUCKETS - 1].
+            let bin = unsafe { x.to_int_unchecked::<u32>() } as usize;
+            *b = bin as u8;
+            counts[bin] += 1;
+        }
+        // Walk down from the top bin until the k-th best is inside.
+        let mut above = 0usize;
+        let mut bin = BUCKETS - 1;
+        while bin > 0 && above + (counts[bin] as usize) < k {
+            above += counts[bin] as usize;
+            bin -= 1;
+        }
+        let bin = bin as u8;
+        // One branch-free pass: take the bins above, collect the boundary bin's members.
+        self.cand.resize(m, 0);
+        let (mut n, mut c) = (0usize, 0usize);
+        for (i, (&b, &pos)) in self.buckets.iter().zip(&self.maskable).enumerate() {
+            let take = b > bin;
             out[pos as usize] = take;
             self.taken[n] = i as u32;
             n += take as usize;
+            self.cand[c] = i as u32;
+            c += (b == bin) as usize;
         }
         self.taken.truncate(n);
-        debug_assert_eq!(n, k);
+        let cand = &mut self.cand[..c];
+        let r = k - above;
+        if r < c {
+            cand.select_nth_unstable_by(r - 1, |a, b| better(scores, *a, *b));
+        }
+        for &i in &cand[..r] {
+            out[self.maskable[i as usize] as usize] = true;
+            self.taken.push(i);
+        }
         k
     }
 
     /// Whole-word top-k: a word scores the mean of its tokens plus one noise draw; words are
     /// visited by decreasing score (ties to the earlier word) under the quota rule.
-    fn top_words(&mut self, k: usize, sigma: f64, rng: &mut RowRng) -> usize {
+    fn top_words(&mut self, k: usize, sigma: f64, noise: &mut NormalStream) -> usize {
         self.wide_keys.clear();
         for (ui, u) in self.units.iter().enumerate() {
             let vals = &self.values[u.first as usize..(u.first + u.len) as usize];
             let sum: f64 = vals.iter().sum();
             let mean = if u.len == 1 { sum } else { sum / u.len as f64 };
             let score = if sigma > 0.0 {
-                mean + sigma * standard_normal(rng)
+                mean + sigma * noise.deviate()
             } else {
                 mean
             };
@@ -295,36 +344,36 @@ impl RowScratch {
     }
 }
 
-/// Scores (importance + sigma * N(0, 1), one draw per position in order) of the maskable
+/// Scores (importance + sigma * N(0, 1), one deviate of the noise stream per position in order) of the maskable
 /// positions, in one pass; returns the index of the first NaN importance, if any.
 fn score_tokens(
     maskable: &[u32],
     imp: FloatView<'_>,
     sigma: f64,
-    rng: &mut RowRng,
+    noise: &mut NormalStream,
     scores: &mut Vec<f64>,
 ) -> Option<usize> {
     fn go(
         maskable: &[u32],
         get: impl Fn(usize) -> f64,
         sigma: f64,
-        rng: &mut RowRng,
+        noise: &mut NormalStream,
         scores: &mut Vec<f64>,
     ) -> Option<usize> {
         scores.clear();
-        scores.reserve(maskable.len());
+        scores.resize(maskable.len(), 0.0);
         let mut nan = false;
         if sigma > 0.0 {
-            for &p in maskable {
+            for (s, &p) in scores.iter_mut().zip(maskable) {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                scores.push(v + sigma * standard_normal(rng));
+                *s = v + sigma * noise.deviate();
             }
         } else {
-            for &p in maskable {
+            for (s, &p) in scores.iter_mut().zip(maskable) {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                scores.push(v);
+                *s = v;
             }
         }
         if nan {
@@ -338,33 +387,34 @@ fn score_tokens(
             maskable,
             |i| super::view::f16_to_f64(s[i]),
             sigma,
-            rng,
+            noise,
             scores,
         ),
-        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, rng, scores),
-        FloatView::F64(s) => go(maskable, |i| s[i], sigma, rng, scores),
+        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, noise, scores),
+        FloatView::F64(s) => go(maskable, |i| s[i], sigma, noise, scores),
     }
 }
 
 /// Buckets of the selection histogram.
 const BUCKETS: usize = 64;
 
-/// The k-th best element of `scores` (no NaN) in the order (score descending, index ascending),
-/// as `(score, index)`; needs 1 <= k <= len. Exact by construction: scores are binned by a
-/// monotone map (linear over [min, max], rounded down), every bin above the one holding the k-th
-/// element is wholly taken, and only that bin's few members are sorted.
-fn kth_best(scores: &[f64], k: usize, buckets: &mut Vec<u8>, cand: &mut Vec<u32>) -> (f64, u32) {
-    debug_assert!(k >= 1 && k <= scores.len());
-    let better = |a: &u32, b: &u32| {
-        let (x, y) = (scores[*a as usize], scores[*b as usize]);
-        y.partial_cmp(&x).unwrap().then(a.cmp(b))
-    };
-    // Four independent accumulators: a single min/max chain would serialise the loop.
+/// Order of "better" tokens: higher score first, then the earlier index (no NaN here).
+#[inline]
+fn better(scores: &[f64], a: u32, b: u32) -> std::cmp::Ordering {
+    let (x, y) = (scores[a as usize], scores[b as usize]);
+    y.partial_cmp(&x)
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then(a.cmp(&b))
+}
+
+/// Smallest and largest of `v` (no NaN), with four independent accumulators: a single min/max
+/// chain would serialise the loop.
+fn min_max(v: &[f64]) -> (f64, f64) {
     let (mut lo, mut hi) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
-    let chunks = scores.chunks_exact(4);
-    for &v in chunks.remainder() {
-        lo[0] = if v < lo[0] { v } else { lo[0] };
-        hi[0] = if v > hi[0] { v } else { hi[0] };
+    let chunks = v.chunks_exact(4);
+    for &x in chunks.remainder() {
+        lo[0] = if x < lo[0] { x } else { lo[0] };
+        hi[0] = if x > hi[0] { x } else { hi[0] };
     }
     for c in chunks {
         for l in 0..4 {
@@ -372,55 +422,10 @@ fn kth_best(scores: &[f64], k: usize, buckets: &mut Vec<u8>, cand: &mut Vec<u32>
             hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
         }
     }
-    let lo = lo.iter().fold(f64::INFINITY, |a, &b| a.min(b));
-    let hi = hi.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-    let scale = BUCKETS as f64 / (hi - lo);
-    if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
-        // All equal, or infinite scores: plain exact selection (rare).
-        cand.clear();
-        cand.extend(0..scores.len() as u32);
-        let (_, &mut j, _) = cand.select_nth_unstable_by(k - 1, better);
-        return (scores[j as usize], j);
-    }
-    let mut counts = [0u32; BUCKETS];
-    buckets.clear();
-    buckets.resize(scores.len(), 0);
-    for (b, &v) in buckets.iter_mut().zip(scores) {
-        // v >= lo, so x is in [0, BUCKETS] (rounding may reach the top edge): clamp below it.
-        let x = (v - lo) * scale;
-        let x = if x < (BUCKETS - 1) as f64 {
-            x
-        } else {
-            (BUCKETS - 1) as f64
-        };
-        // SAFETY: x is finite and in [0, BUCKETS - 1].
-        let bin = unsafe { x.to_int_unchecked::<u32>() } as usize;
-        *b = bin as u8;
-        counts[bin] += 1;
-    }
-    // Walk down from the top bin until the k-th element is inside.
-    let mut above = 0usize;
-    let mut bin = BUCKETS - 1;
-    loop {
-        let c = counts[bin] as usize;
-        if above + c >= k || bin == 0 {
-            break;
-        }
-        above += c;
-        bin -= 1;
-    }
-    let bin = bin as u8;
-    cand.clear();
-    cand.resize(scores.len(), 0);
-    let mut n = 0usize;
-    for (i, &b) in buckets.iter().enumerate() {
-        cand[n] = i as u32;
-        n += (b == bin) as usize;
-    }
-    cand.truncate(n);
-    let r = k - above - 1;
-    let (_, &mut j, _) = cand.select_nth_unstable_by(r, better);
-    (scores[j as usize], j)
+    (
+        lo.iter().fold(f64::INFINITY, |a, &b| a.min(b)),
+        hi.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b)),
+    )
 }
 
 /// Map an f64 onto a u64 whose unsigned order is the float order (no NaN here); -0.0 and +0.0
@@ -455,38 +460,47 @@ mod tests {
         }
     }
 
-    /// The k-th best (score desc, index asc) by a full sort: what `kth_best` must equal.
-    fn kth_by_sort(scores: &[f64], k: usize) -> (f64, u32) {
-        let mut idx: Vec<u32> = (0..scores.len() as u32).collect();
-        idx.sort_by(|&a, &b| {
-            scores[b as usize]
-                .partial_cmp(&scores[a as usize])
-                .unwrap()
-                .then(a.cmp(&b))
-        });
-        let j = idx[k - 1];
-        (scores[j as usize], j)
-    }
-
     proptest::proptest! {
         #[test]
-        fn kth_best_equals_the_sorted_order(
+        fn top_tokens_equals_a_full_sort(
             // Few distinct values (heavy ties), signed zeros and infinities included.
             raw in proptest::collection::vec(0usize..9, 1..200),
-            spread in proptest::prop_oneof![proptest::strategy::Just(1e-12), proptest::strategy::Just(1.0), proptest::strategy::Just(1e300)],
-            kf in 0.0f64..1.0,
+            spread in proptest::prop_oneof![
+                proptest::strategy::Just(1e-12),
+                proptest::strategy::Just(1.0),
+                proptest::strategy::Just(1e300),
+            ],
+            kf in 0.0f64..=1.0,
         ) {
             let table = [f64::NEG_INFINITY, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, f64::INFINITY, 7.0];
-            let scores: Vec<f64> = raw.iter().enumerate().map(|(i, &r)| {
-                let v = table[r];
-                if i % 3 == 0 && v.is_finite() { v * spread + i as f64 * spread } else { v }
-            }).collect();
-            let k = 1 + ((scores.len() - 1) as f64 * kf) as usize;
-            let (mut b, mut c) = (Vec::new(), Vec::new());
-            let got = kth_best(&scores, k, &mut b, &mut c);
-            let want = kth_by_sort(&scores, k);
-            proptest::prop_assert_eq!(got.1, want.1);
-            proptest::prop_assert!(got.0 == want.0);
+            let scores: Vec<f64> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| {
+                    let v = table[r];
+                    if i % 3 == 0 && v.is_finite() { (v + i as f64) * spread } else { v }
+                })
+                .collect();
+            let m = scores.len();
+            let k = (m as f64 * kf) as usize;
+            let mut idx: Vec<u32> = (0..m as u32).collect();
+            idx.sort_by(|&a, &b| better(&scores, a, b));
+            let mut want = vec![false; 2 * m];
+            for &i in &idx[..k] {
+                want[2 * i as usize + 1] = true;
+            }
+            let mut s = RowScratch {
+                maskable: (0..m as u32).map(|i| 2 * i + 1).collect(),
+                values: scores,
+                ..Default::default()
+            };
+            let mut out = vec![false; 2 * m];
+            proptest::prop_assert_eq!(s.top_tokens(k, &mut out), k);
+            proptest::prop_assert_eq!(&out, &want);
+            s.taken.sort_unstable();
+            let mut want_taken = idx[..k].to_vec();
+            want_taken.sort_unstable();
+            proptest::prop_assert_eq!(&s.taken, &want_taken);
         }
     }
 
