@@ -91,6 +91,22 @@ impl NormalStream {
             b as u32
         };
         self.has_spare = !self.has_spare;
+        self.deviate_from(w)
+    }
+
+    /// The next two deviates, the same as two `deviate` calls when no half is pending.
+    #[inline(always)]
+    pub fn pair(&mut self) -> (f64, f64) {
+        if self.has_spare {
+            return (self.deviate(), self.deviate());
+        }
+        let b = self.rng.next_u64();
+        let first = self.deviate_from(b as u32);
+        (first, self.deviate_from((b >> 32) as u32))
+    }
+
+    #[inline(always)]
+    fn deviate_from(&mut self, w: u32) -> f64 {
         let t = tables();
         let layer = (w & 0xff) as usize;
         let x = (w >> 9) as f64 * (1.0 / (1u64 << 23) as f64) * t.x[layer];
@@ -167,6 +183,20 @@ mod tests {
         check_normal((0..200_000).map(|_| standard_normal(&mut rng)).collect());
         let mut pairs = NormalStream::new(RowRng::new(42, 1));
         check_normal((0..200_000).map(|_| pairs.deviate()).collect());
+        // `pair` continues the same stream, whatever the parity.
+        let (mut a, mut b) = (
+            NormalStream::new(RowRng::new(5, 6)),
+            NormalStream::new(RowRng::new(5, 6)),
+        );
+        for i in 0..20_000 {
+            if i % 7 == 3 {
+                assert_eq!(a.deviate().to_bits(), b.deviate().to_bits());
+            } else {
+                let (x, y) = a.pair();
+                assert_eq!(x.to_bits(), b.deviate().to_bits());
+                assert_eq!(y.to_bits(), b.deviate().to_bits());
+            }
+        }
     }
 
     fn check_normal(mut v: Vec<f64>) {

@@ -344,8 +344,8 @@ impl RowScratch {
     }
 }
 
-/// Scores (importance + sigma * N(0, 1), one deviate of the noise stream per position in order) of the maskable
-/// positions, in one pass; returns the index of the first NaN importance, if any.
+/// Scores (importance + sigma * N(0, 1), one deviate of the noise stream per position in order)
+/// of the maskable positions, in one pass; returns the index of the first NaN importance, if any.
 fn score_tokens(
     maskable: &[u32],
     imp: FloatView<'_>,
@@ -364,7 +364,16 @@ fn score_tokens(
         scores.resize(maskable.len(), 0.0);
         let mut nan = false;
         if sigma > 0.0 {
-            for (s, &p) in scores.iter_mut().zip(maskable) {
+            let mut s2 = scores.chunks_exact_mut(2);
+            let mut p2 = maskable.chunks_exact(2);
+            for (s, p) in (&mut s2).zip(&mut p2) {
+                let (v0, v1) = (get(p[0] as usize), get(p[1] as usize));
+                nan |= v0.is_nan() | v1.is_nan();
+                let (z0, z1) = noise.pair();
+                s[0] = v0 + sigma * z0;
+                s[1] = v1 + sigma * z1;
+            }
+            for (s, &p) in s2.into_remainder().iter_mut().zip(p2.remainder()) {
                 let v = get(p as usize);
                 nan |= v.is_nan();
                 *s = v + sigma * noise.deviate();

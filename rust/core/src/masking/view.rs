@@ -62,7 +62,8 @@ impl<'a> IntView<'a> {
             let dst = &mut out[base..];
             let mut n = 0usize;
             for (i, &v) in s.iter().enumerate() {
-                dst[n] = i as u32;
+                // SAFETY: n <= i < dst.len() (n counts a subset of the indices seen so far).
+                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
                 n += (v != zero) as usize;
             }
             out.truncate(base + n);
@@ -89,9 +90,12 @@ impl<'a> IntView<'a> {
             out.resize(base + a.len(), 0);
             let dst = &mut out[base..];
             let mut n = 0usize;
-            for (i, (&x, &y)) in a.iter().zip(s).enumerate() {
-                dst[n] = i as u32;
-                n += ((x != za) & (y == zs)) as usize;
+            let len = a.len().min(s.len());
+            let (a, s) = (&a[..len], &s[..len]);
+            for i in 0..len {
+                // SAFETY: n <= i < len <= dst.len() (n counts a subset of the indices seen).
+                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
+                n += ((a[i] != za) & (s[i] == zs)) as usize;
             }
             out.truncate(base + n);
         }
@@ -163,6 +167,31 @@ impl<'a> IntView<'a> {
             IntView::I32(s) => go(s, b),
             IntView::U32(s) => go(s, b),
             IntView::I64(s) => go(s, b),
+        }
+    }
+
+    /// `extend_i64` that also tells whether every value is in [0, bound) (`all_below`), in one
+    /// pass.
+    pub fn extend_i64_below(&self, out: &mut Vec<i64>, bound: i64) -> bool {
+        fn go<T: Copy + Into<i64>>(s: &[T], out: &mut Vec<i64>, bound: u64) -> bool {
+            let mut bad = false;
+            out.extend(s.iter().map(|&v| {
+                let v: i64 = v.into();
+                bad |= (v as u64) >= bound;
+                v
+            }));
+            !bad
+        }
+        let b = bound as u64;
+        match self {
+            IntView::Bool(s) => {
+                out.extend(s.iter().map(|&v| v as i64));
+                self.all_below(bound)
+            }
+            IntView::U8(s) => go(s, out, b),
+            IntView::I32(s) => go(s, out, b),
+            IntView::U32(s) => go(s, out, b),
+            IntView::I64(s) => go(s, out, b),
         }
     }
 
@@ -303,6 +332,11 @@ mod tests {
         assert!(!IntView::I32(&[-1]).all_below(10));
         assert!(IntView::Bool(&[true, false]).all_below(2));
         assert!(!IntView::Bool(&[true, false]).all_below(1));
+        let mut v = vec![];
+        assert!(IntView::I32(&[3, 0, 9]).extend_i64_below(&mut v, 10));
+        assert_eq!(v, vec![3, 0, 9]);
+        assert!(!IntView::I32(&[3, -2]).extend_i64_below(&mut v, 10));
+        assert!(!IntView::U32(&[10]).extend_i64_below(&mut v, 10));
     }
 
     #[test]
