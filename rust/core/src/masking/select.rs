@@ -183,10 +183,11 @@ impl RowScratch {
                 if self.token_level {
                     // Partial Fisher-Yates: the same draws as the greedy visit of single tokens.
                     let k = k.min(m);
+                    let (order, maskable) = (&mut self.order[..m], &self.maskable[..m]);
                     for i in 0..k {
                         let j = i + rng.below((m - i) as u64) as usize;
-                        self.order.swap(i, j);
-                        out[self.maskable[self.order[i] as usize] as usize] = true;
+                        order.swap(i, j);
+                        out[maskable[order[i] as usize] as usize] = true;
                     }
                     self.taken.extend_from_slice(&self.order[..k]);
                     return Ok(k);
@@ -279,12 +280,21 @@ impl RowScratch {
         // One branch-free pass: take the bins above, collect the boundary bin's members.
         self.cand.resize(m, 0);
         let (mut n, mut c) = (0usize, 0usize);
-        for (i, (&b, &pos)) in self.buckets.iter().zip(&self.maskable).enumerate() {
+        // Local slices: stores through them cannot alias the vectors' own fields.
+        let (taken, cands) = (&mut self.taken[..m], &mut self.cand[..m]);
+        for (i, (&b, &pos)) in self.buckets[..m]
+            .iter()
+            .zip(&self.maskable[..m])
+            .enumerate()
+        {
             let take = b > bin;
             out[pos as usize] = take;
-            self.taken[n] = i as u32;
+            // SAFETY: n and c count subsets of the indices seen so far, so n, c <= i < m.
+            unsafe {
+                *taken.get_unchecked_mut(n) = i as u32;
+                *cands.get_unchecked_mut(c) = i as u32;
+            }
             n += take as usize;
-            self.cand[c] = i as u32;
             c += (b == bin) as usize;
         }
         self.taken.truncate(n);
