@@ -112,9 +112,10 @@ impl Replacer {
             let pos = pos as usize;
             labels[pos] = ids[pos];
             let u = rng.next_f64();
-            // The rare random case branches (it draws again); the common [MASK]/keep choice is a
-            // conditional move: a 80/20 branch mispredicts too often.
-            if u >= self.mask_prob && u < keep_above {
+            // The rare random case branches (it draws again), on one combined condition (`&`,
+            // not `&&`: a short-circuit would add a 80/20 branch, which mispredicts too often);
+            // the common [MASK]/keep choice is a conditional move.
+            if (u >= self.mask_prob) & (u < keep_above) {
                 ids[pos] = self.nth_regular(rng.below(regular) as i64);
             }
             ids[pos] = if u < self.mask_prob {
