@@ -92,3 +92,40 @@ def view_for(method: str, batch: dict) -> dict:
     if method in ("simlm", "enc-dec-rtd", "autoencoder"):
         b["input_ids"] = batch["original_ids"]
     return b
+
+
+WORDS = (
+    "protein cell gene expression tumor growth factor receptor binding immune response virus "
+    "infection patient clinical trial dose treatment effect risk study analysis model data signal "
+    "pathway mutation sequence structure membrane transport enzyme activity level increase decrease"
+).split()
+
+
+def synthetic_texts(n: int = 64, seed: int = 0) -> list[tuple[str, str]]:
+    rng = np.random.default_rng(seed)
+    return [(f"p{i}", " ".join(rng.choice(WORDS, int(rng.integers(12, 40))))) for i in range(n)]
+
+
+def tiny_store(path, n: int = 64, with_importance: bool = True):
+    from dense_pt.data.store import build_store_from_texts
+    from dense_pt.data.tokenizer import train_wordpiece
+
+    docs = synthetic_texts(n)
+    tok = train_wordpiece([t for _, t in docs], vocab_size=120, min_frequency=1)
+    store = build_store_from_texts(path, docs, tok)
+    if with_importance:
+        values, offsets = store.ragged("input_ids")
+        imp = np.random.default_rng(1).random(len(values)).astype(np.float32)
+        store.add_column("importance", imp, offsets)
+    return store
+
+
+def tiny_config_file(path, store, layers: int = 3) -> str:
+    import json
+
+    cfg = tiny_config(dropout=0.1, layers=layers).to_dict()
+    cfg["vocab_size"] = store.vocab_size
+    cfg["pad_token_id"] = store.special_tokens["pad"]
+    cfg["max_position_embeddings"] = 160
+    path.write_text(json.dumps(cfg))
+    return str(path)

@@ -54,23 +54,22 @@ def load_encoder(init: str | Path) -> nn.Module:
     return model
 
 
-def check_vocab(model: nn.Module, store_vocab_size: int, init: str | Path, store_tokenizer: Path) -> None:
+def check_vocab(model: nn.Module, store, init: str | Path) -> None:
     """The store's token ids must index the encoder's embeddings, and a checkpoint shipping its own
-    tokenizer must use the same vocabulary as the store (else pre-training learns garbage)."""
+    tokenizer must use the store's vocabulary (else pre-training would learn garbage)."""
     n_emb = model.get_input_embeddings().num_embeddings
-    if store_vocab_size > n_emb:
+    if store.vocab_size > n_emb:
         raise MismatchError(
-            f"the corpus store's vocabulary has {store_vocab_size} tokens but the encoder {init} embeds only {n_emb}"
+            f"the corpus store's vocabulary has {store.vocab_size} tokens but the encoder {init} "
+            f"embeds only {n_emb}"
         )
     init_tok = Path(init) / "tokenizer.json"
     if Path(init).is_dir() and init_tok.is_file():
-        from tokenizers import Tokenizer
+        from dense_pt.data.tokenizer import load_tokenizer, vocab_hash
 
-        a = Tokenizer.from_file(str(init_tok)).get_vocab()
-        b = Tokenizer.from_file(str(store_tokenizer)).get_vocab()
-        if a != b:
+        if vocab_hash(load_tokenizer(init_tok)) != store.vocab_hash:
             raise MismatchError(
-                f"the corpus store was tokenized with another vocabulary than {init_tok}; "
+                f"the corpus store {store.path} was tokenized with another vocabulary than {init_tok}; "
                 "rebuild the store with the model's tokenizer.json"
             )
 

@@ -24,7 +24,8 @@ class SpecialIds:
     @classmethod
     def from_store(cls, store) -> SpecialIds:
         s = store.special_tokens
-        return cls(s["cls"], s["sep"], s["pad"], s["mask"], s["unk"], int(store.vocab_size))
+        # A vocabulary without an unknown token: the pad id stands in (it is banned anyway).
+        return cls(s["cls"], s["sep"], s["pad"], s["mask"], s.get("unk", s["pad"]), int(store.vocab_size))
 
     def all(self) -> list[int]:
         return [self.cls, self.sep, self.pad, self.mask, self.unk]
