@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+torch.set_num_threads(1)  # the CI machine is shared: idle-spinning thread pools cost far more than they give
 
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
 from dense_pt.models import band_keep  # noqa: E402

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+torch.set_num_threads(1)  # the CI machine is shared: idle-spinning thread pools cost far more than they give
 pytest.importorskip("dense_pt.collate")
 
 from typer.testing import CliRunner  # noqa: E402
@@ -224,7 +225,7 @@ KILL_SCRIPT = """
 import os, signal, sys
 from dense_pt.pretrain import build_config, run_pretrain
 top = dict(method="simlm", model=sys.argv[1], corpus=sys.argv[2], out=sys.argv[3], max_length=48)
-train = dict(max_steps=8, batch_size=4, lr=1e-3, save_every=3, log_every=1, warmup=2, num_workers=int(sys.argv[5]))
+train = dict(max_steps=8, batch_size=4, lr=1e-3, save_every=3, log_every=1, warmup=2, num_workers=int(sys.argv[5]), threads=1)
 kill_at = int(sys.argv[4])
 
 def killer(trainer, step, record):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+torch.set_num_threads(1)  # the CI machine is shared: idle-spinning thread pools cost far more than they give
 
 from torch import nn  # noqa: E402
 

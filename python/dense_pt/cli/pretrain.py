@@ -53,6 +53,7 @@ def pretrain(
     precision: str | None = typer.Option(None, help="auto, fp32, bf16 or fp16."),
     num_workers: int | None = typer.Option(None, help="DataLoader worker processes."),
     log_every: int | None = typer.Option(None, help="Log every N steps."),
+    threads: int | None = typer.Option(None, help="torch CPU threads per process (0: torch's default)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
@@ -87,9 +88,12 @@ def pretrain(
             "precision": precision,
             "num_workers": num_workers,
             "log_every": log_every,
+            "threads": threads,
         },
     )
     summary = run_pretrain(cfg, resume=resume, progress=not quiet)
+    if summary.get("rank", 0) != 0:
+        return
     rec = summary.get("final_record") or {}
     Console(stderr=True).print(
         f"[green]done[/green]: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "

@@ -28,7 +28,15 @@ from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
 # Settings a resumed run may change (extending a run, more workers, logging).
-_RESUMABLE = ("max_steps", "save_every", "keep_checkpoints", "log_every", "num_workers", "prefetch_factor")
+_RESUMABLE = (
+    "max_steps",
+    "save_every",
+    "keep_checkpoints",
+    "log_every",
+    "num_workers",
+    "prefetch_factor",
+    "threads",
+)
 
 
 def _comparable(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +144,7 @@ def run_pretrain(
         "device": str(trainer.device),
         "precision": str(trainer.autocast_dtype or "fp32"),
         "world_size": dist.world_size,
+        "rank": dist.rank,
     }
     if dist.is_main:
         written = export_model(objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary)

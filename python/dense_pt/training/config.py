@@ -27,7 +27,8 @@ class TrainConfig:
 
     ``warmup`` is a step count when >= 1, a fraction of ``max_steps`` when < 1.
     ``batch_size`` is per process and per micro-step: the global batch is
-    ``batch_size * grad_accum * world_size``.
+    ``batch_size * grad_accum * world_size``. ``threads`` sets torch's intra-op CPU threads
+    (0 keeps torch's default; on a busy shared CPU, 1 avoids spinning thread pools).
     """
 
     max_steps: int = 1000
@@ -50,6 +51,7 @@ class TrainConfig:
     num_workers: int = 0
     prefetch_factor: int = 2
     find_unused_parameters: bool = False
+    threads: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def warmup_steps(self) -> int:
@@ -82,6 +84,8 @@ class TrainConfig:
             raise bad("max_grad_norm", f"must be >= 0 (0 disables clipping), got {self.max_grad_norm}")
         if self.num_workers < 0:
             raise bad("num_workers", f"must be >= 0, got {self.num_workers}")
+        if self.threads < 0:
+            raise bad("threads", f"must be >= 0 (0 = torch's default), got {self.threads}")
         if self.prefetch_factor < 1:
             raise bad("prefetch_factor", f"must be >= 1, got {self.prefetch_factor}")
         return self

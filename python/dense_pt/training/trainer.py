@@ -97,6 +97,8 @@ class Trainer:
                 f"{type(model).__name__} uses a contrastive loss over the batch; gradient accumulation "
                 "would shrink its negatives. Set grad_accum = 1 and raise batch_size instead."
             )
+        if config.threads > 0:
+            torch.set_num_threads(config.threads)
         self.dist = dist_info or init_distributed()
         self.device = torch.device(device) if device is not None else pick_device(self.dist)
         self.out_dir = Path(out_dir)
