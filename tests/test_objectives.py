@@ -219,3 +219,52 @@ def test_option_validation():
         resolve_options("mlm", MethodOptions(p_enc=1.5))
     assert resolve_options("seed").attention_span == 2
     assert resolve_options("cdmae").projection is True
+
+
+def test_frozen_generator_from_a_folder(tmp_path):
+    from transformers import BertForMaskedLM
+
+    from pretrain_helpers import tiny_config
+
+    BertForMaskedLM(tiny_config(layers=1)).save_pretrained(tmp_path / "gen")
+    model = build("simlm", generator=str(tmp_path / "gen"))
+    assert not model.generator.joint
+    assert not any(p.requires_grad for p in model.generator.parameters())
+    opt_params = {id(p) for g in build_optimizer(model, TrainConfig()).param_groups for p in g["params"]}
+    assert not any(id(p) in opt_params for p in model.generator.parameters())
+    model.train()
+    assert not model.generator.mlm.training  # a frozen generator never runs dropout
+    batch = to_device(view_for("simlm", make_batch(seed=9)), torch.device("cpu"))
+    out = model(batch)
+    assert "loss_gen" not in out
+    out["loss"].backward()
+    assert all(p.grad is None for p in model.generator.parameters())
+
+
+def test_mlm_head_loads_a_checkpoints_prediction_head(tmp_path):
+    from transformers import BertForMaskedLM
+
+    from dense_pt.models import load_encoder
+    from pretrain_helpers import tiny_config
+
+    torch.manual_seed(3)
+    mlm = BertForMaskedLM(tiny_config())
+    with torch.no_grad():
+        mlm.cls.predictions.bias.normal_()
+    mlm.save_pretrained(tmp_path / "ckpt")
+    enc = load_encoder(tmp_path / "ckpt")
+    model = build_objective("mlm", enc, special_ids(), resolve_options("mlm"))
+    assert model.lm_head.init_from_checkpoint(tmp_path / "ckpt")
+    model.eval()
+    mlm.eval()
+    ids = torch.randint(5, VOCAB, (2, 10))
+    am = torch.ones_like(ids)
+    with torch.no_grad():
+        ref = mlm(input_ids=ids, attention_mask=am).logits
+        ours = model.lm_head(model.encode(ids, am).last_hidden_state)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
+    # all-MiniLM-L6-v2 style: no head in the checkpoint -> reported, transform stays random.
+    from transformers import AutoModel
+
+    AutoModel.from_config(tiny_config()).save_pretrained(tmp_path / "bare")
+    assert not model.lm_head.init_from_checkpoint(tmp_path / "bare")
