@@ -271,3 +271,14 @@ def test_resume_after_sigkill_matches_uninterrupted_run(setup, tmp_path):
     assert sa["steps"] == sb["steps"] == 8 and sb["resumed_from"] == 3
     steps = [json.loads(line)["step"] for line in open(tmp_path / "cut" / "log.jsonl")]
     assert steps == list(range(1, 9))
+
+
+def test_demo_stage_runs_then_is_up_to_date(setup, tmp_path):
+    from dense_pt.pretrain import demo_stage
+
+    _, store, _ = setup
+    first = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)
+    assert first["status"] == "ran" and first["method"] == "cdmae" and first["steps"] == 4
+    assert (Path(first["encoder"]) / "model.safetensors").is_file()
+    again = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)
+    assert again["status"] == "up to date" and again["final loss"] == first["final loss"]
