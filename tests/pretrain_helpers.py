@@ -91,6 +91,8 @@ def view_for(method: str, batch: dict) -> dict:
     b = dict(batch)
     if method in ("simlm", "enc-dec-rtd", "autoencoder"):
         b["input_ids"] = batch["original_ids"]
+    if method == "seed":
+        b["dec_input_ids"] = batch["original_ids"]  # SEED's decoder reads the clean passage
     return b
 
 

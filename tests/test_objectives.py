@@ -108,15 +108,15 @@ def test_decoders_start_from_the_right_weights():
 def _window_dependence(model, t=9, length=16):
     """For each token j, whether perturbing original token j changes decoder state t."""
     model.eval()
-    batch = to_device(make_batch(batch_size=2, length=length, seed=5), torch.device("cpu"))
+    batch = to_device(view_for("seed", make_batch(batch_size=2, length=length, seed=5)), torch.device("cpu"))
     am = batch["attention_mask"]
     assert am[:, : t + 2].all()
     changed = {}
     with torch.no_grad():
         h = model.bottleneck(model.encode(batch["input_ids"], am).last_hidden_state[:, 0])
-        base = model.decode(h, batch["original_ids"], am)
+        base = model.decode(h, batch["dec_input_ids"], am)
         for j in range(1, 14):
-            perturbed = batch["original_ids"].clone()
+            perturbed = batch["dec_input_ids"].clone()
             perturbed[:, j] = (perturbed[:, j] + 7) % (VOCAB - 5) + 5
             out = model.decode(h, perturbed, am)
             # Masked keys contribute exactly 0, so "unchanged" is bitwise; tiny real effects count.
@@ -152,7 +152,7 @@ def test_seed_strict_and_band_agree_for_one_layer():
     band.load_state_dict(strict.state_dict())
     strict.eval()
     band.eval()
-    batch = to_device(make_batch(seed=8), torch.device("cpu"))
+    batch = to_device(view_for("seed", make_batch(seed=8)), torch.device("cpu"))
     with torch.no_grad():
         a, b = strict(batch), band(batch)
     torch.testing.assert_close(a["loss"], b["loss"], rtol=1e-5, atol=1e-5)

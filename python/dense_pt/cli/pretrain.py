@@ -45,6 +45,10 @@ def pretrain(
     p_dec: float | None = typer.Option(None, help="Decoder mask rate."),
     sigma: float | None = typer.Option(None, help="cdmae: std of the noise added to importance."),
     decoder_layers: int | None = typer.Option(None, help="Layers of the decoder / head."),
+    whole_word: bool | None = typer.Option(
+        None, "--whole-word", help="Mask whole words (the store's word_ids)."
+    ),
+    crop: str | None = typer.Option(None, help="Long passages: a 'random' window each epoch, or the 'head'."),
     condenser_layer: int | None = typer.Option(None, help="condenser: the early layer the head reads."),
     warmup: float | None = typer.Option(None, help="Warmup steps (>= 1) or fraction of the steps (< 1)."),
     schedule: str | None = typer.Option(None, help="linear, cosine or constant."),
@@ -74,6 +78,8 @@ def pretrain(
             "sigma": sigma,
             "decoder_layers": decoder_layers,
             "condenser_layer": condenser_layer,
+            "whole_word": whole_word,
+            "crop": crop,
         },
         train={
             "max_steps": max_steps,

@@ -51,7 +51,7 @@ METHOD_KEYS: dict[str, tuple[str, ...]] = {
     "enc-dec-rtd": ("input_ids", "attention_mask", "enc_mask", "dec_mask"),
     "cdmae": ("input_ids", "attention_mask", "labels", "dec_input_ids", "dec_labels"),
     "enc-dec-mlm": ("input_ids", "attention_mask", "labels", "dec_input_ids", "dec_labels"),
-    "seed": ("input_ids", "attention_mask", "labels", "original_ids"),
+    "seed": ("input_ids", "attention_mask", "labels", "dec_input_ids"),
     "mlm": ("input_ids", "attention_mask", "labels"),
     "condenser": ("input_ids", "attention_mask", "labels"),
     "autoencoder": ("input_ids", "attention_mask"),
@@ -74,6 +74,8 @@ def resolve_options(method: str, opts: MethodOptions | None = None) -> MethodOpt
         v = getattr(opts, name)
         if v is not None and not 0 <= v <= 1:
             raise InvalidArgumentError(f"{name} must lie in [0, 1], got {v}")
+    if opts.crop not in ("random", "head"):
+        raise InvalidArgumentError(f"crop must be 'random' or 'head', got {opts.crop!r}")
     if opts.mask_prob + opts.random_prob > 1:
         raise InvalidArgumentError("mask_prob + random_prob must be <= 1")
     if opts.p_dec is not None and opts.p_enc is not None and method in ("simlm", "enc-dec-rtd"):

@@ -48,6 +48,8 @@ class MethodOptions:
     generator: str | None = None
     condenser_layer: int | None = None
     rtd_weight: float | None = None
+    whole_word: bool = False
+    crop: str = "random"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,10 +19,18 @@ MakeBatch = Callable[[np.ndarray, int], dict[str, Any]]
 
 
 def collator_kwargs(method: str, opts: MethodOptions) -> dict[str, Any]:
-    """Translate the method's options into the collator's masking settings."""
-    kw: dict[str, Any] = {"p_enc": opts.p_enc, "mask_prob": opts.mask_prob, "random_prob": opts.random_prob}
+    """Translate the method's options into the collator's settings (its presets hold the papers'
+    mask kinds and fills; the rates are passed explicitly so the run config records them)."""
+    kw: dict[str, Any] = {
+        "mask_prob": opts.mask_prob,
+        "random_prob": opts.random_prob,
+        "whole_word": opts.whole_word,
+        "crop": opts.crop,
+    }
+    if method != "autoencoder":
+        kw["enc_p"] = opts.p_enc
     if opts.p_dec is not None:
-        kw["p_dec"] = opts.p_dec
+        kw["dec_p"] = opts.p_dec
     if opts.sigma is not None:
         kw["sigma"] = opts.sigma
     return kw
