@@ -282,3 +282,52 @@ def test_demo_stage_runs_then_is_up_to_date(setup, tmp_path):
     assert (Path(first["encoder"]) / "model.safetensors").is_file()
     again = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)
     assert again["status"] == "up to date" and again["final loss"] == first["final loss"]
+
+
+def test_cdmae_decoder_masks_come_from_importance(setup):
+    """Through the real data path with sigma = 0, the decoder predicts exactly the floor(n/2) most
+    important tokens of each passage, while the encoder's mask is random."""
+    from dense_pt.objectives import MethodOptions, resolve_options
+    from dense_pt.pretrain.data import make_collate_fn
+
+    _, store, _ = setup
+    opts = resolve_options("cdmae", MethodOptions(sigma=0.0, crop="head"))
+    collate = make_collate_fn(store, "cdmae", opts, max_length=144, seed=0)
+    rows = np.arange(16)
+    batch = collate(rows, 0)
+    overlap = []
+    for b, r in enumerate(rows):
+        imp = store.row(int(r), "importance")
+        n = len(imp)
+        assert n <= 142  # no truncation: positions are content index + 1
+        expected = np.zeros(batch["dec_labels"].shape[1], dtype=bool)
+        expected[np.argsort(-imp, kind="stable")[: n // 2] + 1] = True
+        np.testing.assert_array_equal(batch["dec_labels"][b] != -100, expected)
+        enc = batch["labels"][b] != -100
+        overlap.append((enc & expected).sum() / max(1, enc.sum()))
+    assert 0.2 < np.mean(overlap) < 0.8  # the encoder's mask ignores importance
+
+
+def test_simlm_views_from_the_real_collator(setup):
+    from dense_pt.models.encoder import load_encoder
+    from dense_pt.objectives import SpecialIds, build_objective, resolve_options
+    from dense_pt.pretrain.data import make_collate_fn
+    from dense_pt.training import to_device
+
+    _, store, config = setup
+    opts = resolve_options("simlm")
+    batch = to_device(
+        make_collate_fn(store, "simlm", opts, 144, seed=0)(np.arange(16), 0), torch.device("cpu")
+    )
+    model = build_objective("simlm", load_encoder(config), SpecialIds.from_store(store), opts)
+    with torch.no_grad():
+        original, x_enc, x_dec, _ = model.make_views(batch)
+    enc, dec = batch["enc_mask"], batch["dec_mask"]
+    assert not (enc & ~dec).any()  # nested
+    content = batch["attention_mask"].bool() & ~batch["special_tokens_mask"]
+    n = content.sum(1)
+    assert (enc.sum(1) == (n * 0.3).floor().long()).all() and (dec.sum(1) == (n * 0.5).floor().long()).all()
+    assert not ((x_enc != original) & ~enc).any() and not ((x_dec != original) & ~dec).any()
+    assert (x_dec[enc] == x_enc[enc]).all()
+    special = torch.tensor(list(store.special_tokens.values()))
+    assert not torch.isin(x_dec[dec], special).any()
