@@ -268,3 +268,33 @@ def test_mlm_head_loads_a_checkpoints_prediction_head(tmp_path):
 
     AutoModel.from_config(tiny_config()).save_pretrained(tmp_path / "bare")
     assert not model.lm_head.init_from_checkpoint(tmp_path / "bare")
+
+
+@pytest.mark.parametrize("method", ["simlm", "cdmae", "seed", "condenser", "enc-dec-rtd", "autoencoder"])
+def test_runs_under_bf16_autocast(method):
+    """The mixed-precision path (bf16 autocast, as on a GPU) keeps every dtype consistent."""
+    model = build(method)
+    batch = to_device(view_for(method, make_batch(seed=10)), torch.device("cpu"))
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        out = model(batch)
+    assert torch.isfinite(out["loss"])
+    out["loss"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("method", ["seed", "cdmae"])
+def test_eager_and_sdpa_attention_agree(method):
+    """The explicit decoder masks mean the same under both attention implementations."""
+    sdpa = build(method)
+    eager = build(method)
+    eager.load_state_dict(sdpa.state_dict())
+    for m in eager.modules():
+        if hasattr(getattr(m, "config", None), "_attn_implementation"):
+            m.config._attn_implementation = "eager"
+    assert eager.decoder.attn_implementation() == "eager" and sdpa.decoder.attn_implementation() == "sdpa"
+    sdpa.eval()
+    eager.eval()
+    batch = to_device(view_for(method, make_batch(seed=11)), torch.device("cpu"))
+    with torch.no_grad():
+        a, b = sdpa(batch), eager(batch)
+    torch.testing.assert_close(a["loss"], b["loss"], rtol=1e-4, atol=1e-4)

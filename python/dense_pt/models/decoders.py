@@ -52,8 +52,16 @@ class LayerStack(nn.Module):
         self.config.num_hidden_layers = num_layers
         self.init = init
 
+    def attn_implementation(self) -> str:
+        """What the layers actually run (each deep-copied layer holds its own config)."""
+        for m in self.layers[0].modules():
+            cfg = getattr(m, "config", None)
+            if cfg is not None and hasattr(cfg, "_attn_implementation"):
+                return cfg._attn_implementation or "sdpa"
+        return self.config._attn_implementation or "sdpa"
+
     def forward(self, hidden: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        mask = layer_mask(keep, hidden, self.config._attn_implementation)
+        mask = layer_mask(keep, hidden, self.attn_implementation())
         for layer in self.layers:
             out = layer(hidden, mask)
             hidden = out[0] if isinstance(out, tuple) else out
