@@ -11,7 +11,7 @@ import dataclasses
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,6 @@ class TrainConfig:
     prefetch_factor: int = 2
     find_unused_parameters: bool = False
     threads: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def warmup_steps(self) -> int:
         if self.warmup >= 1:
