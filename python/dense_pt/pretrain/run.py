@@ -154,7 +154,11 @@ def run_pretrain(
             {
                 **summary,
                 "config": cfg.to_dict(),
-                "corpus": {"path": str(Path(cfg.corpus).resolve()), "vocab_hash": store.vocab_hash, "rows": len(store)},
+                "corpus": {
+                    "path": str(Path(cfg.corpus).resolve()),
+                    "vocab_hash": store.vocab_hash,
+                    "rows": len(store),
+                },
                 "model": str(Path(cfg.model).resolve()),
                 "started": started,
                 "finished": time.time(),
