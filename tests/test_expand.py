@@ -406,7 +406,8 @@ def test_smollm2_gguf_expands_real_passages(tmp_path):
         batch_size=2,
         seed=0,
         device="cpu",
-        sampling=SamplingParams(max_new_tokens=48),
+        max_passage_words=40,
+        sampling=SamplingParams(max_new_tokens=24),
     )
     assert res.generated == 2
     man = read_manifest(tmp_path / "q")
