@@ -17,7 +17,7 @@ def expand_cmd(
         ..., "--model", help="Local HF model folder or .gguf file; with --endpoint, the server's model name."
     ),
     corpus: Path = typer.Option(
-        ..., "--corpus", help="BEIR corpus.jsonl (or its folder), or a corpus store."
+        ..., "--corpus", help="Corpus file (BEIR jsonl or folder, tsv, Parquet, Arrow) or a corpus store."
     ),
     out: Path = typer.Option(..., "--out", help="Queries folder (Parquet shards); re-running resumes it."),
     num_queries: int = typer.Option(10, help="Queries asked for and kept per passage."),

@@ -1,4 +1,7 @@
-"""Passages to expand, from a corpus file (BEIR jsonl, ...) or a tokenized corpus store.
+"""Passages to expand, from a corpus file or a tokenized corpus store.
+
+Files are read by :func:`dense_pt.data.readers.read_corpus` (BEIR jsonl or folder, MS MARCO tsv,
+Parquet, Arrow; ``.gz`` too), with its file:line errors.
 
 A store keeps token ids, not text: its passages are decoded with the store's own tokenizer, which
 for an uncased WordPiece vocabulary gives lowercased text with normalised spacing. Prefer the
@@ -7,12 +10,11 @@ original corpus file when it is at hand.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.errors import InvalidArgumentError
 
 
 class SourcePassage(NamedTuple):
@@ -49,25 +51,7 @@ def _iter_store(path: Path, batch: int) -> Iterator[SourcePassage]:
 
 
 def _iter_file(path: Path) -> Iterator[SourcePassage]:
-    # Minimal BEIR jsonl reader until dense_pt.data.readers is in main.
-    if path.is_dir():
-        path = path / "corpus.jsonl"
-    if not path.name.endswith(".jsonl"):
-        raise InvalidArgumentError(f"--corpus {path}: expected a BEIR corpus.jsonl or a corpus store")
-    seen: set[str] = set()
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(f"invalid JSON ({exc.msg})", path, lineno) from exc
-            pid = obj.get("_id", obj.get("id"))
-            if not isinstance(pid, str | int):
-                raise FormatError("missing passage id field '_id'", path, lineno)
-            pid = str(pid)
-            if pid in seen:
-                raise FormatError(f"duplicate passage id {pid!r}", path, lineno)
-            seen.add(pid)
-            yield SourcePassage(pid, str(obj.get("title") or ""), str(obj.get("text") or ""))
+    from dense_pt.data.readers import read_corpus
+
+    for p in read_corpus(path):
+        yield SourcePassage(p.id, p.title, p.text)
