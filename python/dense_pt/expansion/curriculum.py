@@ -21,9 +21,11 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dense_pt.errors import InvalidArgumentError
 
+T = TypeVar("T")
 SOURCES = ("spans", "queries")
 SCHEDULES = ("cosine", "constant", "linear")
 
@@ -112,7 +114,7 @@ def rows_with_queries(ids: Sequence[str], queries: Mapping[str, Sequence[str]]) 
     return [i for i, pid in enumerate(ids) if queries.get(pid)]
 
 
-def pick_query(queries: Sequence[str], seed: int, pid: str, epoch: int) -> str:
+def pick_query(queries: Sequence[T], seed: int, pid: str, epoch: int) -> T:
     """One of a passage's queries, chosen from (seed, passage id, epoch) only."""
     if not queries:
         raise InvalidArgumentError(f"passage {pid!r} has no query")
