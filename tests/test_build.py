@@ -20,6 +20,7 @@ from dense_pt.data import (
     passage_text,
     read_corpus,
     train_tokenizer_on_corpus,
+    train_wordpiece,
 )
 from dense_pt.data.tokenizer import _word_index, _word_index_flat, encode_texts, vocab_hash
 from dense_pt.errors import FormatError, InvalidArgumentError
@@ -130,12 +131,11 @@ def test_info_summary(tmp_path, corpus, tok_file):
 # ---- the "done means": SciFact through the CLI, read back identical -------------------
 def test_scifact_build_via_cli_matches_direct(tmp_path, shared_data):
     corpus = shared_data / "beir-scifact" / "corpus.jsonl"
-    runner = CliRunner()
+    # a small tokenizer trained on the fly from part of the corpus keeps the test fast
+    texts = (passage_text(p) for _, p in zip(range(800), read_corpus(corpus), strict=False))
     tok_path = tmp_path / "tok.json"
-    r = runner.invoke(
-        app, ["corpus", "train-tokenizer", str(corpus), "--out", str(tok_path), "--vocab-size", "3000"]
-    )
-    assert r.exit_code == 0, r.output
+    train_wordpiece(texts, vocab_size=2000).save(str(tok_path))
+    runner = CliRunner()
     out = tmp_path / "scifact"
     r = runner.invoke(app, ["corpus", "build", str(corpus), "--tokenizer", str(tok_path), "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -147,6 +147,31 @@ def test_scifact_build_via_cli_matches_direct(tmp_path, shared_data):
     assert r.exit_code == 0 and "up to date" in r.output and "nothing to do" in r.output
     r = runner.invoke(app, ["corpus", "info", str(out)])
     assert r.exit_code == 0 and "5,183" in r.output
+
+
+def test_cli_train_tokenizer(tmp_path, corpus):
+    out = tmp_path / "tok.json"
+    args = [
+        "corpus",
+        "train-tokenizer",
+        str(corpus),
+        "--out",
+        str(out),
+        "--vocab-size",
+        "120",
+        "--min-frequency",
+        "1",
+    ]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    from dense_pt.data import load_tokenizer
+    from dense_pt.data.tokenizer import special_token_ids
+
+    tok = load_tokenizer(out)
+    assert tok.get_vocab_size() <= 120
+    assert special_token_ids(tok) == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code != 0 and isinstance(r.exception, FileExistsError)
 
 
 # ---- CLI error paths through main(): one red line, exit code 2 -------------------------------
@@ -260,3 +285,29 @@ def test_real_hf_model_folder(tmp_path, corpus):
     tok.no_truncation()
     for i, p in enumerate(read_corpus(corpus)):
         assert store.tokens(i).tolist() == tok.encode(passage_text(p), add_special_tokens=False).ids[:62]
+
+
+def test_parquet_and_tsv_sources_build_the_same_tokens(tmp_path, corpus, tok_file):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    passages = list(read_corpus(corpus))
+    pq.write_table(
+        pa.table(
+            {
+                "id": [p.id for p in passages],
+                "title": [p.title for p in passages],
+                "text": [p.text for p in passages],
+            }
+        ),
+        tmp_path / "c.parquet",
+        row_group_size=7,
+    )
+    (tmp_path / "c.tsv").write_text("".join(f"{p.id}\t{passage_text(p)}\n" for p in passages))
+    ref = build_corpus_store(corpus, tok_file, tmp_path / "ref").store
+    for name, fmt in (("c.parquet", "parquet"), ("c.tsv", "tsv")):
+        store = build_corpus_store(tmp_path / name, tok_file, tmp_path / f"s-{fmt}").store
+        assert store.manifest["source"]["format"] == fmt
+        assert store.ids.to_pylist() == ref.ids.to_pylist()
+        np.testing.assert_array_equal(store.ragged()[0], ref.ragged()[0])
+        np.testing.assert_array_equal(store.ragged()[1], ref.ragged()[1])

@@ -11,6 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dense_pt.data import (
     Judgement,
@@ -247,3 +249,42 @@ def test_msmarco_and_trec_dl_files(shared_data):
         assert len(qrels) == n_q
         rels = {r for q in qrels.values() for r in q.values()}
         assert rels == {0, 1, 2, 3}  # graded judgements kept as they are
+
+
+def test_qrels_checked_against_a_corpus_store(tmp_path):
+    from dense_pt.data import build_store_from_texts, train_wordpiece
+
+    docs = [("d1", "the river floods"), ("d2", "owls hunt at night")]
+    store = build_store_from_texts(
+        tmp_path / "s", docs, train_wordpiece([t for _, t in docs], 60, min_frequency=1)
+    )
+    assert "d1" in store and "dX" not in store
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\nq1 0 dX 1\n")
+    with pytest.raises(FormatError, match="unknown passage id 'dX'"):
+        list(read_qrels(tmp_path / "q.txt", corpus_ids=store, strict=True))
+
+
+# ---- round trips on arbitrary text -----------------------------------------------------------
+_text = st.text(min_size=1, max_size=40).filter(lambda t: t.strip() != "")
+_ids = st.lists(st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True), min_size=1, max_size=8, unique=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=_ids, data=st.data())
+def test_jsonl_roundtrip_arbitrary_unicode(tmp_path, ids, data):
+    rows = [(pid, data.draw(st.text(max_size=10)), data.draw(_text)) for pid in ids]
+    path = tmp_path / "c.jsonl"
+    with open(path, "w", encoding="utf-8", newline="") as f:  # raw U+2028, NEL, \r inside strings
+        for pid, title, text in rows:
+            f.write(json.dumps({"_id": pid, "title": title, "text": text}, ensure_ascii=False) + "\n")
+    assert list(read_corpus(path)) == [Passage(p, ti.strip(), te.strip()) for p, ti, te in rows]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=_ids, data=st.data())
+def test_tsv_roundtrip(tmp_path, ids, data):
+    clean = _text.filter(lambda t: not ({"\t", "\n", "\r"} & set(t)))
+    rows = [(pid, data.draw(clean)) for pid in ids]
+    path = tmp_path / "q.tsv"
+    path.write_bytes("".join(f"{p}\t{t}\r\n" for p, t in rows).encode("utf-8"))
+    assert list(read_queries(path)) == [Query(p, t.strip()) for p, t in rows]

@@ -94,23 +94,46 @@ def stage_data(ctx: DemoContext) -> dict[str, Any]:
 
 # ---- stage: tokenizer ------------------------------------------------------------------------
 def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
-    """Train a WordPiece tokenizer on the corpus (skipped when the corpus and settings are unchanged)."""
-    from dense_pt.data.build import train_tokenizer_on_corpus
-    from dense_pt.data.tokenizer import load_tokenizer
-    from dense_pt.fsutil import sha256_file, write_json_atomic
+    """Train a WordPiece tokenizer on the corpus and the training queries (so the queries'
+    paraphrase words get tokens of their own; dev/test queries stay unseen). Skipped when those
+    inputs and the vocabulary size are unchanged."""
+    from itertools import chain
+
+    from dense_pt.data.judgements import read_qrels
+    from dense_pt.data.readers import passage_text, read_corpus, read_queries
+    from dense_pt.data.tokenizer import load_tokenizer, train_wordpiece
+    from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
 
     assert ctx.data_dir is not None, "the data stage runs first"
     folder = ctx.stage_dir("tokenizer")
     ctx.tokenizer_path = folder / "tokenizer.json"
     corpus = ctx.data_dir / "corpus.jsonl"
-    stamp = {"source_sha256": sha256_file(corpus), "vocab_size": ctx.vocab_size}
+    queries = ctx.data_dir / "queries.jsonl"
+    train_qrels = ctx.qrels.get("train")
+    use_queries = queries.exists() and train_qrels is not None
+    stamp = {
+        "corpus_sha256": sha256_file(corpus),
+        "train_queries_sha256": [sha256_file(queries), sha256_file(train_qrels)] if use_queries else None,
+        "vocab_size": ctx.vocab_size,
+    }
     if not ctx.force and ctx.tokenizer_path.exists() and _stamp_matches(folder / "stamp.json", stamp):
         tok, status = load_tokenizer(ctx.tokenizer_path), "up to date"
     else:
-        tok = train_tokenizer_on_corpus(corpus, ctx.tokenizer_path, vocab_size=ctx.vocab_size, force=True)
+        texts: Any = (passage_text(p) for p in read_corpus(corpus))
+        if use_queries:
+            train_ids = {j.qid for j in read_qrels(train_qrels)}
+            texts = chain(texts, (q.text for q in read_queries(queries) if q.id in train_ids))
+        tok = train_wordpiece(texts, vocab_size=ctx.vocab_size)
+        with atomic_file(ctx.tokenizer_path, "w", encoding="utf-8") as f:
+            f.write(tok.to_str())
         write_json_atomic(folder / "stamp.json", stamp)
         status = "ran"
-    return {"status": status, "vocab": tok.get_vocab_size(), "file": str(ctx.tokenizer_path)}
+    return {
+        "status": status,
+        "vocab": tok.get_vocab_size(),
+        "trained on": "corpus + train queries" if use_queries else "corpus",
+        "file": str(ctx.tokenizer_path),
+    }
 
 
 # ---- stage: store ----------------------------------------------------------------------------
@@ -185,7 +208,7 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_column("seconds", justify="right")
     table.add_column("summary")
     for name, s in report["stages"].items():
-        rest = {k: v for k, v in s.items() if k not in ("status", "seconds")}
+        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file")}
         table.add_row(
             name,
             str(s.get("status", "")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 import typer
@@ -202,10 +202,10 @@ def check(
     typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
 
 
-def _corpus_ids(path: Path) -> set[str]:
+def _corpus_ids(path: Path) -> Container[str]:
     from dense_pt.data.readers import read_corpus
     from dense_pt.data.store import MANIFEST_FILE, CorpusStore
 
     if path.is_dir() and (path / MANIFEST_FILE).exists():
-        return set(CorpusStore.open(path).ids.to_pylist())
+        return CorpusStore.open(path)  # supports `pid in store`
     return {p.id for p in read_corpus(path)}

@@ -16,6 +16,8 @@ def demo(
     force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
 ) -> None:
     """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
+    from dense_pt.cli.corpus import data_warnings
     from dense_pt.demo import run_demo
 
-    run_demo(out=out, corpus=corpus, force=force)
+    with data_warnings():
+        run_demo(out=out, corpus=corpus, force=force)

@@ -113,6 +113,12 @@ class CorpusStore:
     def __len__(self) -> int:
         return self._tokens.num_rows
 
+    def __contains__(self, pid: object) -> bool:
+        """``pid in store`` (builds the id index on first use), e.g. for ``read_qrels(corpus_ids=store)``."""
+        if self._index is None:
+            self._index = {p: i for i, p in enumerate(self.ids.to_pylist())}
+        return pid in self._index
+
     def __repr__(self) -> str:
         return f"CorpusStore({str(self.path)!r}, rows={len(self)}, columns={self.column_names})"
 
