@@ -426,3 +426,21 @@ def test_demo_stage_with_tiny_random_lm(tmp_path, corpus):
     assert (tmp_path / "demo" / "tiny-lm" / "config.json").is_file()
     again = demo_stage(tmp_path / "demo", corpus, limit=3, max_new_tokens=8, prefer_smollm2=False)
     assert again["generated"] == 0 and again["passages"] == 3  # resumed, nothing left to do
+
+
+def test_demo_runs_the_expansion_stage(tmp_path):
+    import functools
+
+    from dense_pt.demo import run_demo, stage_data
+    from dense_pt.expansion.demo import stage_expansion
+
+    stages = [
+        ("data", stage_data),
+        ("expansion", functools.partial(stage_expansion, limit=2, prefer_smollm2=False)),
+    ]
+    report = run_demo(tmp_path / "demo", stages=stages, print_summary=False)
+    s = report["stages"]["expansion"]
+    assert s["status"] == "ran" and s["generated"] == 2 and s["model_kind"] == "tiny-random"
+    assert len(read_queries_table(tmp_path / "demo" / "expansion" / "queries")) == 2
+    again = run_demo(tmp_path / "demo", stages=stages, print_summary=False)
+    assert again["stages"]["expansion"]["status"] == "up to date"

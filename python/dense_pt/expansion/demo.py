@@ -73,3 +73,23 @@ def demo_stage(
         "seconds": round(res.seconds, 2),
         "example": next(iter(queries.items()), None),
     }
+
+
+def stage_expansion(ctx: Any, limit: int = 4, prefer_smollm2: bool = True) -> dict[str, Any]:
+    """`dense-pt demo --with-expansion`: expand a few passages of the demo corpus (a ``DemoContext``
+    stage; puts the queries folder on ``ctx.artifacts["queries"]``). Resumable like `expand`."""
+    assert ctx.data_dir is not None, "the data stage runs first"
+    folder = ctx.stage_dir("expansion")
+    if ctx.force:
+        import shutil
+
+        shutil.rmtree(folder / "queries", ignore_errors=True)
+    summary = demo_stage(
+        folder, ctx.data_dir / "corpus.jsonl", seed=ctx.seed, limit=limit, prefer_smollm2=prefer_smollm2
+    )
+    ctx.artifacts["queries"] = Path(summary["queries_path"])
+    example = summary.pop("example")
+    summary["status"] = "ran" if summary["generated"] else "up to date"
+    if example:
+        summary["example"] = f"{example[0]}: {example[1][0]!r}" if example[1] else example[0]
+    return summary
