@@ -168,7 +168,7 @@ class HFGenerator:
                 do_sample=True,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
-                top_k=sampling.top_k or None,
+                top_k=sampling.top_k,  # 0 disables it (None would fall back to the model default)
                 max_new_tokens=sampling.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
