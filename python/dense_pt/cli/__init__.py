@@ -27,6 +27,7 @@ app = typer.Typer(
 GROUPS = [
     "dense_pt.cli.corpus",
     "dense_pt.cli.demo",
+    "dense_pt.cli.mask",
     "dense_pt.cli.expand",
 ]
 
