@@ -1,0 +1,346 @@
+"""The tokenized corpus store: passages tokenized once, memory-mapped by every later stage.
+
+Layout of a store directory::
+
+    manifest.json      provenance: source + sha256, tokenizer + vocab hash, specials, counts
+    tokenizer.json     the tokenizer the ids belong to
+    tokens.arrow       Arrow IPC file: id (utf8), input_ids (large_list<uint32>, content tokens only,
+                       no [CLS]/[SEP]), word_ids (large_list<uint32>, word index of each token)
+    <name>.arrow       one file per added column (e.g. importance), row-aligned with tokens.arrow
+
+Columns are separate files so that adding one (``add_column``) is a single atomic rename and never
+rewrites the tokens.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from tokenizers import Tokenizer
+
+from dense_pt import __version__
+from dense_pt.data.tokenizer import encode_texts, special_token_ids, vocab_hash
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
+
+FORMAT_VERSION = 1
+TOKENS_FILE = "tokens.arrow"
+MANIFEST_FILE = "manifest.json"
+TOKENIZER_FILE = "tokenizer.json"
+ROWS_PER_BATCH = 65536
+_REQUIRED_MANIFEST = ("format_version", "tokenizer", "special_tokens", "num_rows", "columns")
+
+TOKENS_SCHEMA = pa.schema(
+    [
+        ("id", pa.utf8()),
+        ("input_ids", pa.large_list(pa.uint32())),
+        ("word_ids", pa.large_list(pa.uint32())),
+    ]
+)
+
+
+def _ragged_of(chunked: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(flat values, int64 offsets) of a large_list column; zero-copy for a single unsliced chunk."""
+    chunks = chunked.chunks
+    if len(chunks) == 1:
+        arr = chunks[0]
+        offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        values = arr.values.to_numpy(zero_copy_only=False)
+        if offsets[0] != 0:
+            values = values[offsets[0] : offsets[-1]]
+            offsets = offsets - offsets[0]
+        return values, offsets
+    parts, lengths = [], []
+    for arr in chunks:
+        off = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        parts.append(arr.values.to_numpy(zero_copy_only=False)[off[0] : off[-1]])
+        lengths.append(np.diff(off))
+    lens = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    return values, offsets
+
+
+class CorpusStore:
+    """Read access to a store directory (see the module docstring)."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], tokens: pa.Table):
+        self.path = path
+        self.manifest = manifest
+        self._tokens = tokens
+        self._index: dict[str, int] | None = None
+        self._ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    # ---- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path) -> CorpusStore:
+        path = Path(path)
+        mpath = path / MANIFEST_FILE
+        if not mpath.exists():
+            raise FormatError(
+                "not a corpus store (no manifest.json); build one with `dense-pt corpus build`", path=path
+            )
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FormatError(f"invalid JSON ({exc})", path=mpath) from exc
+        missing = [k for k in _REQUIRED_MANIFEST if k not in manifest]
+        if missing:
+            raise FormatError(f"manifest lacks field(s) {missing}", path=mpath)
+        if manifest["format_version"] != FORMAT_VERSION:
+            raise FormatError(
+                f"store format version {manifest['format_version']} is not supported "
+                f"(this dense-pt reads version {FORMAT_VERSION})",
+                path=mpath,
+            )
+        tokens = _read_arrow(path / TOKENS_FILE)
+        if tokens.num_rows != manifest["num_rows"]:
+            raise FormatError(
+                f"{TOKENS_FILE} has {tokens.num_rows} rows but the manifest says {manifest['num_rows']}",
+                path=path / TOKENS_FILE,
+            )
+        return cls(path, manifest, tokens)
+
+    # ---- metadata ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._tokens.num_rows
+
+    def __repr__(self) -> str:
+        return f"CorpusStore({str(self.path)!r}, rows={len(self)}, columns={self.column_names})"
+
+    @property
+    def ids(self) -> pa.Array:
+        return self._tokens.column("id").combine_chunks()
+
+    @property
+    def vocab_hash(self) -> str:
+        return self.manifest["tokenizer"]["vocab_hash"]
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["tokenizer"]["vocab_size"])
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self.manifest["special_tokens"])
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / TOKENIZER_FILE
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.from_file(str(self.tokenizer_path))
+
+    @property
+    def column_names(self) -> list[str]:
+        return ["input_ids", "word_ids", *sorted(self.manifest["columns"])]
+
+    def has_column(self, name: str) -> bool:
+        return name in self.column_names
+
+    # ---- row access ----------------------------------------------------------------------
+    def index_of(self, pid: str) -> int:
+        if self._index is None:
+            self._index = {p: i for i, p in enumerate(self.ids.to_pylist())}
+        try:
+            return self._index[pid]
+        except KeyError:
+            raise KeyError(f"passage id {pid!r} is not in the store {self.path}") from None
+
+    def ragged(
+        self, column: str = "input_ids", rows: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A column as (flat values, int64 offsets). ``rows=None``: the whole corpus, memory-mapped
+        (zero-copy for single-chunk files); otherwise the selected rows, gathered into a copy."""
+        if column not in self._ragged:
+            self._ragged[column] = _ragged_of(self._column(column))
+        values, offsets = self._ragged[column]
+        if rows is None:
+            return values, offsets
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
+            raise InvalidArgumentError(f"row index out of range for a store of {len(self)} rows")
+        starts, ends = offsets[rows], offsets[rows + 1]
+        out_off = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=out_off[1:])
+        out = np.empty(int(out_off[-1]), dtype=values.dtype)
+        for k, (s, e) in enumerate(zip(starts, ends, strict=True)):
+            out[out_off[k] : out_off[k + 1]] = values[s:e]
+        return out, out_off
+
+    def row(self, i: int, column: str = "input_ids") -> np.ndarray:
+        values, offsets = self.ragged(column)
+        if not 0 <= i < len(self):
+            raise IndexError(f"row {i} out of range for a store of {len(self)} rows")
+        return values[offsets[i] : offsets[i + 1]]
+
+    def tokens(self, i: int) -> np.ndarray:
+        return self.row(i, "input_ids")
+
+    def get(self, pid: str, column: str = "input_ids") -> np.ndarray:
+        return self.row(self.index_of(pid), column)
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.ragged("input_ids")[1])
+
+    def _column(self, name: str) -> pa.ChunkedArray:
+        if name in ("input_ids", "word_ids", "id"):
+            return self._tokens.column(name)
+        if name not in self.manifest["columns"]:
+            raise KeyError(f"column {name!r} is not in the store {self.path} (columns: {self.column_names})")
+        meta = self.manifest["columns"][name]
+        table = _read_arrow(self.path / meta["file"])
+        if table.num_rows != len(self):
+            raise FormatError(
+                f"column file has {table.num_rows} rows, the store has {len(self)}",
+                path=self.path / meta["file"],
+            )
+        return table.column(name)
+
+    # ---- adding columns ------------------------------------------------------------------
+    def add_column(
+        self,
+        name: str,
+        values: np.ndarray,
+        offsets: np.ndarray,
+        meta: dict[str, Any] | None = None,
+        force: bool = False,
+    ) -> None:
+        """Atomically add a per-token column (same lengths as ``input_ids``) as ``<name>.arrow``."""
+        if name in ("id", "input_ids", "word_ids"):
+            raise InvalidArgumentError(f"column name {name!r} is reserved")
+        if name in self.manifest["columns"] and not force:
+            raise FileExistsError(f"{self.path}: column {name!r} exists (use force to replace it)")
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if not np.array_equal(np.diff(offsets), self.lengths()):
+            raise MismatchError(f"column {name!r}: row lengths do not match the store's input_ids")
+        arr = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(np.asarray(values)))
+        file = f"{name}.arrow"
+        with (
+            atomic_file(self.path / file, "wb") as f,
+            pa.ipc.new_file(f, pa.schema([(name, arr.type)])) as writer,
+        ):
+            for start in range(0, len(arr), ROWS_PER_BATCH):
+                writer.write_batch(pa.record_batch([arr.slice(start, ROWS_PER_BATCH)], names=[name]))
+        manifest = json.loads(json.dumps(self.manifest))
+        manifest["columns"][name] = {"file": file, "dtype": str(arr.type.value_type), **(meta or {})}
+        write_json_atomic(self.path / MANIFEST_FILE, manifest)
+        self.manifest = manifest
+        self._ragged.pop(name, None)
+
+
+def _read_arrow(path: Path) -> pa.Table:
+    if not path.exists():
+        raise FormatError("missing file of the corpus store", path=path)
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    except pa.ArrowInvalid as exc:
+        raise FormatError(f"not a readable Arrow IPC file ({exc})", path=path) from exc
+
+
+def write_store(
+    out: str | Path,
+    rows: Iterable[tuple[str, np.ndarray, np.ndarray]],
+    tokenizer: Tokenizer,
+    meta: dict[str, Any] | None = None,
+    force: bool = False,
+) -> CorpusStore:
+    """Write a store from (id, input_ids, word_ids) rows, atomically (temp folder + rename).
+
+    Duplicate ids and empty rows are refused. ``meta`` is merged into the manifest (source,
+    max_length, ...).
+    """
+    out = Path(out)
+    specials = special_token_ids(tokenizer)
+    seen: set[str] = set()
+    n_rows = n_tokens = 0
+    with atomic_dir(out, force=force) as tmp:
+        tokenizer.save(str(tmp / TOKENIZER_FILE))
+        with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:
+            buf: list[tuple[str, np.ndarray, np.ndarray]] = []
+            for pid, ids, words in rows:
+                if pid in seen:
+                    raise InvalidArgumentError(f"duplicate passage id {pid!r}")
+                seen.add(pid)
+                if len(ids) == 0:
+                    raise InvalidArgumentError(f"passage {pid!r} has no tokens")
+                if len(words) != len(ids):
+                    raise InvalidArgumentError(f"passage {pid!r}: word_ids and input_ids differ in length")
+                buf.append((pid, ids, words))
+                n_rows += 1
+                n_tokens += len(ids)
+                if len(buf) >= ROWS_PER_BATCH:
+                    writer.write_batch(_batch(buf))
+                    buf = []
+            if buf or n_rows == 0:
+                writer.write_batch(_batch(buf))
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "dense_pt_version": __version__,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "tokenizer": {
+                "vocab_hash": vocab_hash(tokenizer),
+                "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
+                "file": TOKENIZER_FILE,
+            },
+            "special_tokens": specials,
+            "num_rows": n_rows,
+            "num_tokens": n_tokens,
+            "columns": {},
+            **(meta or {}),
+        }
+        write_json_atomic(tmp / MANIFEST_FILE, manifest)
+    return CorpusStore.open(out)
+
+
+def _batch(buf: list[tuple[str, np.ndarray, np.ndarray]]) -> pa.RecordBatch:
+    def ragged(arrays: list[np.ndarray]) -> pa.Array:
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum([len(a) for a in arrays], out=offsets[1:])
+        flat = np.concatenate(arrays).astype(np.uint32) if arrays else np.zeros(0, np.uint32)
+        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat, type=pa.uint32()))
+
+    return pa.record_batch(
+        [pa.array([b[0] for b in buf], pa.utf8()), ragged([b[1] for b in buf]), ragged([b[2] for b in buf])],
+        schema=TOKENS_SCHEMA,
+    )
+
+
+def build_store_from_texts(
+    out: str | Path,
+    docs: Iterable[tuple[str, str]],
+    tokenizer: Tokenizer,
+    max_length: int | None = None,
+    meta: dict[str, Any] | None = None,
+    force: bool = False,
+    batch_size: int = 1024,
+) -> CorpusStore:
+    """Tokenize (id, text) pairs and write a store. ``max_length`` counts [CLS] and [SEP], so at most
+    ``max_length - 2`` content tokens are kept, as in training."""
+    max_content = None if max_length is None else max_length - 2
+    if max_content is not None and max_content < 1:
+        raise InvalidArgumentError(f"max_length must be at least 3, got {max_length}")
+
+    def rows() -> Iterable[tuple[str, np.ndarray, np.ndarray]]:
+        batch: list[tuple[str, str]] = []
+        for item in docs:
+            batch.append(item)
+            if len(batch) >= batch_size:
+                yield from _encode(batch)
+                batch = []
+        if batch:
+            yield from _encode(batch)
+
+    def _encode(batch: list[tuple[str, str]]) -> Iterable[tuple[str, np.ndarray, np.ndarray]]:
+        encoded = encode_texts(tokenizer, [t for _, t in batch], max_content)
+        for (pid, _), (ids, words) in zip(batch, encoded, strict=True):
+            yield pid, ids, words
+
+    return write_store(out, rows(), tokenizer, meta={"max_length": max_length, **(meta or {})}, force=force)
