@@ -230,6 +230,8 @@ fn build_inner(
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from(".")),
     };
+    let mut b64 = KeyBufs::<u64>::default();
+    let mut b128 = KeyBufs::<u128>::default();
     for n in 2..=opts.max_n {
         let kw = key_width(n, bits).expect("validated");
         let ctx = OrderCtx {
@@ -245,11 +247,12 @@ fn build_inner(
         let total = if kw <= 8 {
             let cap = buffer_keys::<u64>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u64>(&ctx, cap, &mut writer, &mut stats)?
+            count_order::<u64>(&ctx, cap, &mut b64, &mut writer, &mut stats)?
         } else {
+            b64 = KeyBufs::default();
             let cap = buffer_keys::<u128>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u128>(&ctx, cap, &mut writer, &mut stats)?
+            count_order::<u128>(&ctx, cap, &mut b128, &mut writer, &mut stats)?
         };
         stats.totals.push(total);
     }
@@ -318,6 +321,7 @@ impl OrderCtx<'_> {
 fn count_order<K: Key>(
     ctx: &OrderCtx<'_>,
     cap: u64,
+    bufs: &mut KeyBufs<K>,
     writer: &mut TableWriter,
     stats: &mut BuildStats,
 ) -> Result<u64> {
@@ -405,11 +409,10 @@ fn count_order<K: Key>(
             gm += c;
         }
         groups.push((g0, nblocks, gm));
-        let collect = |g: &(u64, u64, u64)| -> Vec<K> {
-            let (b0, b1, gm) = *g;
-            let mut buf = vec![K::default(); gm as usize];
+        let collect = |g: &(u64, u64, u64), buf: &mut [K]| {
+            let (b0, b1, _) = *g;
             let mut slices: Vec<&mut [K]> = Vec::with_capacity((b1 - b0) as usize);
-            let mut rest: &mut [K] = &mut buf;
+            let mut rest: &mut [K] = buf;
             for b in b0..b1 {
                 let (head, tail) = rest.split_at_mut(counts[b as usize] as usize);
                 slices.push(head);
@@ -426,21 +429,35 @@ fn count_order<K: Key>(
                 });
                 debug_assert_eq!(w, out.len());
             });
-            buf
         };
         let key_bits = n as u32 * ctx.bits;
+        let timing = std::env::var_os("DENSE_PT_PMI_TIMING").is_some();
         if groups.len() == 1 {
-            let mut buf = collect(&groups[0]);
-            let sorted = sort_keys(&mut buf, key_bits);
+            let tt = Instant::now();
+            let gm = groups[0].2 as usize;
+            bufs.ensure(gm);
+            collect(&groups[0], &mut bufs.a[..gm]);
+            let t1 = tt.elapsed().as_secs_f64();
+            let sorted = bufs.sort(gm, key_bits);
+            let t2 = tt.elapsed().as_secs_f64();
             run_lengths(sorted, |k, c| writer.push(k, c))?;
+            if timing {
+                eprintln!(
+                    "order {n}: collect {t1:.3}s sort {:.3}s emit {:.3}s",
+                    t2 - t1,
+                    tt.elapsed().as_secs_f64() - t2
+                );
+            }
         } else {
             let mut runs = Vec::with_capacity(groups.len());
             for g in &groups {
                 if g.2 == 0 {
                     continue;
                 }
-                let mut buf = collect(g);
-                let sorted = sort_keys(&mut buf, key_bits);
+                let gm = g.2 as usize;
+                bufs.ensure(gm);
+                collect(g, &mut bufs.a[..gm]);
+                let sorted = bufs.sort(gm, key_bits);
                 runs.push(spill_run(ctx.spill_dir, sorted)?);
                 stats.spilled_runs += 1;
                 (ctx.progress)(&phase, done + g.2 / 2, total);
@@ -458,25 +475,54 @@ fn count_order<K: Key>(
     Ok(total)
 }
 
-/// Sort in place (radix sort through a scratch buffer of the same size); returns the sorted slice.
-fn sort_keys<K: Key>(buf: &mut Vec<K>, key_bits: u32) -> Vec<K> {
-    if buf.len() < 1 << 12 {
-        buf.sort_unstable();
-        return std::mem::take(buf);
-    }
-    let mut scratch = vec![K::default(); buf.len()];
-    let in_scratch = radix_sort(buf, &mut scratch, key_bits);
-    if in_scratch {
-        drop(std::mem::take(buf));
-        scratch
-    } else {
-        drop(scratch);
-        std::mem::take(buf)
+/// The key buffer and its radix-sort twin, reused across passes and orders: on virtual machines
+/// first-touch page faults cost as much as a sort pass, so buffers are allocated once.
+pub(crate) struct KeyBufs<K> {
+    a: Vec<K>,
+    b: Vec<K>,
+}
+
+impl<K: Key> Default for KeyBufs<K> {
+    fn default() -> Self {
+        KeyBufs {
+            a: Vec::new(),
+            b: Vec::new(),
+        }
     }
 }
 
-const RADIX_BITS: u32 = 11;
-const RADIX: usize = 1 << RADIX_BITS;
+impl<K: Key> KeyBufs<K> {
+    fn ensure(&mut self, len: usize) {
+        if self.a.len() < len {
+            self.a = Vec::new();
+            self.b = Vec::new();
+            self.a = key_vec(len);
+            self.b = key_vec(len);
+        }
+    }
+
+    /// Sort `a[..len]`; returns the sorted slice (in `a` or `b`).
+    fn sort(&mut self, len: usize, key_bits: u32) -> &[K] {
+        if len < 1 << 12 {
+            self.a[..len].sort_unstable();
+            return &self.a[..len];
+        }
+        if radix_sort(&mut self.a[..len], &mut self.b[..len], key_bits) {
+            &self.b[..len]
+        } else {
+            &self.a[..len]
+        }
+    }
+}
+
+fn key_vec<K: Key>(len: usize) -> Vec<K> {
+    let mut v: Vec<K> = Vec::with_capacity(len);
+    v.resize(len, K::default());
+    v
+}
+
+/// Widest digit; the actual width spreads the key bits evenly over the fewest passes.
+const MAX_RADIX_BITS: u32 = 12;
 
 struct SyncPtr<K>(*mut K);
 unsafe impl<K> Send for SyncPtr<K> {}
@@ -488,11 +534,13 @@ fn radix_sort<K: Key>(a: &mut [K], b: &mut [K], key_bits: u32) -> bool {
     let len = a.len();
     let threads = rayon::current_num_threads().max(1);
     let chunk = len.div_ceil(threads).max(1 << 14);
-    let passes = key_bits.div_ceil(RADIX_BITS);
-    let mask = (RADIX - 1) as u64;
+    let passes = key_bits.div_ceil(MAX_RADIX_BITS);
+    let digit_bits = key_bits.div_ceil(passes);
+    let radix = 1usize << digit_bits;
+    let mask = (radix - 1) as u64;
     let mut in_b = false;
     for p in 0..passes {
-        let shift = p * RADIX_BITS;
+        let shift = p * digit_bits;
         let (src, dst): (&mut [K], &mut [K]) = if in_b {
             (&mut *b, &mut *a)
         } else {
@@ -501,25 +549,25 @@ fn radix_sort<K: Key>(a: &mut [K], b: &mut [K], key_bits: u32) -> bool {
         let hists: Vec<Vec<usize>> = src
             .par_chunks(chunk)
             .map(|c| {
-                let mut h = vec![0usize; RADIX];
+                let mut h = vec![0usize; radix];
                 for &k in c {
                     h[k.digit(shift, mask)] += 1;
                 }
                 h
             })
             .collect();
-        let mut totals = vec![0usize; RADIX];
+        let mut totals = vec![0usize; radix];
         for h in &hists {
-            for d in 0..RADIX {
+            for d in 0..radix {
                 totals[d] += h[d];
             }
         }
         if totals.contains(&len) {
             continue;
         }
-        let mut offs: Vec<Vec<usize>> = vec![vec![0; RADIX]; hists.len()];
+        let mut offs: Vec<Vec<usize>> = vec![vec![0; radix]; hists.len()];
         let mut run = 0usize;
-        for d in 0..RADIX {
+        for d in 0..radix {
             for (c, h) in hists.iter().enumerate() {
                 offs[c][d] = run;
                 run += h[d];
@@ -544,10 +592,7 @@ fn radix_sort<K: Key>(a: &mut [K], b: &mut [K], key_bits: u32) -> bool {
 }
 
 /// Emit `(key, run length)` for each distinct key of a sorted slice.
-fn run_lengths<K: Key>(
-    sorted: Vec<K>,
-    mut emit: impl FnMut(u128, u64) -> Result<()>,
-) -> Result<()> {
+fn run_lengths<K: Key>(sorted: &[K], mut emit: impl FnMut(u128, u64) -> Result<()>) -> Result<()> {
     let mut it = sorted.iter();
     let Some(&first) = it.next() else {
         return Ok(());
@@ -566,7 +611,7 @@ fn run_lengths<K: Key>(
 }
 
 /// A sorted run on disk: records of 16-byte key + 8-byte count, deleted when dropped.
-fn spill_run<K: Key>(dir: &Path, sorted: Vec<K>) -> Result<tempfile::NamedTempFile> {
+fn spill_run<K: Key>(dir: &Path, sorted: &[K]) -> Result<tempfile::NamedTempFile> {
     let file = tempfile::Builder::new()
         .prefix(".pmi-run-")
         .suffix(".tmp")

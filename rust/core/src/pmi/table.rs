@@ -31,6 +31,7 @@ pub const MAGIC: &[u8; 8] = b"DPTNGRAM";
 pub const FORMAT_VERSION: u32 = 1;
 const FIXED: usize = 88;
 const PER_ORDER: usize = 40;
+const BUF_BYTES: usize = 1 << 20;
 
 /// Everything in the header except the per-order layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +116,7 @@ pub struct TableWriter {
     last_key: Option<u128>,
     hasher: Xxh3,
     buf: Vec<u8>,
+    fill: usize,
     pos: u64,
 }
 
@@ -149,7 +151,8 @@ impl TableWriter {
             cur: OrderInfo::default(),
             last_key: None,
             hasher: Xxh3::new(),
-            buf: Vec::with_capacity(1 << 20),
+            buf: vec![0u8; BUF_BYTES + 32],
+            fill: 0,
             pos: header_len as u64,
         })
     }
@@ -196,24 +199,28 @@ impl TableWriter {
             )));
         }
         self.last_key = Some(key);
-        self.buf
-            .extend_from_slice(&key.to_le_bytes()[..self.cur.key_width]);
-        self.buf
-            .extend_from_slice(&count.to_le_bytes()[..self.cur.count_width]);
+        // Fixed-size copies into a slack-padded buffer, then advance by the real widths (avoids
+        // a variable-length memcpy per field on this hot path).
+        let at = self.fill;
+        self.buf[at..at + 16].copy_from_slice(&key.to_le_bytes());
+        self.fill += self.cur.key_width;
+        let at = self.fill;
+        self.buf[at..at + 8].copy_from_slice(&count.to_le_bytes());
+        self.fill += self.cur.count_width;
         self.cur.entries += 1;
-        if self.buf.len() >= (1 << 20) {
+        if self.fill >= BUF_BYTES {
             self.flush_buf()?;
         }
         Ok(())
     }
 
     fn flush_buf(&mut self) -> Result<()> {
-        self.hasher.update(&self.buf);
+        let data = &self.buf[..self.fill];
+        self.hasher.update(data);
         let out = self.out.as_mut().expect("open");
-        out.write_all(&self.buf)
-            .map_err(|e| Error::io(&self.tmp, e))?;
-        self.pos += self.buf.len() as u64;
-        self.buf.clear();
+        out.write_all(data).map_err(|e| Error::io(&self.tmp, e))?;
+        self.pos += self.fill as u64;
+        self.fill = 0;
         Ok(())
     }
 
