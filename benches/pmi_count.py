@@ -16,12 +16,14 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from pmi_common import VOCAB, zipf_corpus
 
 from dense_pt.pmi import NgramTable, build_arrays
+from pmi_common import VOCAB, zipf_corpus
 
 
-def numpy_counts(values: np.ndarray, offsets: np.ndarray, max_n: int, bits: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def numpy_counts(
+    values: np.ndarray, offsets: np.ndarray, max_n: int, bits: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """np.unique over packed int64 keys of every n-gram start that stays inside its passage."""
     x = values.astype(np.int64)
     lens = np.diff(offsets)
@@ -62,7 +64,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "t.ngram"
         t0 = time.perf_counter()
-        stats = build_arrays(values, offsets, out, vocab_size=VOCAB, max_n=args.max_n, threads=args.threads, memory_gb=8)
+        stats = build_arrays(
+            values, offsets, out, vocab_size=VOCAB, max_n=args.max_n, threads=args.threads, memory_gb=8
+        )
         t_rust = time.perf_counter() - t0
         table = NgramTable.open(out)
         entries = list(table.entries.values())
@@ -88,7 +92,9 @@ def main() -> None:
             assert st.count(g) == c
 
     print(f"{'counter':<28}{'seconds':>10}{'Mtokens/s':>12}")
-    print(f"{'rust (' + str(args.threads) + ' threads)':<28}{t_rust:>10.2f}{len(values) / t_rust / 1e6:>12.2f}")
+    print(
+        f"{'rust (' + str(args.threads) + ' threads)':<28}{t_rust:>10.2f}{len(values) / t_rust / 1e6:>12.2f}"
+    )
     print(f"{'numpy np.unique':<28}{t_numpy:>10.2f}{len(values) / t_numpy / 1e6:>12.2f}")
     print(
         f"{'python Counter (scaled)':<28}{t_counter:>10.2f}{len(values) / t_counter / 1e6:>12.2f}"
