@@ -73,9 +73,11 @@ def render(
         t.add_column("count", justify="right")
         t.add_column("PMI", justify="right")
         for ids, c, p in rows:
-            shown = tok.decode(ids) if tok is not None else " ".join(map(str, ids))
             if tok is not None:
-                shown = " ".join(tok.id_to_token(i) or "?" for i in ids)
+                pieces = " ".join(tok.id_to_token(i) or "?" for i in ids)
+                shown = f"{tok.decode(ids)}  [dim]({pieces})[/]"
+            else:
+                shown = " ".join(map(str, ids))
             t.add_row(shown, f"{c:,}", f"{p:.2f}")
         console.print(t)
     if texts and tok is None:
