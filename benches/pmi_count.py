@@ -95,15 +95,21 @@ def main() -> None:
             assert st.count(g) == c
 
     print(f"{'counter':<28}{'wall s':>10}{'cpu s':>10}{'Mtokens/s':>12}")
-    print(f"{'rust (' + str(args.threads) + ' threads)':<28}{t_rust:>10.2f}{c_rust:>10.2f}{len(values) / t_rust / 1e6:>12.2f}")
+    print(
+        f"{'rust (' + str(args.threads) + ' threads)':<28}{t_rust:>10.2f}{c_rust:>10.2f}{len(values) / t_rust / 1e6:>12.2f}"
+    )
     print(f"{'numpy np.unique':<28}{t_numpy:>10.2f}{c_numpy:>10.2f}{len(values) / t_numpy / 1e6:>12.2f}")
     print(
         f"{'python Counter (scaled)':<28}{t_counter:>10.2f}{c_counter:>10.2f}{len(values) / t_counter / 1e6:>12.2f}"
         f"   (timed on {sub_tokens:,} tokens: {t_counter_sub:.2f} s, scaled per token)"
     )
     print(f"speedup vs numpy:   {t_numpy / t_rust:.1f}x wall, {c_numpy / c_rust:.1f}x cpu (target >= 5x)")
-    print(f"speedup vs Counter: {t_counter / t_rust:.1f}x wall, {c_counter / c_rust:.1f}x cpu (target >= 50x)")
-    print(f"rust wall time includes writing the {table_bytes / 1e6:.0f} MB table file; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"speedup vs Counter: {t_counter / t_rust:.1f}x wall, {c_counter / c_rust:.1f}x cpu (target >= 50x)"
+    )
+    print(
+        f"rust wall time includes writing the {table_bytes / 1e6:.0f} MB table file; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"distinct n-grams per order: {entries}; rust peak RSS {stats['peak_rss_bytes'] / 2**30:.2f} GB")
 
 

@@ -192,10 +192,34 @@ fn spill_path_is_taken_with_a_tiny_budget() {
     )
     .unwrap();
     assert_eq!(s2.spilled_runs, 0);
-    assert_eq!(std::fs::read(out).unwrap(), std::fs::read(whole).unwrap());
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&whole).unwrap());
     // No run files are left behind.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 2);
+    // Counts >= 255 go through the overflow list, in builds and in merges.
+    let table = NgramTable::open(&out, true).unwrap();
+    let (counts, _) = reference(&passages, 4);
+    for n in 1..=4 {
+        for (g, &c) in &counts[n - 1] {
+            assert_eq!(table.count(g).unwrap(), c);
+        }
+    }
+    assert!(table.count(&[0, 1]).unwrap() >= 255);
+    let mut parts = vec![];
+    for i in 0..3 {
+        let mut o = opts(3, 4, 1, 0, 2);
+        o.shard_index = i;
+        o.shard_count = 3;
+        let p = dir.path().join(format!("part{i}"));
+        build_table(Corpus::new(&t, &off).unwrap(), &o, &p, &no_progress).unwrap();
+        parts.push(p);
+    }
+    let merged = dir.path().join("merged");
+    merge_tables(&parts, &merged, 1, &no_progress).unwrap();
+    assert_eq!(
+        std::fs::read(merged).unwrap(),
+        std::fs::read(&whole).unwrap()
+    );
 }
 
 #[test]

@@ -24,13 +24,11 @@ pub fn key_width(n: usize, bits: u32) -> Option<usize> {
     }
 }
 
-/// Bytes of a stored count: 4 when every count of the order fits (`N_n` bounds them), else 8.
-pub fn count_width(total: u64) -> usize {
-    if total <= u32::MAX as u64 {
-        4
-    } else {
-        8
-    }
+/// Bytes of a key as stored in the table: order 1 stores the token, order n >= 2 stores only the
+/// last n-1 tokens (the first token is implied by the per-first-token index of the section).
+pub fn stored_key_width(n: usize, bits: u32) -> usize {
+    let b = if n <= 1 { bits } else { (n as u32 - 1) * bits };
+    (b as usize).div_ceil(8).max(1)
 }
 
 #[inline]
@@ -102,6 +100,11 @@ mod tests {
         assert_eq!(key_width(4, 15), Some(8));
         assert_eq!(key_width(4, 32), Some(16));
         assert_eq!(key_width(5, 32), None);
+        assert_eq!(stored_key_width(1, 15), 2);
+        assert_eq!(stored_key_width(2, 15), 2);
+        assert_eq!(stored_key_width(3, 15), 4);
+        assert_eq!(stored_key_width(4, 15), 6);
+        assert_eq!(stored_key_width(5, 32), 16);
     }
 
     proptest! {

@@ -1,22 +1,29 @@
-//! The n-gram table file: a versioned, checksummed header followed by one section per order of
-//! sorted fixed-width records `(key, count)`, read through a memory map.
+//! The n-gram table file: a versioned, checksummed header followed by one region per order,
+//! read through a memory map.
 //!
 //! Layout (all integers little-endian):
 //! ```text
 //!  0  magic "DPTNGRAM"              8 bytes
 //!  8  format version (u32) = 1
-//! 12  header length in bytes (u32)  = 88 + 40 * max_n + 8
+//! 12  header length in bytes (u32)  = 88 + 48 * max_n + 8
 //! 16  vocabulary hash (sha256 of the tokenizer vocabulary, 32 bytes)
 //! 48  vocab_size u32 | 52 token_bits u32 | 56 max_n u32 | 60 shard_index u32 | 64 shard_count u32
 //! 68  reserved u32 = 0
 //! 72  min_count u64 | 80 num_passages u64
-//! 88  per order n = 1..=max_n, 40 bytes: N_n u64, entries u64, offset u64,
-//!     key_width u8, count_width u8, 6 zero bytes, xxh3 of the section u64
+//! 88  per order n = 1..=max_n, 48 bytes: N_n u64, entries u64, overflow entries u64,
+//!     region offset u64, key_width u8, 7 zero bytes, xxh3 of the region u64
 //! end-8: xxh3 of all header bytes before it
 //! ```
-//! Records of order n are `key_width + count_width` bytes, keys packed by [`super::keys::pack`]
-//! and strictly increasing. Nothing in the file depends on time, threads or the memory budget,
-//! so equal inputs give equal bytes.
+//! The region of order n holds, back to back:
+//! - `entries` records of `key_width + 1` bytes, sorted: the key (order 1: the token; order
+//!   n >= 2: the last n-1 tokens packed by [`super::keys::pack`]) and a one-byte count, 255
+//!   meaning "look in the overflow list";
+//! - `overflow` pairs `(record index u64, count u64)` for counts >= 255, by record index;
+//! - for n >= 2, the first-token index: `vocab_size + 1` u64, records of first token t being
+//!   `index[t]..index[t + 1]`.
+//!
+//! Most n-grams occur a few times, so this is about half the size of plain (key, count) records.
+//! Nothing in the file depends on time, threads or the memory budget: equal inputs, equal bytes.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -24,13 +31,15 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
-use super::keys::{count_width, key_width, pack, token_bits, unpack, MAX_ORDER};
+use super::keys::{key_width, pack, stored_key_width, token_bits, unpack, MAX_ORDER};
 use crate::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"DPTNGRAM";
 pub const FORMAT_VERSION: u32 = 1;
 const FIXED: usize = 88;
-const PER_ORDER: usize = 40;
+const PER_ORDER: usize = 48;
+/// A stored count byte of 255 sends the reader to the overflow list.
+const ESCAPE: u64 = 255;
 const BUF_BYTES: usize = 1 << 20;
 
 /// Everything in the header except the per-order layout.
@@ -88,17 +97,38 @@ impl TableMeta {
 /// Per-order layout in the header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OrderInfo {
+    pub n: usize,
     pub total: u64,
     pub entries: u64,
+    pub overflow: u64,
     pub offset: u64,
     pub key_width: usize,
-    pub count_width: usize,
     pub checksum: u64,
 }
 
 impl OrderInfo {
     pub fn record(&self) -> usize {
-        self.key_width + self.count_width
+        self.key_width + 1
+    }
+    fn overflow_offset(&self) -> u64 {
+        self.offset + self.entries * self.record() as u64
+    }
+    fn index_offset(&self) -> u64 {
+        self.overflow_offset() + self.overflow * 16
+    }
+    fn index_len(&self, vocab: u32) -> u64 {
+        if self.n >= 2 {
+            vocab as u64 + 1
+        } else {
+            0
+        }
+    }
+    /// Bytes of the whole region, or None on overflow (corrupt headers).
+    fn region_bytes(&self, vocab: u32) -> Option<u64> {
+        self.entries
+            .checked_mul(self.record() as u64)?
+            .checked_add(self.overflow.checked_mul(16)?)?
+            .checked_add(self.index_len(vocab) * 8)
     }
 }
 
@@ -114,6 +144,8 @@ pub struct TableWriter {
     cur_n: usize,
     cur: OrderInfo,
     last_key: Option<u128>,
+    overflow: Vec<(u64, u64)>,
+    index: Vec<u64>,
     hasher: Xxh3,
     buf: Vec<u8>,
     fill: usize,
@@ -150,6 +182,8 @@ impl TableWriter {
             cur_n: 0,
             cur: OrderInfo::default(),
             last_key: None,
+            overflow: Vec::new(),
+            index: Vec::new(),
             hasher: Xxh3::new(),
             buf: vec![0u8; BUF_BYTES + 32],
             fill: 0,
@@ -166,14 +200,17 @@ impl TableWriter {
         }
         self.cur_n = n;
         self.cur = OrderInfo {
+            n,
             total,
             entries: 0,
+            overflow: 0,
             offset: self.pos,
-            key_width: key_width(n, self.meta.token_bits()).expect("validated"),
-            count_width: count_width(total),
+            key_width: stored_key_width(n, self.meta.token_bits()),
             checksum: 0,
         };
         self.last_key = None;
+        self.overflow.clear();
+        self.index.clear();
         self.hasher = Xxh3::new();
         Ok(())
     }
@@ -199,14 +236,26 @@ impl TableWriter {
             )));
         }
         self.last_key = Some(key);
-        // Fixed-size copies into a slack-padded buffer, then advance by the real widths (avoids
-        // a variable-length memcpy per field on this hot path).
+        let bits = self.meta.token_bits();
+        let stored = if self.cur_n >= 2 {
+            let suffix_bits = (self.cur_n as u32 - 1) * bits;
+            let first = (key >> suffix_bits) as u64;
+            while self.index.len() as u64 <= first {
+                self.index.push(self.cur.entries);
+            }
+            key & ((1u128 << suffix_bits) - 1)
+        } else {
+            key
+        };
+        if count >= ESCAPE {
+            self.overflow.push((self.cur.entries, count));
+        }
+        // Fixed-size copy into a slack-padded buffer, then advance by the real width (avoids a
+        // variable-length memcpy per record on this hot path).
         let at = self.fill;
-        self.buf[at..at + 16].copy_from_slice(&key.to_le_bytes());
-        self.fill += self.cur.key_width;
-        let at = self.fill;
-        self.buf[at..at + 8].copy_from_slice(&count.to_le_bytes());
-        self.fill += self.cur.count_width;
+        self.buf[at..at + 16].copy_from_slice(&stored.to_le_bytes());
+        self.buf[at + self.cur.key_width] = count.min(ESCAPE) as u8;
+        self.fill += self.cur.key_width + 1;
         self.cur.entries += 1;
         if self.fill >= BUF_BYTES {
             self.flush_buf()?;
@@ -214,18 +263,39 @@ impl TableWriter {
         Ok(())
     }
 
-    fn flush_buf(&mut self) -> Result<()> {
-        let data = &self.buf[..self.fill];
+    fn write_bytes(&mut self, data: &[u8]) -> Result<()> {
         self.hasher.update(data);
         let out = self.out.as_mut().expect("open");
         out.write_all(data).map_err(|e| Error::io(&self.tmp, e))?;
-        self.pos += self.fill as u64;
-        self.fill = 0;
+        self.pos += data.len() as u64;
         Ok(())
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        let data = std::mem::take(&mut self.buf);
+        let r = self.write_bytes(&data[..self.fill]);
+        self.buf = data;
+        self.fill = 0;
+        r
     }
 
     pub fn end_order(&mut self) -> Result<()> {
         self.flush_buf()?;
+        self.cur.overflow = self.overflow.len() as u64;
+        let mut tail = Vec::with_capacity(self.overflow.len() * 16);
+        for &(i, c) in &self.overflow {
+            tail.extend_from_slice(&i.to_le_bytes());
+            tail.extend_from_slice(&c.to_le_bytes());
+        }
+        if self.cur_n >= 2 {
+            while self.index.len() <= self.meta.vocab_size as usize {
+                self.index.push(self.cur.entries);
+            }
+            for &i in &self.index {
+                tail.extend_from_slice(&i.to_le_bytes());
+            }
+        }
+        self.write_bytes(&tail)?;
         self.cur.checksum = self.hasher.digest();
         self.orders.push(std::mem::take(&mut self.cur));
         self.cur_n = 0;
@@ -285,10 +355,10 @@ fn encode_header(meta: &TableMeta, orders: &[OrderInfo]) -> Vec<u8> {
     for o in orders {
         h.extend_from_slice(&o.total.to_le_bytes());
         h.extend_from_slice(&o.entries.to_le_bytes());
+        h.extend_from_slice(&o.overflow.to_le_bytes());
         h.extend_from_slice(&o.offset.to_le_bytes());
         h.push(o.key_width as u8);
-        h.push(o.count_width as u8);
-        h.extend_from_slice(&[0u8; 6]);
+        h.extend_from_slice(&[0u8; 7]);
         h.extend_from_slice(&o.checksum.to_le_bytes());
     }
     let sum = xxh3_64(&h);
@@ -328,15 +398,13 @@ impl std::ops::Deref for Bytes {
 }
 
 /// A read-only n-gram table. Unigram counts are decoded into a dense array at open; higher
-/// orders are binary-searched in the map, narrowed by a per-first-token index.
+/// orders are binary-searched in the map within the range the first-token index gives.
 pub struct NgramTable {
     path: PathBuf,
     bytes: Bytes,
     meta: TableMeta,
     orders: Vec<OrderInfo>,
     unigram: Vec<u64>,
-    /// `first[n-2][t]..first[n-2][t+1]`: records of order n whose first token is t.
-    first: Vec<Vec<u64>>,
     /// ln N_n per order (index n-1); `-inf`-free because N_n = 0 orders never get looked up.
     ln_total: Vec<f64>,
     /// ln p(t) for unigrams (NaN when the token never occurs).
@@ -418,26 +486,25 @@ impl NgramTable {
         for n in 1..=meta.max_n {
             let at = FIXED + PER_ORDER * (n - 1);
             let o = OrderInfo {
+                n,
                 total: u64_at(b, at),
                 entries: u64_at(b, at + 8),
-                offset: u64_at(b, at + 16),
-                key_width: b[at + 24] as usize,
-                count_width: b[at + 25] as usize,
-                checksum: u64_at(b, at + 32),
+                overflow: u64_at(b, at + 16),
+                offset: u64_at(b, at + 24),
+                key_width: b[at + 32] as usize,
+                checksum: u64_at(b, at + 40),
             };
-            if Some(o.key_width) != key_width(n, meta.token_bits())
-                || o.count_width != count_width(o.total)
+            if o.key_width != stored_key_width(n, meta.token_bits())
                 || o.offset != expect_offset
                 || o.entries > o.total
+                || o.overflow > o.entries
+                || b[at + 33..at + 40].iter().any(|&x| x != 0)
             {
                 return Err(fmt(format!("corrupt header: bad layout of order {n}")));
             }
-            let size = o
-                .entries
-                .checked_mul(o.record() as u64)
-                .ok_or_else(|| fmt(format!("corrupt header: order {n} too large")))?;
-            expect_offset = expect_offset
-                .checked_add(size)
+            expect_offset = o
+                .region_bytes(meta.vocab_size)
+                .and_then(|size| expect_offset.checked_add(size))
                 .ok_or_else(|| fmt(format!("corrupt header: order {n} too large")))?;
             orders.push(o);
         }
@@ -454,15 +521,50 @@ impl NgramTable {
             )));
         }
         if verify {
-            for (i, o) in orders.iter().enumerate() {
-                let sec =
-                    &b[o.offset as usize..(o.offset + o.entries * o.record() as u64) as usize];
-                if xxh3_64(sec) != o.checksum {
+            for o in &orders {
+                let end = o.offset + o.region_bytes(meta.vocab_size).unwrap();
+                if xxh3_64(&b[o.offset as usize..end as usize]) != o.checksum {
                     return Err(fmt(format!(
                         "corrupt: checksum mismatch in the order-{} section",
-                        i + 1
+                        o.n
                     )));
                 }
+            }
+        }
+        // Cheap structural checks, so a file that passed without `verify` still cannot send a
+        // lookup out of bounds: indexes monotone and complete, overflow list consistent.
+        for o in &orders {
+            if o.n >= 2 {
+                let mut prev = 0u64;
+                for t in 0..=meta.vocab_size as usize {
+                    let x = index_at(b, o, t);
+                    if x < prev || x > o.entries || (t == 0 && x != 0) {
+                        return Err(fmt(format!(
+                            "corrupt: bad first-token index of order {}",
+                            o.n
+                        )));
+                    }
+                    prev = x;
+                }
+                if prev != o.entries {
+                    return Err(fmt(format!(
+                        "corrupt: bad first-token index of order {}",
+                        o.n
+                    )));
+                }
+            }
+            let mut prev: Option<u64> = None;
+            for i in 0..o.overflow as usize {
+                let (r, c) = overflow_at(b, o, i);
+                if prev.is_some_and(|p| r <= p)
+                    || r >= o.entries
+                    || c < ESCAPE
+                    || c > o.total
+                    || count_byte(b, o, r as usize) != ESCAPE as u8
+                {
+                    return Err(fmt(format!("corrupt: bad overflow list of order {}", o.n)));
+                }
+                prev = Some(r);
             }
         }
         // Dense unigram counts.
@@ -471,8 +573,17 @@ impl NgramTable {
         let o1 = &orders[0];
         let mut last: Option<u128> = None;
         let mut sum = 0u64;
+        let mut spill = 0usize;
         for r in 0..o1.entries as usize {
-            let (k, c) = record(b, o1, r);
+            let k = read_uint(&b[record_at(o1, r)..record_at(o1, r) + o1.key_width]);
+            let mut c = count_byte(b, o1, r) as u64;
+            if c == ESCAPE {
+                if spill as u64 >= o1.overflow {
+                    return Err(fmt(format!("corrupt: bad unigram record {r}")));
+                }
+                c = overflow_at(b, o1, spill).1;
+                spill += 1;
+            }
             if k >= v as u128 || last.is_some_and(|l| k <= l) || c == 0 {
                 return Err(fmt(format!("corrupt: bad unigram record {r}")));
             }
@@ -486,18 +597,6 @@ impl NgramTable {
                 o1.total
             )));
         }
-        let bits = meta.token_bits();
-        let first = orders[1..]
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let n = i + 2;
-                let shift = ((n - 1) as u32) * bits;
-                (0..=v as u128)
-                    .map(|t| partition(b, o, |k| (k >> shift) < t))
-                    .collect::<Vec<u64>>()
-            })
-            .collect();
         let ln_total = orders.iter().map(|o| (o.total as f64).ln()).collect();
         let ln_n1 = (o1.total as f64).ln();
         let ln_p1 = unigram
@@ -516,7 +615,6 @@ impl NgramTable {
             meta,
             orders,
             unigram,
-            first,
             ln_total,
             ln_p1,
         })
@@ -565,20 +663,44 @@ impl NgramTable {
             return self.unigram[ids[0] as usize];
         }
         let o = &self.orders[n - 1];
-        let idx = &self.first[n - 2];
-        let (mut lo, mut hi) = (idx[ids[0] as usize], idx[ids[0] as usize + 1]);
-        let key = pack(ids, self.meta.token_bits());
         let b: &[u8] = &self.bytes;
+        let (mut lo, mut hi) = (
+            index_at(b, o, ids[0] as usize),
+            index_at(b, o, ids[0] as usize + 1),
+        );
+        let key = pack(&ids[1..], self.meta.token_bits());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let (k, c) = record(b, o, mid as usize);
+            let at = record_at(o, mid as usize);
+            let k = read_uint(&b[at..at + o.key_width]);
             match k.cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.count_at(o, mid),
+            }
+        }
+        0
+    }
+
+    /// The count of record `r`, following the escape into the overflow list.
+    #[inline]
+    fn count_at(&self, o: &OrderInfo, r: u64) -> u64 {
+        let b: &[u8] = &self.bytes;
+        let c = count_byte(b, o, r as usize) as u64;
+        if c < ESCAPE {
+            return c;
+        }
+        let (mut lo, mut hi) = (0usize, o.overflow as usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (i, c) = overflow_at(b, o, mid);
+            match i.cmp(&r) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return c,
             }
         }
-        0
+        0 // unreachable for a validated table
     }
 
     /// PMI of an n-gram (n >= 2); `None` when it is absent or pruned.
@@ -604,14 +726,25 @@ impl NgramTable {
         v
     }
 
-    /// Iterate the stored records of order `n` as `(ids, count)`.
-    pub fn records(&self, n: usize) -> Result<impl Iterator<Item = (u128, u64)> + '_> {
+    /// Iterate the stored records of order `n` in key order as `(packed n-gram, count)`.
+    pub fn records(&self, n: usize) -> Result<Records<'_>> {
         if n == 0 || n > self.meta.max_n {
             return Err(Error::invalid(format!("no order {n} in this table")));
         }
         let o = &self.orders[n - 1];
-        let b: &[u8] = &self.bytes;
-        Ok((0..o.entries as usize).map(move |r| record(b, o, r)))
+        Ok(Records {
+            b: &self.bytes,
+            o,
+            suffix_bits: (n as u32 - 1) * self.meta.token_bits(),
+            r: 0,
+            first: 0,
+            first_end: if n >= 2 {
+                index_at(&self.bytes, o, 1)
+            } else {
+                0
+            },
+            spill: 0,
+        })
     }
 
     /// The `k` n-grams of order `n >= 2` with the highest PMI among those with count >= `min_count`.
@@ -640,24 +773,67 @@ impl NgramTable {
     }
 }
 
-#[inline]
-fn record(b: &[u8], o: &OrderInfo, r: usize) -> (u128, u64) {
-    let at = o.offset as usize + r * o.record();
-    let k = read_uint(&b[at..at + o.key_width]);
-    let c = read_uint(&b[at + o.key_width..at + o.record()]) as u64;
-    (k, c)
+/// Records of one order in key order, with full packed keys (first token restored from the index).
+pub struct Records<'a> {
+    b: &'a [u8],
+    o: &'a OrderInfo,
+    suffix_bits: u32,
+    r: u64,
+    first: usize,
+    first_end: u64,
+    spill: usize,
 }
 
-/// First record index whose key does not satisfy `pred` (keys sorted, `pred` monotone).
-fn partition(b: &[u8], o: &OrderInfo, pred: impl Fn(u128) -> bool) -> u64 {
-    let (mut lo, mut hi) = (0u64, o.entries);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(record(b, o, mid as usize).0) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+impl Iterator for Records<'_> {
+    type Item = (u128, u64);
+    fn next(&mut self) -> Option<(u128, u64)> {
+        let o = self.o;
+        if self.r >= o.entries {
+            return None;
         }
+        let r = self.r as usize;
+        let at = record_at(o, r);
+        let mut key = read_uint(&self.b[at..at + o.key_width]);
+        if o.n >= 2 {
+            while self.first_end <= self.r {
+                self.first += 1;
+                self.first_end = index_at(self.b, o, self.first + 1);
+            }
+            key |= (self.first as u128) << self.suffix_bits;
+        }
+        let mut c = count_byte(self.b, o, r) as u64;
+        if c == ESCAPE {
+            // A file opened without `verify` may disagree with its overflow list: yield 0 (which
+            // writers refuse) rather than read out of bounds.
+            c = if (self.spill as u64) < o.overflow {
+                overflow_at(self.b, o, self.spill).1
+            } else {
+                0
+            };
+            self.spill += 1;
+        }
+        self.r += 1;
+        Some((key, c))
     }
-    lo
+}
+
+#[inline]
+fn record_at(o: &OrderInfo, r: usize) -> usize {
+    o.offset as usize + r * o.record()
+}
+
+#[inline]
+fn count_byte(b: &[u8], o: &OrderInfo, r: usize) -> u8 {
+    b[record_at(o, r) + o.key_width]
+}
+
+#[inline]
+fn overflow_at(b: &[u8], o: &OrderInfo, i: usize) -> (u64, u64) {
+    let at = o.overflow_offset() as usize + 16 * i;
+    (u64_at(b, at), u64_at(b, at + 8))
+}
+
+#[inline]
+fn index_at(b: &[u8], o: &OrderInfo, t: usize) -> u64 {
+    u64_at(b, o.index_offset() as usize + 8 * t)
 }
