@@ -189,6 +189,10 @@ def test_build_refuses_out_of_vocabulary_ids(tmp_path):
 
 def test_demo_stage(store, tmp_path):
     res = demo_stage(store.path, tmp_path / "work")
-    assert (tmp_path / "work" / "ngrams.pmi").exists()
-    assert CorpusStore.open(store.path).has_column("importance")
-    assert res["N"][0] == int(store.ragged()[0].size)
+    assert res["status"] == "ran" and (tmp_path / "work" / "ngrams.pmi").exists()
+    s = CorpusStore.open(store.path)
+    assert s.has_column("importance")
+    assert res["n-grams"][0] == len(np.unique(s.ragged()[0]))
+    assert demo_stage(store.path, tmp_path / "work")["status"] == "up to date"
+    assert demo_stage(store.path, tmp_path / "work", force=True)["status"] == "ran"
+    assert demo_stage(store.path, tmp_path / "work", window=3)["status"] == "ran"
