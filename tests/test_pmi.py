@@ -196,3 +196,37 @@ def test_demo_stage(store, tmp_path):
     assert demo_stage(store.path, tmp_path / "work")["status"] == "up to date"
     assert demo_stage(store.path, tmp_path / "work", force=True)["status"] == "ran"
     assert demo_stage(store.path, tmp_path / "work", window=3)["status"] == "ran"
+
+
+def test_a_raising_progress_callback_cancels_and_leaves_nothing(tmp_path):
+    rng = np.random.default_rng(1)
+    values = rng.integers(0, 50, size=20_000).astype(np.uint32)
+    offsets = np.arange(0, 20_001, 100, dtype=np.int64)
+    seen = []
+
+    def progress(phase, done, total):
+        seen.append(phase)
+        if phase == "order 3":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=50, progress=progress)
+    assert "order 4" not in seen
+    assert not list(tmp_path.iterdir())
+
+
+def test_ctrl_c_interrupts_a_long_build(tmp_path):
+    import _thread
+    import threading
+    import time
+
+    rng = np.random.default_rng(2)
+    values = rng.integers(0, 3, size=400_000).astype(np.uint32)
+    offsets = np.arange(0, 400_001, 1000, dtype=np.int64)
+    # A tiny budget makes this build slow (hundreds of spilled runs): Ctrl-C must stop it early.
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
+    assert time.perf_counter() - t0 < 30
+    assert not list(tmp_path.iterdir())

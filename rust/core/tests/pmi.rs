@@ -344,3 +344,33 @@ fn radix_sorted_counts_match_reference_in_memory_and_spilled() {
         assert_eq!(bytes[0], bytes[1]);
     }
 }
+
+#[test]
+fn many_spilled_runs_are_merged_with_bounded_fan_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let passages = random_passages(9, 3, 200, 1);
+    let (t, off) = flatten(&passages);
+    let tiny = dir.path().join("tiny");
+    let stats = build_table(
+        Corpus::new(&t, &off).unwrap(),
+        &opts(3, 3, 1, 0, 2),
+        &tiny,
+        &no_progress,
+    )
+    .unwrap();
+    // Far more runs per pass than the fan-in of 64: merged in several levels.
+    assert!(stats.spilled_runs > 3 * 200, "{stats:?}");
+    let whole = dir.path().join("whole");
+    build_table(
+        Corpus::new(&t, &off).unwrap(),
+        &opts(3, 3, 1, 1 << 30, 1),
+        &whole,
+        &no_progress,
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read(&tiny).unwrap(),
+        std::fs::read(&whole).unwrap()
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}

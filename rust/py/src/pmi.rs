@@ -30,26 +30,69 @@ fn hash_to_hex(h: &[u8; 32]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Calls a Python progress callable from worker threads; keeps the first error it raised.
+/// Calls a Python progress callable from worker threads; keeps the first error it raised (the
+/// callback's own, or KeyboardInterrupt noticed by [`run_interruptible`]) and then cancels.
 struct Progress {
     cb: Option<Py<PyAny>>,
     err: Mutex<Option<PyErr>>,
 }
 
 impl Progress {
-    fn call(&self, phase: &str, done: u64, total: u64) {
-        if let Some(cb) = &self.cb {
-            Python::attach(|py| {
-                if let Err(e) = cb.call1(py, (phase, done, total)) {
-                    self.err.lock().unwrap().get_or_insert(e);
-                }
-            });
+    fn new(cb: Option<Py<PyAny>>) -> Self {
+        Progress {
+            cb,
+            err: Mutex::new(None),
         }
     }
-    fn finish(self) -> PyResult<()> {
+}
+
+/// Run `job` on a helper thread while this (main) thread checks for Ctrl-C every 100 ms: signals
+/// are only delivered to Python on the main thread, and the job's workers are rayon threads.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    prog: &Progress,
+    job: impl FnOnce() -> dense_pt_core::Result<T> + Send,
+) -> dense_pt_core::Result<T> {
+    py.detach(|| {
+        std::thread::scope(|scope| {
+            let handle = scope.spawn(job);
+            while !handle.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                Python::attach(|py| {
+                    if let Err(e) = py.check_signals() {
+                        prog.err.lock().unwrap().get_or_insert(e);
+                    }
+                });
+            }
+            handle
+                .join()
+                .unwrap_or_else(|_| Err(Error::invalid("the n-gram job panicked")))
+        })
+    })
+}
+
+impl Progress {
+    /// Returns false (cancel) once the callback raised, e.g. KeyboardInterrupt on Ctrl-C.
+    fn call(&self, phase: &str, done: u64, total: u64) -> bool {
+        if self.err.lock().unwrap().is_some() {
+            return false;
+        }
+        let Some(cb) = &self.cb else {
+            return true;
+        };
+        Python::attach(|py| match cb.call1(py, (phase, done, total)).map(|_| ()) {
+            Ok(()) => self.err.lock().unwrap().is_none(),
+            Err(e) => {
+                self.err.lock().unwrap().get_or_insert(e);
+                false
+            }
+        })
+    }
+    /// The callback's exception wins over the core's "cancelled" error.
+    fn finish<T>(self, py: Python<'_>, res: dense_pt_core::Result<T>) -> PyResult<T> {
         match self.err.into_inner().unwrap() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => res.py_err(py),
         }
     }
 }
@@ -201,18 +244,13 @@ fn build_ngrams<'py>(
     };
     let t = tokens.as_slice()?;
     let o = offsets.as_slice()?;
-    let prog = Progress {
-        cb: progress,
-        err: Mutex::new(None),
-    };
-    let stats = py
-        .detach(|| {
-            pmi::build_table(Corpus::new(t, o)?, &opts, &out, &|p, d, n| {
-                prog.call(p, d, n)
-            })
+    let prog = Progress::new(progress);
+    let res = run_interruptible(py, &prog, || {
+        pmi::build_table(Corpus::new(t, o)?, &opts, &out, &|p, d, n| {
+            prog.call(p, d, n)
         })
-        .py_err(py)?;
-    prog.finish()?;
+    });
+    let stats = prog.finish(py, res)?;
     let d = PyDict::new(py);
     d.set_item("totals", stats.totals)?;
     d.set_item("entries", stats.entries)?;
@@ -235,15 +273,11 @@ fn merge_ngrams(
     min_count: u64,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<u64>> {
-    let prog = Progress {
-        cb: progress,
-        err: Mutex::new(None),
-    };
-    let totals = py
-        .detach(|| pmi::merge_tables(&parts, &out, min_count, &|p, d, n| prog.call(p, d, n)))
-        .py_err(py)?;
-    prog.finish()?;
-    Ok(totals)
+    let prog = Progress::new(progress);
+    let res = run_interruptible(py, &prog, || {
+        pmi::merge_tables(&parts, &out, min_count, &|p, d, n| prog.call(p, d, n))
+    });
+    prog.finish(py, res)
 }
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), or None.

@@ -188,7 +188,7 @@ fn build_inner(
     };
 
     // Order 1: dense counts, one array per worker, summed.
-    progress("order 1", 0, span.len() as u64);
+    super::report(progress, "order 1", 0, span.len() as u64)?;
     let uni: Vec<u64> = (p0..p1)
         .into_par_iter()
         .fold(
@@ -216,7 +216,7 @@ fn build_inner(
     }
     writer.end_order()?;
     stats.totals.push(n1);
-    progress("order 1", n1, n1);
+    super::report(progress, "order 1", n1, n1)?;
 
     let resident = (span.len() as u64) * 4
         + (p1 - p0 + 1) as u64 * 8 * 2
@@ -336,7 +336,7 @@ fn count_order<K: Key>(
     }
     let total = acc;
     writer.begin_order(n, total)?;
-    (ctx.progress)(&phase, 0, total);
+    super::report(ctx.progress, &phase, 0, total)?;
     if total == 0 {
         writer.end_order()?;
         return Ok(0);
@@ -460,7 +460,23 @@ fn count_order<K: Key>(
                 let sorted = bufs.sort(gm, key_bits);
                 runs.push(spill_run(ctx.spill_dir, sorted)?);
                 stats.spilled_runs += 1;
-                (ctx.progress)(&phase, done + g.2 / 2, total);
+                super::report(ctx.progress, &phase, done + g.2 / 2, total)?;
+            }
+            // Bounded fan-in: merge runs in groups into longer runs until few enough remain (keeps
+            // open files and reader buffers small however many runs a tiny budget produced).
+            while runs.len() > FAN_IN {
+                let mut next = Vec::with_capacity(runs.len().div_ceil(FAN_IN));
+                for group in runs.chunks(FAN_IN) {
+                    let readers = group
+                        .iter()
+                        .map(RunReader::new)
+                        .collect::<Result<Vec<_>>>()?;
+                    let mut run = RunWriter::new(ctx.spill_dir)?;
+                    kway_merge(readers, |k, c| run.push(k, c))?;
+                    next.push(run.finish()?);
+                    super::report(ctx.progress, &phase, done + m / 2, total)?;
+                }
+                runs = next;
             }
             let readers = runs
                 .iter()
@@ -469,7 +485,7 @@ fn count_order<K: Key>(
             kway_merge(readers, |k, c| writer.push(k, c))?;
         }
         done += m;
-        (ctx.progress)(&phase, done, total);
+        super::report(ctx.progress, &phase, done, total)?;
     }
     writer.end_order()?;
     Ok(total)
@@ -610,23 +626,50 @@ fn run_lengths<K: Key>(sorted: &[K], mut emit: impl FnMut(u128, u64) -> Result<(
     emit(cur.to_u128(), c)
 }
 
+/// Runs merged at once; more are first merged in groups into longer runs.
+const FAN_IN: usize = 64;
+const RUN_BUF: usize = 64 << 10;
+
 /// A sorted run on disk: records of 16-byte key + 8-byte count, deleted when dropped.
+struct RunWriter {
+    path: PathBuf,
+    file: tempfile::NamedTempFile,
+    w: BufWriter<File>,
+}
+
+impl RunWriter {
+    fn new(dir: &Path) -> Result<Self> {
+        let file = tempfile::Builder::new()
+            .prefix(".pmi-run-")
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        let path = file.path().to_path_buf();
+        let handle = file.reopen().map_err(|e| Error::io(&path, e))?;
+        Ok(RunWriter {
+            path,
+            file,
+            w: BufWriter::with_capacity(RUN_BUF, handle),
+        })
+    }
+
+    fn push(&mut self, k: u128, c: u64) -> Result<()> {
+        self.w
+            .write_all(&k.to_le_bytes())
+            .and_then(|_| self.w.write_all(&c.to_le_bytes()))
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn finish(mut self) -> Result<tempfile::NamedTempFile> {
+        self.w.flush().map_err(|e| Error::io(&self.path, e))?;
+        Ok(self.file)
+    }
+}
+
 fn spill_run<K: Key>(dir: &Path, sorted: &[K]) -> Result<tempfile::NamedTempFile> {
-    let file = tempfile::Builder::new()
-        .prefix(".pmi-run-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    let path = file.path().to_path_buf();
-    let mut w = BufWriter::with_capacity(1 << 20, file.as_file());
-    run_lengths(sorted, |k, c| {
-        w.write_all(&k.to_le_bytes())
-            .and_then(|_| w.write_all(&c.to_le_bytes()))
-            .map_err(|e| Error::io(&path, e))
-    })?;
-    w.flush().map_err(|e| Error::io(&path, e))?;
-    drop(w);
-    Ok(file)
+    let mut run = RunWriter::new(dir)?;
+    run_lengths(sorted, |k, c| run.push(k, c))?;
+    run.finish()
 }
 
 struct RunReader {
@@ -640,7 +683,7 @@ impl RunReader {
         let file = f.reopen().map_err(|e| Error::io(&path, e))?;
         Ok(RunReader {
             path,
-            r: BufReader::with_capacity(1 << 20, file),
+            r: BufReader::with_capacity(RUN_BUF, file),
         })
     }
 }

@@ -94,7 +94,7 @@ pub fn merge_tables(
     let mut totals = Vec::new();
     for n in 1..=m0.max_n {
         let total: u64 = tables.iter().map(|t| t.totals()[n - 1]).sum();
-        progress(&format!("order {n}"), 0, total);
+        super::report(progress, &format!("order {n}"), 0, total)?;
         writer.begin_order(n, total)?;
         let sources = tables
             .iter()
@@ -103,7 +103,7 @@ pub fn merge_tables(
         kway_merge(sources, |k, c| writer.push(k, c))?;
         writer.end_order()?;
         totals.push(total);
-        progress(&format!("order {n}"), total, total);
+        super::report(progress, &format!("order {n}"), total, total)?;
     }
     writer.finish()?;
     Ok(totals)

@@ -18,11 +18,33 @@ pub use merge::merge_tables;
 pub use score::{ami_passage, ami_ragged};
 pub use table::{NgramTable, TableMeta};
 
-/// Progress of a long job: `(phase, done, total)`; called from worker threads.
-pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+/// Progress of a long job: `(phase, done, total)`, called between steps; returning `false`
+/// cancels the job (it then fails with [`cancelled`] and leaves no output file).
+pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) -> bool + Sync);
 
-/// A progress callback that ignores everything.
-pub fn no_progress(_: &str, _: u64, _: u64) {}
+/// A progress callback that ignores everything and never cancels.
+pub fn no_progress(_: &str, _: u64, _: u64) -> bool {
+    true
+}
+
+/// Call `progress`, turning a cancel request into an error.
+pub(crate) fn report(
+    progress: ProgressFn<'_>,
+    phase: &str,
+    done: u64,
+    total: u64,
+) -> crate::Result<()> {
+    if progress(phase, done, total) {
+        Ok(())
+    } else {
+        Err(cancelled())
+    }
+}
+
+/// The error of a job cancelled through its progress callback.
+pub fn cancelled() -> crate::Error {
+    crate::Error::invalid("cancelled")
+}
 
 /// Peak resident set size of this process in bytes (`VmHWM`), if the platform reports it.
 pub fn peak_rss_bytes() -> Option<u64> {
