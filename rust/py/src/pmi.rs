@@ -56,8 +56,11 @@ fn run_interruptible<T: Send>(
     py.detach(|| {
         std::thread::scope(|scope| {
             let handle = scope.spawn(job);
+            // Poll fast at first (small jobs return at once), then every 100 ms.
+            let mut wait = std::time::Duration::from_millis(1);
             while !handle.is_finished() {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(std::time::Duration::from_millis(100));
                 Python::attach(|py| {
                     if let Err(e) = py.check_signals() {
                         prog.err.lock().unwrap().get_or_insert(e);
