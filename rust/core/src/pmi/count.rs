@@ -431,25 +431,15 @@ fn count_order<K: Key>(
             });
         };
         let key_bits = n as u32 * ctx.bits;
-        let timing = std::env::var_os("DENSE_PT_PMI_TIMING").is_some();
         if groups.len() == 1 {
-            let tt = Instant::now();
             let gm = groups[0].2 as usize;
             bufs.ensure(gm);
             collect(&groups[0], &mut bufs.a[..gm]);
-            let t1 = tt.elapsed().as_secs_f64();
             let sorted = bufs.sort(gm, key_bits);
-            let t2 = tt.elapsed().as_secs_f64();
             run_lengths(sorted, |k, c| writer.push(k, c))?;
-            if timing {
-                eprintln!(
-                    "order {n}: collect {t1:.3}s sort {:.3}s emit {:.3}s",
-                    t2 - t1,
-                    tt.elapsed().as_secs_f64() - t2
-                );
-            }
         } else {
             let mut runs = Vec::with_capacity(groups.len());
+            let mut collected = 0u64;
             for g in &groups {
                 if g.2 == 0 {
                     continue;
@@ -460,7 +450,9 @@ fn count_order<K: Key>(
                 let sorted = bufs.sort(gm, key_bits);
                 runs.push(spill_run(ctx.spill_dir, sorted)?);
                 stats.spilled_runs += 1;
-                super::report(ctx.progress, &phase, done + g.2 / 2, total)?;
+                collected += g.2;
+                // Collecting counts as the first half of the pass, merging as the second.
+                super::report(ctx.progress, &phase, done + collected / 2, total)?;
             }
             // Bounded fan-in: merge runs in groups into longer runs until few enough remain (keeps
             // open files and reader buffers small however many runs a tiny budget produced).
