@@ -28,6 +28,7 @@ GROUPS = [
     "dense_pt.cli.corpus",
     "dense_pt.cli.pmi",
     "dense_pt.cli.demo",
+    "dense_pt.cli.mask",
 ]
 
 
