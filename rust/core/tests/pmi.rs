@@ -150,6 +150,31 @@ proptest! {
     }
 
     #[test]
+    fn reader_without_verify_never_panics_on_mutated_tables(
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+    ) {
+        // A valid table with overflow counts, then arbitrary byte edits anywhere (header checksum
+        // included); opened without hashing, every lookup must still return or fail cleanly.
+        let dir = tempfile::tempdir().unwrap();
+        let passages: Vec<Vec<u32>> = (0..12).map(|p| (0..90).map(|i| ((i * 5 + p) % 4) as u32).collect()).collect();
+        let path = build(dir.path(), "t.ngram", &passages, &opts(4, 3, 1, 1 << 30, 1));
+        let mut bytes = std::fs::read(&path).unwrap();
+        for (at, v) in &edits {
+            let i = at.index(bytes.len());
+            bytes[i] = *v;
+        }
+        if let Ok(t) = NgramTable::from_bytes(bytes, false) {
+            for n in 1..=3 {
+                let _ = t.records(n).unwrap().count();
+                let _ = t.count(&vec![1u32; n]);
+            }
+            let _ = t.top_pmi(2, 3, 1);
+            let mut out = vec![0f32; 20];
+            let _ = ami_passage(&t, &passages[0][..20], 3, &mut out);
+        }
+    }
+
+    #[test]
     fn reader_refuses_corrupted_or_truncated_tables(flip in any::<prop::sample::Index>(), bit in 0u8..8, cut in any::<prop::sample::Index>()) {
         let dir = tempfile::tempdir().unwrap();
         let passages = vec![vec![1, 2, 3, 1, 2, 4], vec![3, 3, 1, 2]];
