@@ -141,3 +141,13 @@ def test_sample_is_deterministic_nested_and_close_to_fraction():
 def test_bad_selection(limit, sample):
     with pytest.raises(InvalidArgumentError):
         check_selection(limit, sample)
+
+
+def test_echoes_of_the_few_shot_examples_are_dropped():
+    from dense_pt.expansion.parse import prompt_echoes
+
+    echoes = prompt_echoes(load_prompt("tk-instruct").template)
+    out = "1. largest coral reef in the world\n2. Where is the Great Barrier Reef?\n3. aspirin dose for heart attack"
+    r = parse_queries_detailed(out, PASSAGE, echoes=echoes)
+    assert r.queries == ["aspirin dose for heart attack"] and r.echoes == 2
+    assert parse_queries(out, PASSAGE) == [q.split(". ", 1)[1] for q in out.splitlines()]  # off by default

@@ -96,5 +96,6 @@ def expand_cmd(
     typer.echo(
         f"{res.out}: {res.selected} passages selected, {res.already_done} already done, "
         f"{res.generated} generated ({res.queries} queries, {res.empty} without any, "
-        f"{res.dropped_copies} copies and {res.dropped_duplicates} duplicates dropped){rate}"
+        f"{res.dropped_copies} copies, {res.dropped_duplicates} duplicates and {res.dropped_echoes} "
+        f"echoes of the prompt dropped){rate}"
     )

@@ -11,7 +11,8 @@ preamble ("Here are ten search queries:") and followed by the model continuing t
 3. if any line carries an enumerator or bullet, keeps only such lines (the preamble and closing
    remarks go); otherwise keeps every line except headers ending in ":";
 4. strips enumerators, bullets, surrounding quotes and ``**``;
-5. drops empty queries, duplicates and copies of the passage, and keeps at most ``max_queries``.
+5. drops empty queries, duplicates, copies of the passage and echoes of the prompt (a line of the
+   prompt template, such as a few-shot example's query), and keeps at most ``max_queries``.
 
 Normalisation (used for empty, duplicate and copy checks): lowercase, the sequence of ``\\w+`` word
 tokens. A query is **empty** when it has no word token. Two queries are **duplicates** when their
@@ -62,6 +63,7 @@ class ParsedQueries:
     empty: int = 0
     duplicates: int = 0
     copies: int = 0
+    echoes: int = 0
 
 
 def words(text: str) -> list[str]:
@@ -128,8 +130,20 @@ def split_candidates(output: str) -> list[str]:
     return [_clean(k) for k in kept]
 
 
+def prompt_echoes(template: str) -> frozenset[tuple[str, ...]]:
+    """Normalised lines of a prompt template (such as the few-shot examples' queries): a small
+    model often repeats them instead of writing queries for the passage."""
+    return frozenset(
+        k for line in template.splitlines() if (k := tuple(words(_PREFIX.sub("", line, count=1))))
+    )
+
+
 def parse_queries_detailed(
-    output: str, passage: str, max_queries: int | None = None, copy_min_words: int = COPY_MIN_WORDS
+    output: str,
+    passage: str,
+    max_queries: int | None = None,
+    copy_min_words: int = COPY_MIN_WORDS,
+    echoes: frozenset[tuple[str, ...]] = frozenset(),
 ) -> ParsedQueries:
     result = ParsedQueries()
     seen: set[tuple[str, ...]] = set()
@@ -140,6 +154,8 @@ def parse_queries_detailed(
             result.empty += 1
         elif key in seen:
             result.duplicates += 1
+        elif key in echoes:
+            result.echoes += 1
         elif list(key) == passage_words or (
             len(key) >= copy_min_words and _contains_run(passage_words, list(key))
         ):

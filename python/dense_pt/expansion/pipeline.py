@@ -11,7 +11,7 @@ from typing import Any
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.corpus import SourcePassage, iter_passages
 from dense_pt.expansion.generate import Generator, SamplingParams, describe, open_generator
-from dense_pt.expansion.parse import parse_queries_detailed
+from dense_pt.expansion.parse import parse_queries_detailed, prompt_echoes
 from dense_pt.expansion.prompts import Prompt, load_prompt
 from dense_pt.expansion.select import check_selection, in_sample, passage_seed
 from dense_pt.expansion.writer import QueryWriter
@@ -27,6 +27,7 @@ class ExpandResult:
     empty: int  # generated passages whose output gave no query, this run
     dropped_copies: int
     dropped_duplicates: int
+    dropped_echoes: int  # queries repeating a line of the prompt (few-shot examples)
     seconds: float  # generation wall time, model loading excluded
 
     @property
@@ -132,7 +133,7 @@ def expand(
         selected += 1
         already += p.id in done
     todo_total = selected - already
-    result = ExpandResult(out, selected, already, 0, 0, 0, 0, 0, 0.0)
+    result = ExpandResult(out, selected, already, 0, 0, 0, 0, 0, 0, 0.0)
     if todo_total == 0:
         return result
     gen = generator or make_generator()
@@ -198,13 +199,15 @@ def _generate_chunk(
         if progress:
             progress(result.generated, total)
     rows = []
+    echoes = prompt_echoes(prompt.template)
     for p, raw, s in zip(chunk, outputs, seeds, strict=True):
         passage = f"{p.title} {p.text}" if p.title else p.text
-        parsed = parse_queries_detailed(raw, passage, max_queries=num_queries)
+        parsed = parse_queries_detailed(raw, passage, max_queries=num_queries, echoes=echoes)
         result.queries += len(parsed.queries)
         result.empty += not parsed.queries
         result.dropped_copies += parsed.copies
         result.dropped_duplicates += parsed.duplicates
+        result.dropped_echoes += parsed.echoes
         rows.append(
             {
                 "id": p.id,
