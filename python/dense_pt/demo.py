@@ -166,11 +166,19 @@ def stage_pmi(ctx: DemoContext) -> dict[str, Any]:
     return demo_stage(ctx.store_path, ctx.stage_dir("pmi"), force=ctx.force)
 
 
+def stage_pretrain(ctx: DemoContext) -> dict[str, Any]:
+    """A short CDMAE pre-training of a tiny encoder built from a config."""
+    from dense_pt.pretrain import stage_pretrain as run
+
+    return run(ctx)
+
+
 STAGES: list[Stage] = [
     ("data", stage_data),
     ("tokenizer", stage_tokenizer),
     ("store", stage_store),
     ("pmi", stage_pmi),
+    ("pretrain", stage_pretrain),
 ]
 
 
