@@ -26,8 +26,11 @@ app = typer.Typer(
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
     "dense_pt.cli.corpus",
+    "dense_pt.cli.pmi",
+    "dense_pt.cli.pretrain",
     "dense_pt.cli.demo",
     "dense_pt.cli.mask",
+    "dense_pt.cli.expand",
 ]
 
 

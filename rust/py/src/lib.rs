@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod collate;
 mod errors;
 mod masking;
+mod pmi;
 // Used by the binding submodules (masking, pmi, collate, negatives).
 #[allow(unused_imports)]
 pub(crate) use errors::IntoPyResult;
@@ -34,5 +35,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dense_pt_core::fork::record_owner_process();
     masking::register(m)?;
     collate::register(m)?;
+    pmi::register(m)?;
     Ok(())
 }

@@ -1,0 +1,123 @@
+"""`dense-pt pretrain` (bottleneck pre-training) and `dense-pt plot` (loss curves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+METHOD_HELP = "simlm, cdmae, seed, mlm, enc-dec-mlm, enc-dec-rtd, condenser or autoencoder."
+
+
+@app.command()
+def pretrain(
+    method: str | None = typer.Option(None, help=f"Pre-training method: {METHOD_HELP}"),
+    model: Path | None = typer.Option(
+        None, help="A local HF checkpoint folder, or a config.json (random init)."
+    ),
+    corpus: Path | None = typer.Option(None, help="Corpus store folder."),
+    out: Path | None = typer.Option(
+        None, help="Output folder (encoder/, decoder/, log.jsonl, checkpoints/)."
+    ),
+    config: Path | None = typer.Option(None, "--config", help="TOML file; options given here override it."),
+    resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
+    max_steps: int | None = typer.Option(None, help="Optimiser steps."),
+    batch_size: int | None = typer.Option(None, help="Passages per step and process."),
+    lr: float | None = typer.Option(None, help="Peak learning rate."),
+    seed: int | None = typer.Option(None, help="Seed of the init, the data order and the masks."),
+    save_every: int | None = typer.Option(None, help="Checkpoint every N steps."),
+    max_length: int | None = typer.Option(
+        None, help="Tokens per passage, [CLS] and [SEP] included (default 144)."
+    ),
+    generator: str | None = typer.Option(None, help="simlm / enc-dec-rtd: a masked-LM folder, or 'joint'."),
+    projection: bool | None = typer.Option(
+        None,
+        "--projection/--no-projection",
+        help="Linear projection of [CLS] into the bottleneck (cdmae default).",
+    ),
+    attention_span: int | None = typer.Option(None, help="seed: tokens the decoder sees before each target."),
+    seed_window: str | None = typer.Option(
+        None, help="seed: 'strict' (exactly k tokens) or 'band' (per-layer mask)."
+    ),
+    p_enc: float | None = typer.Option(None, help="Encoder mask rate."),
+    p_dec: float | None = typer.Option(None, help="Decoder mask rate."),
+    sigma: float | None = typer.Option(None, help="cdmae: std of the noise added to importance."),
+    decoder_layers: int | None = typer.Option(None, help="Layers of the decoder / head."),
+    whole_word: bool | None = typer.Option(
+        None, "--whole-word", help="Mask whole words (the store's word_ids)."
+    ),
+    crop: str | None = typer.Option(None, help="Long passages: a 'random' window each epoch, or the 'head'."),
+    condenser_layer: int | None = typer.Option(None, help="condenser: the early layer the head reads."),
+    warmup: float | None = typer.Option(None, help="Warmup steps (>= 1) or fraction of the steps (< 1)."),
+    schedule: str | None = typer.Option(None, help="linear, cosine or constant."),
+    weight_decay: float | None = typer.Option(None, help="AdamW weight decay."),
+    grad_accum: int | None = typer.Option(None, help="Micro-batches per optimiser step."),
+    precision: str | None = typer.Option(None, help="auto, fp32, bf16 or fp16."),
+    num_workers: int | None = typer.Option(None, help="DataLoader worker processes."),
+    log_every: int | None = typer.Option(None, help="Log every N steps."),
+    threads: int | None = typer.Option(None, help="torch CPU threads per process (0: torch's default)."),
+    quiet: bool = typer.Option(False, help="No progress bar."),
+) -> None:
+    """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
+    from rich.console import Console
+
+    from dense_pt.pretrain import build_config, run_pretrain
+
+    cfg = build_config(
+        config,
+        top={"method": method, "model": model, "corpus": corpus, "out": out, "max_length": max_length},
+        options={
+            "generator": generator,
+            "projection": projection,
+            "attention_span": attention_span,
+            "seed_window": seed_window,
+            "p_enc": p_enc,
+            "p_dec": p_dec,
+            "sigma": sigma,
+            "decoder_layers": decoder_layers,
+            "condenser_layer": condenser_layer,
+            "whole_word": whole_word,
+            "crop": crop,
+        },
+        train={
+            "max_steps": max_steps,
+            "batch_size": batch_size,
+            "lr": lr,
+            "seed": seed,
+            "save_every": save_every,
+            "warmup": warmup,
+            "schedule": schedule,
+            "weight_decay": weight_decay,
+            "grad_accum": grad_accum,
+            "precision": precision,
+            "num_workers": num_workers,
+            "log_every": log_every,
+            "threads": threads,
+        },
+    )
+    summary = run_pretrain(cfg, resume=resume, progress=not quiet)
+    if summary.get("rank", 0) != 0:
+        return
+    rec = summary.get("final_record") or {}
+    Console(stderr=True).print(
+        f"[green]done[/green]: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "
+        f"encoder in {Path(cfg.out) / 'encoder'}"
+    )
+
+
+@app.command()
+def plot(
+    logs: list[Path] = typer.Argument(..., help="Training logs (log.jsonl)."),
+    out: Path = typer.Option(..., "--out", help="PNG file to write."),
+    key: list[str] = typer.Option(["loss"], "--key", help="Logged value(s) to draw, one panel each."),
+    label: list[str] | None = typer.Option(None, "--label", help="A legend label per log."),
+    smooth: int = typer.Option(1, help="Moving-average window in logged points."),
+    title: str | None = typer.Option(None, help="Figure title."),
+) -> None:
+    """Draw loss curves from training logs to a PNG."""
+    from dense_pt.plot import plot_logs
+
+    path = plot_logs(logs, out, keys=key, labels=label or None, smooth=smooth, title=title)
+    typer.echo(str(path))

@@ -1,0 +1,65 @@
+"""The pre-training data path: corpus-store rows -> the native collator (masking, views, padding in
+Rust) -> numpy batches, produced in DataLoader workers by ``IndexedBatchSource``.
+
+The collator is deterministic in (seed, row, epoch), so the trainer's data position is enough to
+resume exactly. Which views a method needs is the collator's business; this module only checks
+that the batch carries the keys the objective reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dense_pt.errors import InvalidArgumentError
+from dense_pt.objectives import METHOD_KEYS, MethodOptions
+
+MakeBatch = Callable[[np.ndarray, int], dict[str, Any]]
+
+
+def collator_kwargs(method: str, opts: MethodOptions) -> dict[str, Any]:
+    """Translate the method's options into the collator's settings (its presets hold the papers'
+    mask kinds and fills; the rates are passed explicitly so the run config records them)."""
+    kw: dict[str, Any] = {
+        "mask_prob": opts.mask_prob,
+        "random_prob": opts.random_prob,
+        "whole_word": opts.whole_word,
+        "crop": opts.crop,
+    }
+    if method != "autoencoder":
+        kw["enc_p"] = opts.p_enc
+    if opts.p_dec is not None:
+        kw["dec_p"] = opts.p_dec
+    if opts.sigma is not None:
+        kw["sigma"] = opts.sigma
+    return kw
+
+
+def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, seed: int) -> MakeBatch:
+    """``rows, epoch -> batch`` through the native collator, checked against the objective's keys."""
+    from dense_pt.collate import Collator
+
+    if method == "cdmae" and not store.has_column("importance"):
+        raise InvalidArgumentError(
+            f"cdmae masks the decoder by importance, but the store {store.path} has no 'importance' "
+            "column: run `dense-pt pmi score` on it first"
+        )
+    collator = Collator(store, method, max_length=max_length, seed=seed, **collator_kwargs(method, opts))
+    return CheckedCollate(collator, METHOD_KEYS[method])
+
+
+class CheckedCollate:
+    """Calls the collator and verifies the first batch has every key the objective reads."""
+
+    def __init__(self, collator, keys: tuple[str, ...]):
+        self.collator, self.keys, self.checked = collator, keys, False
+
+    def __call__(self, rows: np.ndarray, epoch: int) -> dict[str, Any]:
+        batch = self.collator(rows, epoch=epoch)
+        if not self.checked:
+            missing = [k for k in self.keys if k not in batch]
+            if missing:
+                raise InvalidArgumentError(f"the collator's batch lacks {missing} (has {sorted(batch)})")
+            self.checked = True
+        return batch

@@ -1,0 +1,109 @@
+"""A short pre-training stage for ``dense-pt demo``: a tiny randomly initialised BERT sized to the
+store's vocabulary, a few dozen steps, seconds on two CPU cores.
+
+``stage_pretrain(ctx)`` has the demo's stage signature (append ``("pretrain", stage_pretrain)`` to
+``dense_pt.demo.STAGES`` after the store and PMI stages); ``demo_stage(store, workdir)`` is the same
+work callable without a demo context.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+DEMO_STEPS = 30
+
+
+def _tiny_config(store) -> dict[str, Any]:
+    return {
+        "model_type": "bert",
+        "vocab_size": store.vocab_size,
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "max_position_embeddings": 160,
+        "pad_token_id": store.special_tokens["pad"],
+    }
+
+
+def demo_stage(
+    store_path: str | Path,
+    workdir: str | Path,
+    method: str | None = None,
+    max_steps: int = DEMO_STEPS,
+    batch_size: int = 8,
+    seed: int = 0,
+    force: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Pre-train a tiny encoder on the store; returns a summary with ``encoder`` (its folder).
+
+    ``method`` defaults to cdmae when the store has an importance column, else simlm with a joint
+    generator. A finished run with the same settings is not redone (``status: up to date``).
+    """
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.pretrain.config import build_config
+    from dense_pt.pretrain.run import run_pretrain
+
+    store = CorpusStore.open(store_path)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if method is None:
+        method = "cdmae" if store.has_column("importance") else "simlm"
+    out = workdir / method
+    config_path = workdir / "tiny-bert-config.json"
+    config_path.write_text(json.dumps(_tiny_config(store), indent=2), encoding="utf-8")
+    cfg = build_config(
+        top={
+            "method": method,
+            "model": str(config_path),
+            "corpus": str(store_path),
+            "out": str(out),
+            "max_length": 128,
+        },
+        train={
+            "max_steps": max_steps,
+            "batch_size": batch_size,
+            "lr": 5e-4,
+            "warmup": 0.1,
+            "save_every": max_steps,
+            "log_every": 5,
+            "seed": seed,
+            "keep_checkpoints": 1,
+        },
+    )
+    done = out / "pretrain.json"
+    if not force and done.is_file():
+        prev = json.loads(done.read_text(encoding="utf-8"))
+        if prev.get("config") == cfg.to_dict() and prev.get("steps") == max_steps:
+            rec = prev.get("final_record") or {}
+            return _summary("up to date", method, out, prev["steps"], rec)
+    if force or (out.exists() and not (out / "run_config.json").is_file()):
+        shutil.rmtree(out, ignore_errors=True)
+    # resume=True: an interrupted demo continues from its checkpoint; a changed config is refused.
+    summary = run_pretrain(cfg, resume=True, progress=progress)
+    return _summary("ran", method, out, summary["steps"], summary.get("final_record") or {})
+
+
+def _summary(status: str, method: str, out: Path, steps: int, rec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "status": status,
+        "method": method,
+        "steps": steps,
+        "final loss": round(float(rec.get("loss", float("nan"))), 3),
+        "encoder": str(out / "encoder"),
+        "log": str(out / "log.jsonl"),
+    }
+
+
+def stage_pretrain(ctx) -> dict[str, Any]:
+    """Demo stage: pre-train on ``ctx.store_path``; puts the encoder folder in
+    ``ctx.artifacts["pretrained_encoder"]`` for the fine-tuning stages."""
+    if ctx.store_path is None:
+        raise RuntimeError("the pretrain stage needs the store stage before it")
+    summary = demo_stage(ctx.store_path, ctx.stage_dir("pretrain"), seed=ctx.seed, force=ctx.force)
+    ctx.artifacts["pretrained_encoder"] = Path(summary["encoder"])
+    return summary

@@ -1,0 +1,99 @@
+"""Writing a pre-trained model: the encoder as a Hugging Face checkpoint plus tokenizer
+(``AutoModel`` / ``AutoTokenizer.from_pretrained`` load it), the decoder or head beside it with its
+own config (so a person can inspect it, or ``load_objective`` can rebuild the whole model), and a
+jointly trained generator as a masked-LM checkpoint (reusable as ``--generator DIR/generator``).
+Every folder is written under a temporary name and renamed into place."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from dense_pt.fsutil import atomic_dir, write_json_atomic
+
+HEAD_FORMAT = "dense-pt-pretrain-head/1"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+
+
+def write_tokenizer(folder: Path, store, init: str | Path, max_length: int) -> None:
+    """The model's own tokenizer files when the checkpoint ships them with the store's vocabulary
+    (keeps lower-casing and other settings), else the store's tokenizer.json with a config naming
+    its special tokens."""
+    init = Path(init)
+    if init.is_dir() and (init / "tokenizer_config.json").is_file() and (init / "tokenizer.json").is_file():
+        for name in _TOKENIZER_FILES:
+            if (init / name).is_file():
+                shutil.copy2(init / name, folder / name)
+        return
+    shutil.copy2(store.tokenizer_path, folder / "tokenizer.json")
+    tok = store.tokenizer()
+    names = {role: tok.id_to_token(i) for role, i in store.special_tokens.items()}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_length,
+        **{f"{role}_token": name for role, name in names.items()},
+    }
+    write_json_atomic(folder / "tokenizer_config.json", config)
+
+
+def export_model(
+    objective, out: Path, store, init: str | Path, max_length: int, summary: dict[str, Any]
+) -> dict:
+    """Write ``out/encoder``, ``out/decoder`` (when the method has one) and ``out/generator``."""
+    from safetensors.torch import save_file
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one shard: a progress bar is noise
+    out = Path(out)
+    written = {}
+    with atomic_dir(out / "encoder", force=True) as tmp:
+        objective.encoder.save_pretrained(str(tmp), safe_serialization=True)
+        write_tokenizer(tmp, store, init, max_length)
+    written["encoder"] = str(out / "encoder")
+
+    with atomic_dir(out / "decoder", force=True) as tmp:
+        save_file(objective.sidecar_state(), str(tmp / "model.safetensors"), metadata={"format": HEAD_FORMAT})
+        desc = objective.describe()
+        for name in ("decoder", "head"):
+            module = getattr(objective, name, None)
+            if module is not None and hasattr(module, "describe"):
+                desc[name] = module.describe()
+        desc.update({"format": HEAD_FORMAT, "encoder": "../encoder", "summary": summary})
+        write_json_atomic(tmp / "config.json", desc)
+    written["decoder"] = str(out / "decoder")
+
+    generator = getattr(objective, "generator", None)
+    if generator is not None and generator.joint:
+        with atomic_dir(out / "generator", force=True) as tmp:
+            generator.mlm.save_pretrained(str(tmp), safe_serialization=True)
+            write_tokenizer(tmp, store, init, max_length)
+        written["generator"] = str(out / "generator")
+    return written
+
+
+def load_objective(out: str | Path, device: str = "cpu"):
+    """Rebuild the whole pre-training model (encoder + decoder/head + generator) from an export."""
+    from safetensors.torch import load_file
+
+    from dense_pt.models.encoder import load_encoder
+    from dense_pt.objectives import MethodOptions, SpecialIds, build_objective
+
+    out = Path(out)
+    desc = json.loads((out / "decoder" / "config.json").read_text(encoding="utf-8"))
+    opts = MethodOptions(**desc["options"])
+    if opts.generator == "joint" and (out / "generator").is_dir():
+        opts.generator = str(out / "generator")
+    encoder = load_encoder(out / "encoder")
+    special = SpecialIds(**desc["summary"]["special_ids"])
+    objective = build_objective(desc["method"], encoder, special, opts)
+    missing, unexpected = objective.load_state_dict(
+        load_file(str(out / "decoder" / "model.safetensors")), strict=False
+    )
+    bad = [k for k in missing if not k.startswith(("encoder.", "generator."))]
+    if bad or unexpected:
+        raise ValueError(
+            f"decoder weights do not match the method: missing {bad[:5]}, unexpected {unexpected[:5]}"
+        )
+    return objective.to(device)

@@ -1,0 +1,169 @@
+"""``run_pretrain``: build everything from a ``PretrainConfig``, train on the shared engine, export.
+
+Layout of the output folder::
+
+    run_config.json   the resolved configuration (a resumed run must match it)
+    log.jsonl         one record per logged step (step, loss, loss_enc/dec/gen, lr, seq/s, data_wait)
+    checkpoints/      checkpoint-<step>/ (model, optimiser, scheduler, RNG, data position)
+    encoder/          the encoder: AutoModel.from_pretrained + AutoTokenizer.from_pretrained
+    decoder/          the decoder or head (safetensors + config.json)
+    generator/        the jointly trained generator (simlm / enc-dec-rtd with --generator joint)
+    pretrain.json     provenance: inputs and their hashes, config, steps, wall time, final loss
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from dense_pt import __version__
+from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.fsutil import write_json_atomic
+from dense_pt.pretrain.config import PretrainConfig
+from dense_pt.pretrain.data import MakeBatch, make_collate_fn
+from dense_pt.pretrain.export import export_model
+
+# Settings a resumed run may change (extending a run, more workers, logging).
+_RESUMABLE = (
+    "max_steps",
+    "save_every",
+    "keep_checkpoints",
+    "log_every",
+    "num_workers",
+    "prefetch_factor",
+    "threads",
+)
+
+
+def _comparable(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Flatten to dotted keys, leaving out what a resumed run may change."""
+    flat = {}
+    for key, value in cfg.items():
+        if key == "out":
+            continue
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                if not (key == "train" and sub in _RESUMABLE):
+                    flat[f"{key}.{sub}"] = v
+        else:
+            flat[key] = value
+    return json.loads(json.dumps(flat))
+
+
+def _prepare_out(cfg: PretrainConfig, resume: bool, is_main: bool) -> None:
+    out = Path(cfg.out)
+    run_config = out / "run_config.json"
+    if run_config.exists():
+        if not resume:
+            raise FileExistsError(
+                f"{out} already holds a pre-training run: pass --resume, or choose another --out"
+            )
+        old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if diff:
+            changes = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
+            raise MismatchError(f"{run_config}: the run was started with other settings ({changes})")
+    if is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_config, cfg.to_dict())
+
+
+def run_pretrain(
+    cfg: PretrainConfig,
+    resume: bool = False,
+    *,
+    callbacks: Sequence = (),
+    progress: bool = True,
+    make_batch: MakeBatch | None = None,
+) -> dict[str, Any]:
+    """Pre-train ``cfg.model`` on ``cfg.corpus`` with ``cfg.method``; returns a summary dict.
+
+    ``make_batch(rows, epoch)`` replaces the native collator (for experiments); by default batches
+    come from ``dense_pt.collate.Collator``.
+    """
+    import torch
+
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.models.encoder import check_vocab, load_encoder
+    from dense_pt.objectives import SpecialIds, build_objective
+    from dense_pt.training import IndexedBatchSource, Trainer, init_distributed, seed_everything
+
+    dist = init_distributed()
+    store = CorpusStore.open(cfg.corpus)
+    if len(store) < cfg.train.batch_size * dist.world_size:
+        raise InvalidArgumentError(
+            f"the store has {len(store)} passages, fewer than one batch ({cfg.train.batch_size} x {dist.world_size})"
+        )
+    _prepare_out(cfg, resume, dist.is_main)
+    dist.barrier()
+
+    seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
+    encoder = load_encoder(cfg.model)
+    max_pos = getattr(encoder.config, "max_position_embeddings", None)
+    if max_pos is not None and cfg.max_length > max_pos:
+        raise InvalidArgumentError(f"max_length {cfg.max_length} exceeds the model's {max_pos} positions")
+    check_vocab(encoder, store, cfg.model)
+    special = SpecialIds.from_store(store)
+    objective = build_objective(cfg.method, encoder, special, cfg.options)
+    if Path(cfg.model).is_dir():
+        objective.lm_head.init_from_checkpoint(cfg.model)
+
+    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed)
+    source = IndexedBatchSource(
+        len(store),
+        cfg.train.batch_size,
+        make_batch,
+        seed=cfg.train.seed,
+        num_workers=cfg.train.num_workers,
+        prefetch_factor=cfg.train.prefetch_factor,
+        pin_memory=torch.cuda.is_available(),
+    )
+    trainer = Trainer(
+        objective,
+        cfg.train,
+        cfg.out,
+        source,
+        callbacks=callbacks,
+        progress=progress,
+        dist_info=dist,
+        description=f"pretrain {cfg.method}",
+    )
+    started = time.time()
+    result = trainer.train(resume=resume)
+    summary: dict[str, Any] = {
+        "method": cfg.method,
+        "steps": result.step,
+        "resumed_from": result.resumed_from,
+        "wall_s_this_process": round(result.wall_s, 3),
+        "final_record": result.last_record,
+        "special_ids": asdict(special),
+        "device": str(trainer.device),
+        "precision": str(trainer.autocast_dtype or "fp32"),
+        "world_size": dist.world_size,
+        "rank": dist.rank,
+    }
+    if dist.is_main:
+        written = export_model(objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary)
+        summary["written"] = written
+        write_json_atomic(
+            Path(cfg.out) / "pretrain.json",
+            {
+                **summary,
+                "config": cfg.to_dict(),
+                "corpus": {
+                    "path": str(Path(cfg.corpus).resolve()),
+                    "vocab_hash": store.vocab_hash,
+                    "rows": len(store),
+                },
+                "model": str(Path(cfg.model).resolve()),
+                "started": started,
+                "finished": time.time(),
+                "dense_pt_version": __version__,
+            },
+        )
+    dist.barrier()
+    return summary

@@ -1,0 +1,333 @@
+"""`dense-pt pretrain` end to end on a tiny store and a tiny random BERT: every method runs, the
+outputs load with Hugging Face, configuration errors are clear, and a SIGKILLed run resumes to the
+same weights as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)  # the CI machine is shared: idle-spinning thread pools cost far more than they give
+pytest.importorskip("dense_pt.collate")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from dense_pt.cli import app  # noqa: E402
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError  # noqa: E402
+from dense_pt.objectives import METHODS  # noqa: E402
+from dense_pt.pretrain import build_config, load_objective, run_pretrain  # noqa: E402
+from pretrain_helpers import tiny_config_file, tiny_store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    base = tmp_path_factory.mktemp("pretrain")
+    store = tiny_store(base / "store")
+    config = tiny_config_file(base / "tiny.json", store)
+    return base, store, config
+
+
+def _cfg(setup, out, method="cdmae", **train):
+    _base, store, config = setup
+    t = {"max_steps": 4, "batch_size": 4, "lr": 1e-3, "save_every": 2, "log_every": 1, "warmup": 1}
+    t.update(train)
+    return build_config(
+        top={"method": method, "model": config, "corpus": str(store.path), "out": str(out), "max_length": 48},
+        train=t,
+    )
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_runs_and_exports(setup, tmp_path, method):
+    from transformers import AutoModel, AutoTokenizer
+
+    summary = run_pretrain(_cfg(setup, tmp_path / method, method, max_steps=3), progress=False)
+    assert summary["steps"] == 3
+    out = tmp_path / method
+    recs = [json.loads(line) for line in open(out / "log.jsonl")]
+    assert [r["step"] for r in recs] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in recs)
+    enc = AutoModel.from_pretrained(out / "encoder")
+    tok = AutoTokenizer.from_pretrained(out / "encoder")
+    ids = tok("protein binding receptor", return_tensors="pt")
+    assert enc(**ids).last_hidden_state.shape[-1] == 32
+    assert (out / "decoder" / "model.safetensors").is_file()
+    assert json.loads((out / "decoder" / "config.json").read_text())["method"] == method
+    assert (out / "generator").is_dir() == (method in ("simlm", "enc-dec-rtd"))
+    rebuilt = load_objective(out)
+    assert rebuilt.method == method
+
+
+def test_exported_weights_are_the_trained_ones(setup, tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    run_pretrain(_cfg(setup, tmp_path / "r", "cdmae", max_steps=2), progress=False)
+    ckpt = load_file(str(tmp_path / "r" / "checkpoints" / "checkpoint-00000002" / "model.safetensors"))
+    enc = AutoModel.from_pretrained(tmp_path / "r" / "encoder").state_dict()
+    for k, v in enc.items():
+        torch.testing.assert_close(v, ckpt["encoder." + k])
+    obj = load_objective(tmp_path / "r")
+    torch.testing.assert_close(
+        obj.decoder.layers[0].output.dense.weight, ckpt["decoder.layers.0.output.dense.weight"]
+    )
+
+
+def test_refuses_to_overwrite_and_checks_resumed_settings(setup, tmp_path):
+    run_pretrain(_cfg(setup, tmp_path / "r", max_steps=2), progress=False)
+    with pytest.raises(FileExistsError, match="--resume"):
+        run_pretrain(_cfg(setup, tmp_path / "r", max_steps=2), progress=False)
+    with pytest.raises(MismatchError, match="lr"):
+        run_pretrain(_cfg(setup, tmp_path / "r", max_steps=4, lr=5e-4), resume=True, progress=False)
+    # Extending a finished run is allowed.
+    assert run_pretrain(_cfg(setup, tmp_path / "r", max_steps=3), resume=True, progress=False)["steps"] == 3
+
+
+def test_cdmae_needs_importance(tmp_path):
+    store = tiny_store(tmp_path / "plain", with_importance=False)
+    config = tiny_config_file(tmp_path / "c.json", store)
+    top = {
+        "method": "cdmae",
+        "model": config,
+        "corpus": str(store.path),
+        "out": str(tmp_path / "o"),
+        "max_length": 48,
+    }
+    cfg = build_config(top=top)
+    with pytest.raises(InvalidArgumentError, match="pmi score"):
+        run_pretrain(cfg, progress=False)
+
+
+def test_toml_config_and_cli_overrides(setup, tmp_path):
+    _base, store, config = setup
+    toml = tmp_path / "pt.toml"
+    toml.write_text(
+        textwrap.dedent(
+            f"""
+            method = "seed"
+            model = "{config}"
+            corpus = "{store.path}"
+            out = "run"
+            max_length = 40
+            [options]
+            attention_span = 3
+            [train]
+            max_steps = 7
+            batch_size = 4
+            """
+        )
+    )
+    cfg = build_config(toml, train={"max_steps": 2})
+    assert cfg.method == "seed" and cfg.options.attention_span == 3 and cfg.train.max_steps == 2
+    assert cfg.out == str(tmp_path / "run") and cfg.max_length == 40
+    toml.write_text(toml.read_text().replace("attention_span", "atention_span"))
+    with pytest.raises(FormatError, match=r"pt.toml: unknown key 'options.atention_span'"):
+        build_config(toml)
+    toml.write_text('method = "seed"\n[train]\ngrad_accum = "two"\n')
+    with pytest.raises(FormatError, match=r"train\.grad_accum"):
+        build_config(toml)
+
+
+def test_cli_pretrain_and_plot(setup, tmp_path):
+    _base, store, config = setup
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    args = [
+        "pretrain",
+        "--method",
+        "simlm",
+        "--generator",
+        "joint",
+        "--model",
+        config,
+        "--corpus",
+        str(store.path),
+    ]
+    args += [
+        "--out",
+        str(out),
+        "--max-steps",
+        "3",
+        "--batch-size",
+        "4",
+        "--log-every",
+        "1",
+        "--max-length",
+        "48",
+        "--quiet",
+    ]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert (out / "encoder" / "model.safetensors").is_file()
+    png = tmp_path / "curve.png"
+    res = runner.invoke(
+        app, ["plot", str(out / "log.jsonl"), "--out", str(png), "--key", "loss", "--key", "loss_enc"]
+    )
+    assert res.exit_code == 0, res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_errors_exit_nonzero(setup, tmp_path):
+    _base, store, config = setup
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dense_pt",
+            "pretrain",
+            "--method",
+            "bert",
+            "--model",
+            config,
+            "--corpus",
+            str(store.path),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "unknown method 'bert'" in proc.stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dense_pt",
+            "pretrain",
+            "--method",
+            "cdmae",
+            "--model",
+            config,
+            "--corpus",
+            str(store.path),
+            "--out",
+            str(tmp_path / "x"),
+            "--generator",
+            "joint",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "uses no generator" in proc.stderr
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+from dense_pt.pretrain import build_config, run_pretrain
+top = dict(method="simlm", model=sys.argv[1], corpus=sys.argv[2], out=sys.argv[3], max_length=48)
+train = dict(max_steps=8, batch_size=4, lr=1e-3, save_every=3, log_every=1, warmup=2, num_workers=int(sys.argv[5]), threads=1)
+kill_at = int(sys.argv[4])
+
+def killer(trainer, step, record):
+    if step == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_pretrain(build_config(top=top, train=train), resume=True, callbacks=[killer], progress=False)
+"""
+
+
+def test_resume_after_sigkill_matches_uninterrupted_run(setup, tmp_path):
+    """Killed (SIGKILL) at step 5, after the checkpoint at 3: steps 4-5 are redone on resume with
+    the same data, masks, dropout and generator samples, and the final weights match."""
+    from safetensors.torch import load_file
+
+    _base, store, config = setup
+    script = tmp_path / "kill.py"
+    script.write_text(KILL_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+
+    def run(out, kill_at, workers=1):
+        return subprocess.run(
+            [sys.executable, str(script), config, str(store.path), str(out), str(kill_at), str(workers)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+
+    full = run(tmp_path / "full", kill_at=-1)
+    assert full.returncode == 0, full.stderr
+    cut = run(tmp_path / "cut", kill_at=5)
+    assert cut.returncode == -signal.SIGKILL, cut.stderr
+    assert not (tmp_path / "cut" / "encoder").exists()
+    resumed = run(tmp_path / "cut", kill_at=-1)
+    assert resumed.returncode == 0, resumed.stderr
+    a = load_file(str(tmp_path / "full" / "checkpoints" / "checkpoint-00000008" / "model.safetensors"))
+    b = load_file(str(tmp_path / "cut" / "checkpoints" / "checkpoint-00000008" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+    sa = json.loads((tmp_path / "full" / "pretrain.json").read_text())
+    sb = json.loads((tmp_path / "cut" / "pretrain.json").read_text())
+    assert sa["steps"] == sb["steps"] == 8 and sb["resumed_from"] == 3
+    steps = [json.loads(line)["step"] for line in open(tmp_path / "cut" / "log.jsonl")]
+    assert steps == list(range(1, 9))
+
+
+def test_demo_stage_runs_then_is_up_to_date(setup, tmp_path):
+    from dense_pt.pretrain import demo_stage
+
+    _, store, _ = setup
+    first = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)
+    assert first["status"] == "ran" and first["method"] == "cdmae" and first["steps"] == 4
+    assert (Path(first["encoder"]) / "model.safetensors").is_file()
+    again = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)
+    assert again["status"] == "up to date" and again["final loss"] == first["final loss"]
+
+
+def test_cdmae_decoder_masks_come_from_importance(setup):
+    """Through the real data path with sigma = 0, the decoder predicts exactly the floor(n/2) most
+    important tokens of each passage, while the encoder's mask is random."""
+    from dense_pt.objectives import MethodOptions, resolve_options
+    from dense_pt.pretrain.data import make_collate_fn
+
+    _, store, _ = setup
+    opts = resolve_options("cdmae", MethodOptions(sigma=0.0, crop="head"))
+    collate = make_collate_fn(store, "cdmae", opts, max_length=144, seed=0)
+    rows = np.arange(16)
+    batch = collate(rows, 0)
+    overlap = []
+    for b, r in enumerate(rows):
+        imp = store.row(int(r), "importance")
+        n = len(imp)
+        assert n <= 142  # no truncation: positions are content index + 1
+        expected = np.zeros(batch["dec_labels"].shape[1], dtype=bool)
+        expected[np.argsort(-imp, kind="stable")[: n // 2] + 1] = True
+        np.testing.assert_array_equal(batch["dec_labels"][b] != -100, expected)
+        enc = batch["labels"][b] != -100
+        overlap.append((enc & expected).sum() / max(1, enc.sum()))
+    assert 0.2 < np.mean(overlap) < 0.8  # the encoder's mask ignores importance
+
+
+def test_simlm_views_from_the_real_collator(setup):
+    from dense_pt.models.encoder import load_encoder
+    from dense_pt.objectives import SpecialIds, build_objective, resolve_options
+    from dense_pt.pretrain.data import make_collate_fn
+    from dense_pt.training import to_device
+
+    _, store, config = setup
+    opts = resolve_options("simlm")
+    batch = to_device(
+        make_collate_fn(store, "simlm", opts, 144, seed=0)(np.arange(16), 0), torch.device("cpu")
+    )
+    model = build_objective("simlm", load_encoder(config), SpecialIds.from_store(store), opts)
+    with torch.no_grad():
+        original, x_enc, x_dec, _ = model.make_views(batch)
+    enc, dec = batch["enc_mask"], batch["dec_mask"]
+    assert not (enc & ~dec).any()  # nested
+    content = batch["attention_mask"].bool() & ~batch["special_tokens_mask"]
+    n = content.sum(1)
+    assert (enc.sum(1) == (n * 0.3).floor().long()).all() and (dec.sum(1) == (n * 0.5).floor().long()).all()
+    assert not ((x_enc != original) & ~enc).any() and not ((x_dec != original) & ~dec).any()
+    assert (x_dec[enc] == x_enc[enc]).all()
+    special = torch.tensor(list(store.special_tokens.values()))
+    assert not torch.isin(x_dec[dec], special).any()
