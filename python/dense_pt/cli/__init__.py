@@ -26,6 +26,7 @@ app = typer.Typer(
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
     "dense_pt.cli.demo",
+    "dense_pt.cli.retrieval",
     "dense_pt.cli.evaluate",
 ]
 

@@ -2,6 +2,7 @@
 //!
 //! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
 pub mod error;
+pub mod negatives;
 pub mod rng;
 
 pub use error::{Error, Result};

@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod negatives;
 // Used by the binding submodules (masking, pmi, collate, negatives).
 #[allow(unused_imports)]
 pub(crate) use errors::IntoPyResult;
@@ -28,5 +29,6 @@ fn _raise_core_error(py: Python<'_>, kind: &str, message: &str) -> PyResult<()> 
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", dense_pt_core::VERSION)?;
     m.add_function(wrap_pyfunction!(_raise_core_error, m)?)?;
+    negatives::register(m)?;
     Ok(())
 }
