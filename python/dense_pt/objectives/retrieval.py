@@ -53,18 +53,18 @@ def _group_size(q: torch.Tensor, p: torch.Tensor) -> int:
     return p.shape[0] // q.shape[0]
 
 
-def _gathered(q: torch.Tensor, p: torch.Tensor, gather: bool) -> tuple[torch.Tensor, torch.Tensor, int]:
+def _gathered(p: torch.Tensor, n: int, gather: bool) -> tuple[torch.Tensor, int]:
+    """All passages of the global batch and the global index of the first local query."""
     if not gather:
-        return q, p, 0
-    qa, start = gather_with_grad(q)
-    pa, _ = gather_with_grad(p)
-    return qa, pa, start
+        return p, 0
+    pa, start = gather_with_grad(p)
+    return pa, start // n
 
 
 def simlm_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
     """SimLM eq. 3 (see the module docstring); mean over the local queries."""
     n = _group_size(q, p)
-    qa, pa, start = _gathered(q, p, gather)
+    pa, start = _gathered(p, n, gather)
     b = q.shape[0]
     qn = F.normalize(q, dim=-1)
     pn = F.normalize(pa, dim=-1)
@@ -87,7 +87,7 @@ def infonce_loss(
 ) -> torch.Tensor:
     """CDMAE eq. 10: cross-entropy of dot-product scores over all passages of the (global) batch."""
     n = _group_size(q, p)
-    qa, pa, start = _gathered(q, p, gather)
+    pa, start = _gathered(p, n, gather)
     scores = q @ pa.T / temperature
     labels = (torch.arange(q.shape[0], device=q.device) + start) * n
     return F.cross_entropy(scores, labels)
