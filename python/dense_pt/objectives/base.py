@@ -1,0 +1,108 @@
+"""What every pre-training objective shares: the encoder, the bottleneck, the LM head tied to the
+input embeddings, the special-token ids, and how the pieces beside the encoder are saved."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from dense_pt.models.heads import MLMHead
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    cls: int
+    sep: int
+    pad: int
+    mask: int
+    unk: int
+    vocab_size: int
+
+    @classmethod
+    def from_store(cls, store) -> SpecialIds:
+        s = store.special_tokens
+        return cls(s["cls"], s["sep"], s["pad"], s["mask"], s["unk"], int(store.vocab_size))
+
+    def all(self) -> list[int]:
+        return [self.cls, self.sep, self.pad, self.mask, self.unk]
+
+
+@dataclass
+class MethodOptions:
+    """Knobs of the objectives and their masks. ``None`` means "the method's default"
+    (see ``dense_pt.objectives.METHOD_DEFAULTS``)."""
+
+    p_enc: float | None = None
+    p_dec: float | None = None
+    sigma: float | None = None
+    mask_prob: float = 0.8
+    random_prob: float = 0.1
+    projection: bool | None = None
+    decoder_layers: int | None = None
+    attention_span: int | None = None
+    seed_window: str | None = None
+    generator: str | None = None
+    condenser_layer: int | None = None
+    rtd_weight: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Objective(nn.Module):
+    """Base class: ``forward(batch) -> {"loss", "loss_enc", ...}`` on a dict of device tensors."""
+
+    method: ClassVar[str] = "?"
+    uses_generator: ClassVar[bool] = False
+    accumulation_safe: ClassVar[bool] = True
+
+    def __init__(self, encoder: nn.Module, special: SpecialIds, opts: MethodOptions):
+        super().__init__()
+        cfg = encoder.config
+        self.encoder = encoder
+        self.special = special
+        self.opts = opts
+        self.hidden = int(cfg.hidden_size)
+        self.lm_head = MLMHead(
+            self.hidden,
+            encoder.get_input_embeddings(),
+            act=getattr(cfg, "hidden_act", "gelu"),
+            eps=getattr(cfg, "layer_norm_eps", 1e-12),
+        )
+        self.bottleneck = nn.Linear(self.hidden, self.hidden) if opts.projection else nn.Identity()
+        self.register_buffer("banned_ids", torch.tensor(special.all(), dtype=torch.long), persistent=False)
+
+    # --- shared pieces -------------------------------------------------------------------------
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kw):
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The encoder's own input embeddings (word + position + type, normalised): decoders share them."""
+        return self.encoder.embeddings(input_ids=input_ids)
+
+    def special_mask(self, batch: dict[str, torch.Tensor], ids: torch.Tensor) -> torch.Tensor:
+        if "special_tokens_mask" in batch:
+            return batch["special_tokens_mask"].bool()
+        return torch.isin(ids, self.banned_ids)
+
+    def every_token_labels(self, batch: dict[str, torch.Tensor], original: torch.Tensor) -> torch.Tensor:
+        """Original ids at every non-special, non-pad position, -100 elsewhere."""
+        keep = batch["attention_mask"].bool() & ~self.special_mask(batch, original)
+        return original.masked_fill(~keep, -100)
+
+    # --- saving --------------------------------------------------------------------------------
+
+    def sidecar_state(self) -> dict[str, torch.Tensor]:
+        """Everything trained besides the encoder (and a joint generator, saved as its own model)."""
+        return {
+            k: v.detach().contiguous()
+            for k, v in self.state_dict().items()
+            if not k.startswith("encoder.") and not k.startswith("generator.")
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": self.method, "options": self.opts.to_dict(), "hidden_size": self.hidden}

@@ -1,0 +1,285 @@
+"""The training loop every stage shares.
+
+Contract: ``model(batch) -> dict`` where ``batch`` maps names to tensors already on the device and
+the result holds a scalar ``"loss"`` (other 0-dim tensors in it are logged as they are, e.g.
+``loss_enc``). A model whose loss couples the examples of a batch (in-batch negatives) sets
+``accumulation_safe = False``: then gradient accumulation is refused, because micro-batches would
+silently shrink its negatives.
+
+The loop: AdamW (no decay on biases / norms), warmup + linear / cosine / constant schedule,
+autocast (bf16, or fp16 with a grad scaler) on GPU, gradient clipping and accumulation, DDP when
+started by torchrun, a checkpoint every ``save_every`` steps and at the end, exact resume, a JSONL
+log and a progress bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dense_pt.errors import InvalidArgumentError
+from dense_pt.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from dense_pt.training.config import TrainConfig
+from dense_pt.training.data import BatchSource, to_device
+from dense_pt.training.distributed import DistInfo, all_reduce_mean, init_distributed, pick_device
+from dense_pt.training.optim import build_optimizer, build_scheduler
+from dense_pt.training.progress import JsonlLog, ProgressBar
+
+Callback = Callable[["Trainer", int, dict[str, Any] | None], None]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (call before building a randomly initialised model)."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for full fp32. 'auto' is bf16 on a GPU that supports it."""
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "fp16":
+        if device.type != "cuda":
+            raise InvalidArgumentError("precision fp16 needs a GPU (use bf16 or fp32 on CPU)")
+        return torch.float16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return None
+
+
+def batch_rows(batch: dict[str, Any]) -> int:
+    for value in batch.values():
+        if hasattr(value, "shape") and len(value.shape) >= 1:
+            return int(value.shape[0])
+    return 0
+
+
+@dataclass
+class TrainResult:
+    step: int
+    checkpoint: Path | None
+    last_record: dict[str, Any] | None
+    wall_s: float
+    resumed_from: int
+
+
+class Trainer:
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainConfig,
+        out_dir: str | Path,
+        source: BatchSource,
+        *,
+        log_path: str | Path | None = None,
+        callbacks: Sequence[Callback] = (),
+        progress: bool = True,
+        dist_info: DistInfo | None = None,
+        device: torch.device | str | None = None,
+        description: str = "train",
+    ):
+        self.config = config.validate()
+        if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
+            raise InvalidArgumentError(
+                f"{type(model).__name__} uses a contrastive loss over the batch; gradient accumulation "
+                "would shrink its negatives. Set grad_accum = 1 and raise batch_size instead."
+            )
+        self.dist = dist_info or init_distributed()
+        self.device = torch.device(device) if device is not None else pick_device(self.dist)
+        self.out_dir = Path(out_dir)
+        self.ckpt_root = self.out_dir / "checkpoints"
+        self.log = JsonlLog(Path(log_path) if log_path else self.out_dir / "log.jsonl", self.dist.is_main)
+        self.source, self.callbacks, self.description = source, list(callbacks), description
+        self.show_progress = progress and self.dist.is_main
+        self.model = model.to(self.device)
+        self.autocast_dtype = resolve_precision(config.precision, self.device)
+        self.optimizer = build_optimizer(self.model, config)
+        self.scheduler = build_scheduler(self.optimizer, config)
+        self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
+        self.wrapped: nn.Module = self.model
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(
+                self.model, device_ids=ids, find_unused_parameters=config.find_unused_parameters
+            )
+        self.step = 0
+        self.epoch = 0
+        self.position = 0  # rounds of batches consumed in the current epoch
+        self.stop_requested = False
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "batch_in_epoch": self.position,
+            "config": self.config.to_dict(),
+            "description": self.description,
+        }
+
+    def save(self) -> Path:
+        return save_checkpoint(
+            self.ckpt_root,
+            self.step,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.scaler,
+            self._state(),
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            barrier=self.dist.barrier,
+            keep=self.config.keep_checkpoints,
+        )
+
+    def resume_from(self, path: Path) -> None:
+        state = load_checkpoint(path, self.model, self.optimizer, self.scheduler, self.scaler, self.dist.rank)
+        self.step = int(state["step"])
+        self.epoch = int(state["epoch"])
+        self.position = int(state["batch_in_epoch"])
+        if state.get("world_size", 1) != self.dist.world_size:
+            # Data position stays exact in rounds; per-rank RNG streams cannot be mapped.
+            seed_everything(self.config.seed + 1000 * self.step + self.dist.rank)
+        self.log.truncate_after(self.step)
+
+    # --- loop -----------------------------------------------------------------------------------
+
+    def _batches(self) -> Iterator[dict[str, Any]]:
+        while True:
+            it = self.source.iter_epoch(self.epoch, self.position, self.dist.rank, self.dist.world_size)
+            for batch in it:
+                self.position += 1
+                yield batch
+            self.epoch += 1
+            self.position = 0
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def train(self, resume: bool = False) -> TrainResult:
+        cfg = self.config
+        resumed_from = 0
+        if resume:
+            ckpt = latest_checkpoint(self.ckpt_root)
+            if ckpt is not None:
+                self.resume_from(ckpt)
+                resumed_from = self.step
+        if resumed_from == 0:
+            seed_everything(cfg.seed + self.dist.rank)
+            if self.log.enabled and self.log.path.exists():
+                self.log.path.unlink()  # a fresh start (or a run killed before its first checkpoint)
+        if self.step >= cfg.max_steps:
+            return TrainResult(self.step, latest_checkpoint(self.ckpt_root), None, 0.0, resumed_from)
+
+        self.model.train()
+        batches = self._batches()
+        bar = ProgressBar(cfg.max_steps, self.step, self.show_progress, self.description)
+        t_start = time.perf_counter()
+        last_ckpt: Path | None = None
+        record: dict[str, Any] | None = None
+        # Interval accumulators for the log.
+        acc_loss = torch.zeros((), device=self.device)
+        acc_parts: dict[str, torch.Tensor] = {}
+        acc_rows = acc_steps = 0
+        acc_wait = 0.0
+        t_interval = time.perf_counter()
+        grad_norm = torch.zeros((), device=self.device)
+        try:
+            while self.step < cfg.max_steps and not self.stop_requested:
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in range(cfg.grad_accum):
+                    t_wait = time.perf_counter()
+                    batch = next(batches)
+                    batch = to_device(batch, self.device)
+                    acc_wait += time.perf_counter() - t_wait
+                    acc_rows += batch_rows(batch)
+                    sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
+                    ctx = contextlib.nullcontext() if sync else self.wrapped.no_sync()
+                    with ctx:
+                        with self._autocast():
+                            out = self.wrapped(batch)
+                        loss = out["loss"]
+                        scaled = loss / cfg.grad_accum
+                        if self.scaler is not None:
+                            scaled = self.scaler.scale(scaled)
+                        scaled.backward()
+                    acc_loss += loss.detach().float() / cfg.grad_accum
+                    for key, value in out.items():
+                        if key != "loss" and isinstance(value, torch.Tensor) and value.ndim == 0:
+                            part = value.detach().float() / cfg.grad_accum
+                            acc_parts[key] = acc_parts.get(key, 0) + part
+                if self.scaler is not None:
+                    self.scaler.unscale_(self.optimizer)
+                if cfg.max_grad_norm > 0:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                lr = self.scheduler.get_last_lr()[0]
+                if self.scaler is not None:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    self.optimizer.step()
+                self.scheduler.step()
+                self.step += 1
+                acc_steps += 1
+
+                record = None
+                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                    record = self._record(
+                        acc_loss, acc_parts, acc_steps, acc_rows, acc_wait, t_interval, lr, grad_norm, t_start
+                    )
+                    self.log.write(record)
+                    bar.update(
+                        self.step, f"loss {record['loss']:.4f} lr {lr:.2e} {record['seq_per_s']:.0f} seq/s"
+                    )
+                    acc_loss = torch.zeros((), device=self.device)
+                    acc_parts, acc_rows, acc_steps, acc_wait = {}, 0, 0, 0.0
+                    t_interval = time.perf_counter()
+                else:
+                    bar.update(self.step)
+                if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
+                    last_ckpt = self.save()
+                for callback in self.callbacks:
+                    callback(self, self.step, record)
+            if self.stop_requested and (last_ckpt is None or not last_ckpt.name.endswith(f"{self.step:08d}")):
+                last_ckpt = self.save()
+        finally:
+            bar.close()
+            self.log.close()
+        return TrainResult(self.step, last_ckpt, record, time.perf_counter() - t_start, resumed_from)
+
+    def _record(self, acc_loss, acc_parts, acc_steps, acc_rows, acc_wait, t_interval, lr, grad_norm, t_start):
+        elapsed = time.perf_counter() - t_interval
+        loss = all_reduce_mean(acc_loss / acc_steps, self.dist).item()
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss} at step {self.step}; lower the learning rate")
+        rec: dict[str, Any] = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": loss,
+            "lr": lr,
+            "grad_norm": float(grad_norm),
+            "seq_per_s": acc_rows * self.dist.world_size / max(elapsed, 1e-9),
+            "data_wait": acc_wait / max(elapsed, 1e-9),
+            "elapsed_s": time.perf_counter() - t_start,
+            "time": time.time(),
+        }
+        for key, value in acc_parts.items():
+            rec[key] = all_reduce_mean(value / acc_steps, self.dist).item()
+        return rec

@@ -1,0 +1,94 @@
+"""Tiny random encoders and hand-built batches for the objective tests (numpy reference masking,
+independent of the native collator)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
+VOCAB = 64
+
+
+def tiny_config(dropout: float = 0.0, layers: int = 3, **kw):
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        **kw,
+    )
+
+
+def tiny_encoder(dropout: float = 0.0, layers: int = 3):
+    from transformers import AutoModel
+
+    return AutoModel.from_config(tiny_config(dropout, layers))
+
+
+def special_ids():
+    from dense_pt.objectives import SpecialIds
+
+    return SpecialIds(cls=CLS, sep=SEP, pad=PAD, mask=MASK, unk=UNK, vocab_size=VOCAB)
+
+
+def _topk(scores, maskable, k):
+    order = np.argsort(-np.where(maskable, scores, -np.inf), kind="stable")
+    out = np.zeros_like(maskable)
+    out[order[:k]] = True
+    return out
+
+
+def make_batch(batch_size=6, length=20, seed=0, p_enc=0.3, p_dec=0.5, importance=None):
+    """Every key the objectives read, built with plain numpy (reference masking)."""
+    rng = np.random.default_rng(seed)
+    ids = np.full((batch_size, length), PAD, dtype=np.int64)
+    am = np.zeros((batch_size, length), dtype=np.int64)
+    for b in range(batch_size):
+        n = int(rng.integers(length // 2, length - 1))
+        ids[b, 0], ids[b, 1 : n + 1], ids[b, n + 1] = CLS, rng.integers(5, VOCAB, n), SEP
+        am[b, : n + 2] = 1
+    special = (ids == CLS) | (ids == SEP) | (ids == PAD)
+    maskable = ~special
+    enc = np.zeros_like(maskable)
+    dec = np.zeros_like(maskable)
+    if importance is None:
+        importance = rng.random(ids.shape)
+    for b in range(batch_size):
+        n = int(maskable[b].sum())
+        scores = rng.random(length)
+        dec[b] = _topk(scores, maskable[b], int(n * p_dec))
+        enc[b] = _topk(np.where(dec[b], scores, -1), dec[b], int(n * p_enc))  # nested: enc in dec
+    labels = np.where(enc, ids, -100)
+    inp = ids.copy()
+    u = rng.random(ids.shape)
+    inp[enc & (u < 0.8)] = MASK
+    rand = enc & (u >= 0.8) & (u < 0.9)
+    inp[rand] = rng.integers(5, VOCAB, int(rand.sum()))
+    dec_imp = np.zeros_like(maskable)
+    for b in range(batch_size):
+        dec_imp[b] = _topk(importance[b], maskable[b], int(maskable[b].sum() * p_dec))
+    return {
+        "original_ids": ids,
+        "input_ids": inp,
+        "attention_mask": am,
+        "special_tokens_mask": special,
+        "labels": labels,
+        "dec_input_ids": np.where(dec_imp, MASK, ids),
+        "dec_labels": np.where(dec_imp, ids, -100),
+        "enc_mask": enc,
+        "dec_mask": dec,
+    }
+
+
+def view_for(method: str, batch: dict) -> dict:
+    """simlm / enc-dec-rtd / autoencoder read the ORIGINAL ids as input_ids."""
+    b = dict(batch)
+    if method in ("simlm", "enc-dec-rtd", "autoencoder"):
+        b["input_ids"] = batch["original_ids"]
+    return b
