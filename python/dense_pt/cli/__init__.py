@@ -27,6 +27,7 @@ app = typer.Typer(
 GROUPS = [
     "dense_pt.cli.demo",
     "dense_pt.cli.retrieval",
+    "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",
 ]
 

@@ -159,7 +159,6 @@ def encode(
 
     ``max_shards`` stops after that many new shards (used by tests to simulate an interrupted run).
     """
-    import torch
 
     from dense_pt.data.store import CorpusStore
     from dense_pt.evaluation.trec import read_queries
@@ -242,7 +241,6 @@ def encode(
             rate = seen / max(now - t0, 1e-9)
             print(f"\rencode: {seen}/{total} {kind} {rate:,.0f} {kind}/s", end="", flush=True)
 
-    torch.set_grad_enabled(False)
     for written, s in enumerate(todo):
         if max_shards is not None and written >= max_shards:
             break
