@@ -24,7 +24,7 @@ TRAIN = TrainConfig(max_steps=4, batch_size=4, lr=1e-3, warmup=0, save_every=2, 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ft")
-    beir, model, store, queries, qrels = tiny_setup(tmp)
+    beir, model, store, _queries, qrels = tiny_setup(tmp)
     bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", k=20)
     table = mine_negatives(read_run(tmp / "bm25.trec"), qrels, depth=20, num=6)
     write_negatives(tmp / "neg.dpneg", table)
@@ -34,7 +34,7 @@ def chain(tmp_path_factory):
 def test_group_sampling_is_deterministic(chain):
     from dense_pt.data.store import CorpusStore
 
-    tmp, beir, model, store, qrels = chain
+    tmp, beir, _model, store, qrels = chain
     s = CorpusStore.open(store)
     from dense_pt.evaluation import read_queries
 
@@ -118,7 +118,7 @@ def test_retriever_reranker_scores_distill(chain):
 
 
 def test_bad_inputs(chain, tmp_path):
-    tmp, beir, model, store, qrels = chain
+    _tmp, beir, model, store, qrels = chain
     common = dict(
         corpus=store, queries=beir / "queries.jsonl", out=tmp_path / "x", train=TRAIN, progress=False
     )
