@@ -29,6 +29,7 @@ GROUPS = [
     "dense_pt.cli.retrieval",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",
+    "dense_pt.cli.pipeline",
 ]
 
 
