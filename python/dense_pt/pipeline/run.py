@@ -199,7 +199,10 @@ def run_pipeline(
         tok_file = init / "tokenizer.json" if init.is_dir() else None
         if tok_file is None or not tok_file.exists():
             raise DensePtError(f"{init}: the pipeline needs a model folder with tokenizer.json")
-        s = build_store_from_texts(folder / "store", read_beir_corpus(corpus), Tokenizer.from_file(str(tok_file)),
+        tok = Tokenizer.from_file(str(tok_file))
+        tok.no_truncation()  # a tokenizer.json may carry fixed truncation/padding (MiniLM: 128)
+        tok.no_padding()
+        s = build_store_from_texts(folder / "store", read_beir_corpus(corpus), tok,
                                    max_length=data["max_length"], force=True)  # fmt: skip
         return {"rows": len(s)}
 
