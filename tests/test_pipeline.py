@@ -32,13 +32,13 @@ def test_killed_pipeline_resumes(tmp_path: Path):
         [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     ckpts = out / "pipeline" / "r1" / "train" / "checkpoints"
-    deadline = time.time() + 120
+    deadline = time.time() + 900  # generous: shared CI machines can be slow
+    seen = False
     try:
-        while time.time() < deadline and proc.poll() is None:
-            if ckpts.exists() and any(p.name.startswith("checkpoint-") for p in ckpts.iterdir()):
-                break
+        while time.time() < deadline and proc.poll() is None and not seen:
+            seen = ckpts.exists() and any(p.name.startswith("checkpoint-") for p in ckpts.iterdir())
             time.sleep(0.05)
-        assert proc.poll() is None, "the pipeline finished before it could be killed"
+        assert seen and proc.poll() is None, "no R1 checkpoint appeared while the pipeline ran"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
