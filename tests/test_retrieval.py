@@ -119,8 +119,10 @@ def test_chunked_search_equals_one_shot(n, k, metric, seed):
     if metric == "cosine":
         allp = allp / np.linalg.norm(allp, axis=1, keepdims=True)
         qq = q / np.linalg.norm(q, axis=1, keepdims=True)
-    ref = np.argsort(-(qq @ allp.T), axis=1, kind="stable")[:, : min(k, len(allp))]
-    np.testing.assert_array_equal(r1, ref)
+    full = qq @ allp.T
+    ref = -np.sort(-full, axis=1)[:, : min(k, len(allp))]
+    # same top-k scores as brute force (indices may differ only among float-level ties)
+    np.testing.assert_allclose(np.take_along_axis(full, r1, 1), ref, rtol=1e-5, atol=1e-5)
 
 
 runs = st.dictionaries(

@@ -1,9 +1,218 @@
-"""The end-to-end demo; every stage of the pipeline adds itself here."""
+"""The end-to-end demo, as a sequence of named stages over a shared context.
+
+Each stage is a function ``stage(ctx: DemoContext) -> dict`` that reads what earlier stages put on
+the context (paths, tokenizer, store), writes its artifacts into its own subfolder of ``ctx.out``,
+records what later stages need on the context, and returns a small summary dict (printed in the
+final table and saved in ``<out>/summary.json``). A stage that finds its up-to-date output from an
+earlier run skips the work and says so with ``"status": "up to date"``; ``force`` redoes everything.
+
+Later pipeline stages (PMI, pre-training, fine-tuning, expansion, evaluation) append themselves to
+``STAGES``.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from dense_pt.errors import FormatError
+
+DEMO_SEED = 0
+DEMO_VOCAB_SIZE = 3000
 
 
-def run_demo(out: Path, corpus: Path | None = None) -> dict:
-    raise NotImplementedError("demo: filled in by the foundation work")
+@dataclass
+class DemoContext:
+    out: Path
+    corpus: Path | None = None  # a user BEIR folder (None: the generated demo corpus)
+    force: bool = False
+    seed: int = DEMO_SEED
+    vocab_size: int = DEMO_VOCAB_SIZE
+    # filled in by the stages
+    data_dir: Path | None = None  # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv
+    qrels: dict[str, Path] = field(default_factory=dict)  # split -> qrels file
+    tokenizer_path: Path | None = None
+    store_path: Path | None = None
+    artifacts: dict[str, Any] = field(default_factory=dict)  # free-form hand-over between stages
+
+    def stage_dir(self, name: str) -> Path:
+        path = self.out / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+Stage = tuple[str, Callable[[DemoContext], dict[str, Any]]]
+
+
+def _stamp_matches(path: Path, stamp: dict[str, Any]) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) == stamp
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+# ---- stage: data -----------------------------------------------------------------------------
+def stage_data(ctx: DemoContext) -> dict[str, Any]:
+    """The BEIR folder to use: ``--corpus`` as given (validated), or the generated demo corpus."""
+    from dense_pt import __version__
+    from dense_pt.data.judgements import read_qrels
+    from dense_pt.data.readers import read_corpus, read_queries
+    from dense_pt.demo_data import write_demo_beir
+    from dense_pt.fsutil import write_json_atomic
+
+    status = "ran"
+    if ctx.corpus is not None:
+        ctx.data_dir = Path(ctx.corpus)
+        if not (ctx.data_dir / "corpus.jsonl").exists():
+            raise FormatError("--corpus must be a BEIR folder with corpus.jsonl", path=ctx.data_dir)
+        status = "user corpus"
+    else:
+        ctx.data_dir = ctx.out / "data"
+        stamp = {"generator": "dense_pt.demo_data", "seed": ctx.seed, "dense_pt_version": __version__}
+        stamp_path = ctx.out / "data.json"
+        if not ctx.force and ctx.data_dir.exists() and _stamp_matches(stamp_path, stamp):
+            status = "up to date"
+        else:
+            write_demo_beir(ctx.data_dir, seed=ctx.seed, force=True)
+            write_json_atomic(stamp_path, stamp)
+    n_passages = sum(1 for _ in read_corpus(ctx.data_dir / "corpus.jsonl"))
+    summary: dict[str, Any] = {"status": status, "folder": str(ctx.data_dir), "passages": n_passages}
+    if (ctx.data_dir / "queries.jsonl").exists():
+        qids = {q.id for q in read_queries(ctx.data_dir / "queries.jsonl")}
+        summary["queries"] = len(qids)
+        for split_file in sorted((ctx.data_dir / "qrels").glob("*.tsv")):
+            split = split_file.stem
+            n = sum(1 for _ in read_qrels(split_file, query_ids=qids))
+            ctx.qrels[split] = split_file
+            summary[f"qrels {split}"] = n
+    return summary
+
+
+# ---- stage: tokenizer ------------------------------------------------------------------------
+def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
+    """Train a WordPiece tokenizer on the corpus and the training queries (so the queries'
+    paraphrase words get tokens of their own; dev/test queries stay unseen). Skipped when those
+    inputs and the vocabulary size are unchanged."""
+    from itertools import chain
+
+    from dense_pt.data.judgements import read_qrels
+    from dense_pt.data.readers import passage_text, read_corpus, read_queries
+    from dense_pt.data.tokenizer import load_tokenizer, train_wordpiece
+    from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
+
+    assert ctx.data_dir is not None, "the data stage runs first"
+    folder = ctx.stage_dir("tokenizer")
+    ctx.tokenizer_path = folder / "tokenizer.json"
+    corpus = ctx.data_dir / "corpus.jsonl"
+    queries = ctx.data_dir / "queries.jsonl"
+    train_qrels = ctx.qrels.get("train")
+    use_queries = queries.exists() and train_qrels is not None
+    stamp = {
+        "corpus_sha256": sha256_file(corpus),
+        "train_queries_sha256": [sha256_file(queries), sha256_file(train_qrels)] if use_queries else None,
+        "vocab_size": ctx.vocab_size,
+    }
+    if not ctx.force and ctx.tokenizer_path.exists() and _stamp_matches(folder / "stamp.json", stamp):
+        tok, status = load_tokenizer(ctx.tokenizer_path), "up to date"
+    else:
+        texts: Any = (passage_text(p) for p in read_corpus(corpus))
+        if use_queries:
+            train_ids = {j.qid for j in read_qrels(train_qrels)}
+            texts = chain(texts, (q.text for q in read_queries(queries) if q.id in train_ids))
+        tok = train_wordpiece(texts, vocab_size=ctx.vocab_size)
+        with atomic_file(ctx.tokenizer_path, "w", encoding="utf-8") as f:
+            f.write(tok.to_str())
+        write_json_atomic(folder / "stamp.json", stamp)
+        status = "ran"
+    return {
+        "status": status,
+        "vocab": tok.get_vocab_size(),
+        "trained on": "corpus + train queries" if use_queries else "corpus",
+        "file": str(ctx.tokenizer_path),
+    }
+
+
+# ---- stage: store ----------------------------------------------------------------------------
+def stage_store(ctx: DemoContext) -> dict[str, Any]:
+    """Tokenize the corpus into a corpus store (a no-op when it is up to date)."""
+    from dense_pt.data.build import build_corpus_store, corpus_info
+
+    assert ctx.data_dir is not None and ctx.tokenizer_path is not None
+    ctx.store_path = ctx.out / "store"
+    res = build_corpus_store(
+        ctx.data_dir / "corpus.jsonl", ctx.tokenizer_path, ctx.store_path, force=ctx.force
+    )
+    info = corpus_info(res.store)
+    return {
+        "status": "ran" if res.built else "up to date",
+        "rows": info["rows"],
+        "tokens": info["tokens"],
+        "mean length": round(info["length"]["mean"], 1),
+        "p90 length": info["length"]["p90"],
+        "folder": str(ctx.store_path),
+    }
+
+
+STAGES: list[Stage] = [
+    ("data", stage_data),
+    ("tokenizer", stage_tokenizer),
+    ("store", stage_store),
+]
+
+
+def run_demo(
+    out: str | Path,
+    corpus: str | Path | None = None,
+    *,
+    force: bool = False,
+    stages: list[Stage] | None = None,
+    vocab_size: int = DEMO_VOCAB_SIZE,
+    print_summary: bool = True,
+) -> dict[str, Any]:
+    """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
+    ``<out>/summary.json``."""
+    from rich.console import Console
+
+    from dense_pt.fsutil import write_json_atomic
+
+    ctx = DemoContext(
+        out=Path(out), corpus=None if corpus is None else Path(corpus), force=force, vocab_size=vocab_size
+    )
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    results: dict[str, dict[str, Any]] = {}
+    for name, fn in stages if stages is not None else STAGES:
+        t0 = time.perf_counter()
+        with console.status(f"demo: {name} ..."):
+            summary = fn(ctx)
+        summary["seconds"] = round(time.perf_counter() - t0, 2)
+        results[name] = summary
+    report = {"out": str(ctx.out), "stages": results}
+    write_json_atomic(ctx.out / "summary.json", report)
+    if print_summary:
+        print_report(report)
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"dense-pt demo ({report['out']})")
+    table.add_column("stage", style="bold")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    table.add_column("summary")
+    for name, s in report["stages"].items():
+        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file")}
+        table.add_row(
+            name,
+            str(s.get("status", "")),
+            f"{s['seconds']:.2f}",
+            ", ".join(f"{k}: {v}" for k, v in rest.items()),
+        )
+    Console().print(table)

@@ -29,6 +29,10 @@ class FormatError(DensePtError, ValueError):
         super().__init__(where + message)
 
 
+class DataWarning(UserWarning):
+    """Input was accepted but looks suspicious (a byte-order mark, judgements for unknown ids)."""
+
+
 class MismatchError(DensePtError, ValueError):
     """An artifact was built for something else (another tokenizer, another corpus)."""
 
@@ -49,6 +53,7 @@ class MissingExtraError(DensePtError, ImportError):
 
 
 __all__ = [
+    "DataWarning",
     "DensePtError",
     "DensePtIOError",
     "FormatError",

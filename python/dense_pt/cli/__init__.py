@@ -25,7 +25,9 @@ app = typer.Typer(
 
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
+    "dense_pt.cli.corpus",
     "dense_pt.cli.demo",
+    "dense_pt.cli.mask",
     "dense_pt.cli.retrieval",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",

@@ -13,8 +13,11 @@ from dense_pt.cli import app
 def demo(
     out: Path = typer.Option(Path("demo-output"), help="Folder for the demo's artifacts."),
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
+    force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
 ) -> None:
-    """Run the pipeline end to end on a small built-in corpus with a tiny model."""
+    """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
+    from dense_pt.cli.corpus import data_warnings
     from dense_pt.demo import run_demo
 
-    run_demo(out=out, corpus=corpus)
+    with data_warnings():
+        run_demo(out=out, corpus=corpus, force=force)

@@ -1,6 +1,49 @@
 """Data: streaming readers for corpora, queries, judgements and runs, and the tokenized corpus store."""
 
+from dense_pt.data.build import BuildResult, build_corpus_store, corpus_info, train_tokenizer_on_corpus
+from dense_pt.data.judgements import (
+    Judgement,
+    RunEntry,
+    load_qrels,
+    load_run,
+    read_qrels,
+    read_run,
+    write_run,
+)
+from dense_pt.data.readers import (
+    Passage,
+    Query,
+    detect_format,
+    load_queries,
+    passage_text,
+    read_corpus,
+    read_queries,
+)
 from dense_pt.data.store import CorpusStore, build_store_from_texts, write_store
 from dense_pt.data.tokenizer import load_tokenizer, train_wordpiece
 
-__all__ = ["CorpusStore", "build_store_from_texts", "load_tokenizer", "train_wordpiece", "write_store"]
+__all__ = [
+    "BuildResult",
+    "CorpusStore",
+    "Judgement",
+    "Passage",
+    "Query",
+    "RunEntry",
+    "build_corpus_store",
+    "build_store_from_texts",
+    "corpus_info",
+    "detect_format",
+    "load_qrels",
+    "load_queries",
+    "load_run",
+    "load_tokenizer",
+    "passage_text",
+    "read_corpus",
+    "read_qrels",
+    "read_queries",
+    "read_run",
+    "train_tokenizer_on_corpus",
+    "train_wordpiece",
+    "write_run",
+    "write_store",
+]

@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 
 from dense_pt import __version__
 from dense_pt.data.tokenizer import encode_texts, special_token_ids, vocab_hash
+from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
 
@@ -111,6 +112,12 @@ class CorpusStore:
     # ---- metadata ------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._tokens.num_rows
+
+    def __contains__(self, pid: object) -> bool:
+        """``pid in store`` (builds the id index on first use), e.g. for ``read_qrels(corpus_ids=store)``."""
+        if self._index is None:
+            self._index = {p: i for i, p in enumerate(self.ids.to_pylist())}
+        return pid in self._index
 
     def __repr__(self) -> str:
         return f"CorpusStore({str(self.path)!r}, rows={len(self)}, columns={self.column_names})"
@@ -255,20 +262,21 @@ def write_store(
     """Write a store from (id, input_ids, word_ids) rows, atomically (temp folder + rename).
 
     Duplicate ids and empty rows are refused. ``meta`` is merged into the manifest (source,
-    max_length, ...).
+    max_length, ...); a ``tokenizer`` dict in it (e.g. the tokenizer's name) is merged into the
+    manifest's ``tokenizer`` entry rather than replacing the vocab hash.
     """
     out = Path(out)
+    meta = dict(meta or {})
+    tokenizer_meta = dict(meta.pop("tokenizer", None) or {})
     specials = special_token_ids(tokenizer)
-    seen: set[str] = set()
+    unique = UniqueIds()  # 8 bytes per id instead of a set of millions of strings
     n_rows = n_tokens = 0
     with atomic_dir(out, force=force) as tmp:
         tokenizer.save(str(tmp / TOKENIZER_FILE))
         with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:
             buf: list[tuple[str, np.ndarray, np.ndarray]] = []
             for pid, ids, words in rows:
-                if pid in seen:
-                    raise InvalidArgumentError(f"duplicate passage id {pid!r}")
-                seen.add(pid)
+                unique.add(pid)
                 if len(ids) == 0:
                     raise InvalidArgumentError(f"passage {pid!r} has no tokens")
                 if len(words) != len(ids):
@@ -281,11 +289,17 @@ def write_store(
                     buf = []
             if buf or n_rows == 0:
                 writer.write_batch(_batch(buf))
+        dup = unique.first_duplicate(
+            lambda: enumerate(_read_arrow(tmp / TOKENS_FILE).column("id").to_pylist())
+        )
+        if dup is not None:
+            raise InvalidArgumentError(f"duplicate passage id {dup[0]!r} (rows {dup[1]} and {dup[2]})")
         manifest = {
             "format_version": FORMAT_VERSION,
             "dense_pt_version": __version__,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "tokenizer": {
+                **tokenizer_meta,
                 "vocab_hash": vocab_hash(tokenizer),
                 "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
                 "file": TOKENIZER_FILE,
@@ -294,7 +308,7 @@ def write_store(
             "num_rows": n_rows,
             "num_tokens": n_tokens,
             "columns": {},
-            **(meta or {}),
+            **meta,
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
     return CorpusStore.open(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -86,27 +87,66 @@ def vocab_hash(tok: Tokenizer) -> str:
     return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def without_padding_or_truncation(tok: Tokenizer) -> Tokenizer:
+    """The tokenizer itself, or a copy with padding and truncation switched off. Model folders often
+    ship a tokenizer.json that pads to a fixed length and truncates (all-MiniLM-L6-v2: both at 128),
+    which would put [PAD] ids into a store and silently cut passages; the store truncates itself."""
+    if tok.padding is None and tok.truncation is None:
+        return tok
+    plain = Tokenizer.from_str(tok.to_str())
+    plain.no_padding()
+    plain.no_truncation()
+    return plain
+
+
 def encode_texts(
     tok: Tokenizer, texts: list[str], max_content: int | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Content token ids (no specials) and per-token word indices for a batch of texts.
 
     ``encode_batch`` runs multi-threaded inside the tokenizers library. Truncation keeps the head.
+    The word indices are computed for the whole batch at once with numpy (a per-token Python loop
+    cost as much as the tokenization itself).
     """
-    encs = tok.encode_batch(texts, add_special_tokens=False)
-    out = []
-    for enc in encs:
-        ids = np.asarray(enc.ids, dtype=np.uint32)
-        words = _word_index(enc.word_ids)
-        if max_content is not None and len(ids) > max_content:
-            ids, words = ids[:max_content], words[:max_content]
-        out.append((ids, words))
-    return out
+    encs = without_padding_or_truncation(tok).encode_batch(texts, add_special_tokens=False)
+    ids_lists = [e.ids if max_content is None else e.ids[:max_content] for e in encs]
+    word_lists = [e.word_ids if max_content is None else e.word_ids[:max_content] for e in encs]
+    lengths = np.fromiter((len(x) for x in ids_lists), dtype=np.int64, count=len(ids_lists))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat_ids = np.fromiter(chain.from_iterable(ids_lists), dtype=np.uint32, count=int(offsets[-1]))
+    n = int(offsets[-1])
+    try:  # fast path: every token belongs to a word (always so without special tokens)
+        words = np.fromiter(chain.from_iterable(word_lists), dtype=np.int64, count=n)
+    except TypeError:  # some word id is None: mark it -1
+        words = np.fromiter(
+            (-1 if w is None else w for w in chain.from_iterable(word_lists)), dtype=np.int64, count=n
+        )
+    flat_words = _word_index_flat(words, offsets)
+    return [
+        (flat_ids[offsets[i] : offsets[i + 1]], flat_words[offsets[i] : offsets[i + 1]])
+        for i in range(len(lengths))
+    ]
+
+
+def _word_index_flat(words: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Renumber the tokenizer's word ids 0, 1, 2, ... within each row; a token without a word id
+    starts a new word of its own (so whole-word masking never glues unrelated tokens together)."""
+    n = len(words)
+    new_word = np.ones(n, dtype=bool)
+    if n > 1:
+        new_word[1:] = words[1:] != words[:-1]
+    new_word[words < 0] = True  # a token without a word id is a word of its own
+    starts = offsets[:-1][offsets[:-1] < offsets[1:]]
+    new_word[starts] = True
+    counter = np.cumsum(new_word, dtype=np.int64)
+    # per row: subtract the running count just before the row's first token
+    row_base = np.repeat(counter[starts] - 1, np.diff(offsets)[offsets[:-1] < offsets[1:]])
+    return (counter - 1 - row_base).astype(np.uint32)
 
 
 def _word_index(word_ids: list[int | None]) -> np.ndarray:
-    """Renumber the tokenizer's word ids 0, 1, 2, ... in order; a token without a word id starts a
-    new word of its own (so whole-word masking never glues unrelated tokens together)."""
+    """Reference (per-token loop) for one row; kept for the tests of the vectorized version."""
     out = np.empty(len(word_ids), dtype=np.uint32)
     current = -1
     prev: int | None = None

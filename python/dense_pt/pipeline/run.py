@@ -207,7 +207,10 @@ def run_pipeline(
         return {"rows": len(s)}
 
     st = ctx.stage(
-        "store", {"corpus": corpus_h, "model": init_h}, {"max_length": data["max_length"], "store_version": 2}, do_store
+        "store",
+        {"corpus": corpus_h, "model": init_h},
+        {"max_length": data["max_length"], "store_version": 2},
+        do_store,
     )
     store = ctx.out / "store" / "store"
 

@@ -2,7 +2,9 @@
 //! to slices, releases the interpreter around the work (`py.detach`) and maps errors.
 use pyo3::prelude::*;
 
+mod collate;
 mod errors;
+mod masking;
 mod negatives;
 // Used by the binding submodules (masking, pmi, collate, negatives).
 #[allow(unused_imports)]
@@ -29,6 +31,10 @@ fn _raise_core_error(py: Python<'_>, kind: &str, message: &str) -> PyResult<()> 
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", dense_pt_core::VERSION)?;
     m.add_function(wrap_pyfunction!(_raise_core_error, m)?)?;
+    // Per-batch code runs rayon only in this (importing) process, never in forked workers.
+    dense_pt_core::fork::record_owner_process();
+    masking::register(m)?;
+    collate::register(m)?;
     negatives::register(m)?;
     Ok(())
 }

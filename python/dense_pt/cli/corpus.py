@@ -1,0 +1,211 @@
+"""`dense-pt corpus ...`: build and inspect tokenized corpus stores, train a tokenizer, check files."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Container, Iterator
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+corpus_app = typer.Typer(
+    help="Tokenized corpus stores: build, inspect, check input files.", no_args_is_help=True
+)
+app.add_typer(corpus_app, name="corpus")
+
+KINDS = ("corpus", "queries", "qrels", "run")
+
+
+@contextlib.contextmanager
+def data_warnings() -> Iterator[None]:
+    """Show each DataWarning as one yellow line on stderr (not Python's two-line default)."""
+    from dense_pt.errors import DataWarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DataWarning)
+        warnings.showwarning = show
+        yield
+
+
+@corpus_app.command("build")
+def build(
+    corpus: Path = typer.Argument(
+        ..., help="Corpus file (BEIR jsonl, MS MARCO tsv, Parquet, Arrow) or BEIR folder."
+    ),
+    tokenizer: Path = typer.Option(
+        ..., "--tokenizer", "-t", help="A tokenizer.json or a local HF model folder."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
+    max_length: int | None = typer.Option(
+        None, help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 tokens."
+    ),
+    format: str | None = typer.Option(
+        None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
+    ),
+    title_sep: str = typer.Option(" ", help="Separator between title and text when both are present."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if an up-to-date store exists."),
+    threads: int | None = typer.Option(None, help="Tokenizer threads (default: all cores)."),
+    batch_size: int = typer.Option(2048, help="Passages per encode_batch call."),
+) -> None:
+    """Tokenize a corpus once into a memory-mappable store (Arrow IPC + manifest)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from dense_pt.data.build import build_corpus_store
+
+    console = Console(stderr=True, soft_wrap=True)
+    with (
+        data_warnings(),
+        Progress(
+            SpinnerColumn(),
+            TextColumn("tokenizing {task.completed:,.0f} passages"),
+            TextColumn("{task.fields[rate]:,.0f} passages/s"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task("build", total=None, rate=0.0)
+        start = bar.get_time()
+
+        def progress(done: int) -> None:
+            elapsed = max(bar.get_time() - start, 1e-9)
+            bar.update(task, completed=done, rate=done / elapsed)
+
+        res = build_corpus_store(
+            corpus,
+            tokenizer,
+            out,
+            max_length=max_length,
+            format=format,
+            title_sep=title_sep,
+            force=force,
+            threads=threads,
+            batch_size=batch_size,
+            progress=progress,
+        )
+    if not res.built:
+        console.print(
+            f"[green]{out}[/] is up to date ({len(res.store):,} passages; same source, tokenizer and "
+            "max length): nothing to do (use --force to rebuild)"
+        )
+        return
+    console.print(
+        f"wrote [green]{out}[/]: {res.passages:,} passages, {res.store.manifest['num_tokens']:,} tokens, "
+        f"{res.truncated:,} truncated, {res.seconds:.1f} s ({res.passages_per_s:,.0f} passages/s)"
+    )
+
+
+@corpus_app.command("info")
+def info(
+    store: Path = typer.Argument(..., help="A corpus store folder."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Rows, tokens, length percentiles, columns and provenance of a store."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from dense_pt.data.build import corpus_info
+
+    summary = corpus_info(store)
+    if json_out:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"corpus store {summary['path']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    L = summary["length"]
+    rows = [
+        ("rows", f"{summary['rows']:,}"),
+        ("tokens", f"{summary['tokens']:,}"),
+        (
+            "length",
+            f"min {L['min']}  mean {L['mean']:.1f}  p50 {L['p50']:.0f}  p90 {L['p90']:.0f}  "
+            f"p99 {L['p99']:.0f}  max {L['max']}",
+        ),
+        ("max_length", str(summary["max_length"])),
+        ("truncated", str(summary["truncated"])),
+        ("columns", ", ".join(f"{k} ({v})" for k, v in summary["columns"].items())),
+        ("vocab", f"{summary['vocab_size']:,} tokens, hash {summary['vocab_hash'][:16]}"),
+        ("tokenizer", str(summary["tokenizer"])),
+        ("source", f"{summary['source']} (sha256 {str(summary['source_sha256'])[:16]})"),
+        ("created", f"{summary['created']} by dense-pt {summary['dense_pt_version']}"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+
+
+@corpus_app.command("train-tokenizer")
+def train_tokenizer(
+    corpus: Path = typer.Argument(..., help="Corpus file or BEIR folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="tokenizer.json to write."),
+    vocab_size: int = typer.Option(8000, help="Vocabulary size, special tokens included."),
+    format: str | None = typer.Option(
+        None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
+    ),
+    cased: bool = typer.Option(False, "--cased", help="Keep case (default: lowercase, strip accents)."),
+    min_frequency: int = typer.Option(2, help="Minimum pair frequency for a merge."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Train a BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK]) on a corpus."""
+    from dense_pt.data.build import train_tokenizer_on_corpus
+
+    with data_warnings():
+        tok = train_tokenizer_on_corpus(
+            corpus,
+            out,
+            vocab_size=vocab_size,
+            format=format,
+            lowercase=not cased,
+            min_frequency=min_frequency,
+            force=force,
+        )
+    typer.echo(f"wrote {out}: {tok.get_vocab_size():,} tokens")
+
+
+@corpus_app.command("check")
+def check(
+    path: Path = typer.Argument(..., help="File to validate."),
+    kind: str = typer.Option("corpus", "--kind", "-k", help="corpus | queries | qrels | run"),
+    format: str | None = typer.Option(None, "--format", help="Override format detection."),
+    queries: Path | None = typer.Option(None, help="Queries file: qrels ids are checked against it."),
+    corpus: Path | None = typer.Option(None, help="Corpus file or store: qrels ids are checked against it."),
+    strict: bool = typer.Option(False, "--strict", help="A judgement for an unknown id is an error."),
+) -> None:
+    """Read a whole input file and report the first problem (file:line: what was expected)."""
+    from dense_pt.data.judgements import read_qrels, read_run
+    from dense_pt.data.readers import read_corpus, read_queries
+    from dense_pt.errors import InvalidArgumentError
+
+    if kind not in KINDS:
+        raise InvalidArgumentError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    with data_warnings():
+        if kind == "corpus":
+            n = sum(1 for _ in read_corpus(path, format))
+        elif kind == "queries":
+            n = sum(1 for _ in read_queries(path, format))
+        elif kind == "run":
+            n = sum(1 for _ in read_run(path))
+        else:
+            qids = {q.id for q in read_queries(queries)} if queries else None
+            pids = _corpus_ids(corpus) if corpus else None
+            n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict))
+    typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
+
+
+def _corpus_ids(path: Path) -> Container[str]:
+    from dense_pt.data.readers import read_corpus
+    from dense_pt.data.store import MANIFEST_FILE, CorpusStore
+
+    if path.is_dir() and (path / MANIFEST_FILE).exists():
+        return CorpusStore.open(path)  # supports `pid in store`
+    return {p.id for p in read_corpus(path)}

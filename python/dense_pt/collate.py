@@ -1,0 +1,457 @@
+"""The batch collator: corpus-store rows in, a ready pre-training batch (numpy) out, in one native
+call per batch. Use it as a PyTorch ``collate_fn`` over a dataset of row indices::
+
+    store = CorpusStore.open("corpus/")
+    collator = Collator(store, "cdmae", max_length=144, seed=0)
+    loader = DataLoader(range(len(store)), batch_size=128, shuffle=True, collate_fn=collator,
+                        num_workers=4)
+    for epoch in range(epochs):
+        collator.set_epoch(epoch)  # or pass epoch= to collator(rows, epoch=...)
+        for batch in loader:
+            batch = {k: torch.from_numpy(v) for k, v in batch.items()}
+
+It needs neither torch nor a thread pool: each call is single-threaded (the DataLoader workers are
+the parallelism) and safe in forked workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import _native
+from dense_pt.errors import InvalidArgumentError
+
+METHODS = (
+    "mlm",
+    "cdmae",
+    "simlm",
+    "enc-dec-mlm",
+    "enc-dec-rtd",
+    "seed",
+    "condenser",
+    "autoencoder",
+    "contrastive",
+)
+
+# Per method: encoder mask (kind, p), encoder fill, encoder labels, decoder view and its settings.
+# "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" = original ids (the
+# device replaces them, e.g. by sampling a generator).
+PRESETS: dict[str, dict[str, Any]] = {
+    "mlm": {"enc": ("random", 0.3), "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
+    "cdmae": {
+        "enc": ("random", 0.3),
+        "enc_fill": "bert",
+        "enc_labels": "masked",
+        "decoder": "independent",
+        "dec": ("importance", 0.5),
+        "dec_fill": "bert",
+        "dec_labels": "masked",
+    },
+    "simlm": {
+        "enc": ("random", 0.3),
+        "enc_fill": "keep",
+        "enc_labels": "content",
+        "decoder": "nested",
+        "dec": ("random", 0.5),
+        "dec_fill": "keep",
+        "dec_labels": "content",
+    },
+    "enc-dec-mlm": {
+        "enc": ("random", 0.3),
+        "enc_fill": "bert",
+        "enc_labels": "masked",
+        "decoder": "nested",
+        "dec": ("random", 0.5),
+        "dec_fill": "bert",
+        "dec_labels": "masked",
+    },
+    "enc-dec-rtd": {
+        "enc": ("random", 0.3),
+        "enc_fill": "keep",
+        "enc_labels": "masked",
+        "decoder": "nested",
+        "dec": ("random", 0.5),
+        "dec_fill": "keep",
+        "dec_labels": "masked",
+    },
+    "seed": {
+        "enc": ("random", 0.15),
+        "enc_fill": "bert",
+        "enc_labels": "masked",
+        "decoder": "clean",
+        "dec_labels": "content",
+    },
+    "condenser": {"enc": ("random", 0.15), "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
+    "autoencoder": {
+        "enc": None,
+        "enc_fill": "keep",
+        "enc_labels": "none",
+        "decoder": "all_mask",
+        "dec_labels": "content",
+    },
+    "contrastive": {
+        "enc": ("random", 0.15),
+        "enc_fill": "bert",
+        "enc_labels": "masked",
+        "decoder": "none",
+        "spans": True,
+    },
+}
+
+_FILLS = ("bert", "mask", "keep")
+
+
+class Collator:
+    """Collate corpus-store rows into a pre-training batch for ``method`` (one of ``METHODS``).
+
+    ``collator(rows, epoch=None) -> dict[str, np.ndarray]``; ``rows`` are corpus row indices.
+
+    Batch contract (all numpy; ids and labels int64 so ``torch.from_numpy`` feeds embeddings and
+    cross-entropy directly; masks bool; ``B`` rows, ``L`` = longest row + 2, or ``max_length`` with
+    ``pad_to="max_length"``, rounded up to ``pad_to_multiple_of``):
+
+    - ``input_ids`` [B, L]: the encoder input: [CLS] content [SEP] [PAD]...; after masking and
+      replacement for MLM views; the ORIGINAL ids where replacement happens on the device
+      (``simlm``, ``enc-dec-rtd``: a generator samples at ``enc_mask``/``dec_mask``).
+    - ``attention_mask`` [B, L] int64; ``special_tokens_mask`` [B, L] bool ([CLS], [SEP]).
+    - ``labels`` [B, L] int64: the original id where the encoder predicts, -100 elsewhere
+      (masked positions; every content position for ``simlm``; none for ``autoencoder``).
+    - ``enc_mask`` [B, L] bool: the encoder's masked positions (every method but ``autoencoder``).
+    - ``dec_input_ids``, ``dec_labels`` [B, L]: the decoder view, where there is one:
+      ``cdmae``: its own ``importance_mask`` (p=0.5, sigma=1, the store's importance column) with
+      80/10/10 (``dec_fill="mask"`` for all-[MASK]), labels where masked; ``enc-dec-mlm``: nested
+      masks 0.3/0.5, 80/10/10 on each view; ``simlm``/``enc-dec-rtd``: the original ids (labels at
+      every content position for simlm, at ``dec_mask`` for rtd); ``seed``: the clean input,
+      labels at every content position; ``autoencoder``: every content position [MASK] ([CLS] and
+      [SEP] kept), labels at every content position.
+    - ``dec_mask`` [B, L] bool: the decoder's masked positions (cdmae, simlm, enc-dec-*); for the
+      nested methods ``enc_mask`` is a subset of ``dec_mask``.
+    - ``original_ids`` [B, L] int64 (with ``return_original=True``): the clean, cropped input.
+    - ``span_input_ids``, ``span_attention_mask`` [B * num_spans, Ls] (``contrastive``): random
+      spans of each (uncropped) passage as [CLS] span [SEP]; span j of row b is row b*num_spans+j.
+
+    Presets use ``max_length=144`` and the probabilities of the papers; every setting can be
+    overridden: ``enc_p``, ``dec_p``, ``sigma`` (importance noise), ``enc_fill``/``dec_fill``
+    ("bert", "mask", "keep"), ``mask_prob``/``random_prob`` (the 80/10 of "bert"),
+    ``whole_word`` (mask whole words using the store's ``word_ids``), ``crop`` ("random" window
+    or "head"), ``pad_to``, ``pad_to_multiple_of``, ``importance_column``, ``num_spans``,
+    ``span_min_len``, ``span_max_len``.
+
+    Randomness: row ``r`` of epoch ``e`` depends only on (seed, e, r) and its content, never on the
+    rest of the batch; each view equals the standalone masker in ``dense_pt.masking`` called with
+    ``seed=Collator.view_seed(seed, e, view)`` and ``row_keys=rows``.
+    """
+
+    def __init__(
+        self,
+        store,
+        method: str = "mlm",
+        max_length: int = 144,
+        seed: int = 0,
+        *,
+        crop: str = "random",
+        pad_to: str = "longest",
+        pad_to_multiple_of: int = 1,
+        whole_word: bool = False,
+        enc_p: float | None = None,
+        dec_p: float | None = None,
+        sigma: float = 1.0,
+        enc_fill: str | None = None,
+        dec_fill: str | None = None,
+        mask_prob: float = 0.8,
+        random_prob: float = 0.1,
+        importance_column: str = "importance",
+        num_spans: int = 2,
+        span_min_len: int = 16,
+        span_max_len: int | None = None,
+        return_original: bool = False,
+    ):
+        self._settings = {k: v for k, v in locals().items() if k not in ("self", "store", "__class__")}
+        self._store_path: Path | None = None
+        arrays = self._arrays_from_store(store, method, whole_word, importance_column)
+        self._setup(arrays)
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_arrays(
+        cls,
+        values: np.ndarray,
+        offsets: np.ndarray,
+        *,
+        vocab_size: int,
+        special_tokens: Mapping[str, int],
+        importance: np.ndarray | None = None,
+        word_ids: np.ndarray | None = None,
+        method: str = "mlm",
+        **settings: Any,
+    ) -> Collator:
+        """A collator over raw ragged arrays (the layout of ``CorpusStore.ragged``):
+        ``special_tokens`` maps cls/sep/pad/mask (and optionally unk) to ids."""
+        self = cls.__new__(cls)
+        self._settings = {"method": method, **_DEFAULTS, **settings}
+        unknown = set(self._settings) - set(_DEFAULTS) - {"method"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown collator setting(s): {sorted(unknown)}")
+        self._store_path = None
+        self._setup(
+            {
+                "values": values,
+                "offsets": offsets,
+                "importance": importance,
+                "word_ids": word_ids,
+                "vocab_size": int(vocab_size),
+                "special_tokens": dict(special_tokens),
+            }
+        )
+        return self
+
+    def _arrays_from_store(self, store, method: str, whole_word: bool, importance_column: str) -> dict:
+        from dense_pt.data.store import CorpusStore
+
+        if isinstance(store, str | Path):
+            store = CorpusStore.open(store)
+        self._store_path = Path(store.path)
+        values, offsets = store.ragged("input_ids")
+        preset = _preset(method)
+        wants_importance = any(
+            spec is not None and spec[0] == "importance" for spec in (preset.get("enc"), preset.get("dec"))
+        )
+        importance = None
+        if wants_importance:
+            if not store.has_column(importance_column):
+                raise InvalidArgumentError(
+                    f"method {method!r} masks by importance but the store {store.path} has no "
+                    f"{importance_column!r} column (columns: {store.column_names}); compute it with "
+                    "`dense-pt pmi` first"
+                )
+            importance = store.ragged(importance_column)[0]
+        word_ids = store.ragged("word_ids")[0] if whole_word else None
+        return {
+            "values": values,
+            "offsets": offsets,
+            "importance": importance,
+            "word_ids": word_ids,
+            "vocab_size": store.vocab_size,
+            "special_tokens": store.special_tokens,
+        }
+
+    def _setup(self, arrays: dict) -> None:
+        s = self._settings
+        method = s["method"]
+        preset = _preset(method)
+        specials = arrays["special_tokens"]
+        missing = [r for r in ("cls", "sep", "pad", "mask") if r not in specials]
+        if missing:
+            raise InvalidArgumentError(f"special_tokens lacks {missing}")
+        self.vocab_size = int(arrays["vocab_size"])
+        self.special_tokens = {k: int(v) for k, v in specials.items()}
+        self.method = method
+        self.max_length = int(s["max_length"])
+        self.epoch = 0
+
+        def mask(spec, p_override):
+            if spec is None:
+                return None
+            kind, p = spec
+            return (
+                kind,
+                float(p if p_override is None else p_override),
+                float(s["sigma"]),
+                bool(s["whole_word"]),
+            )
+
+        def fill(name: str, default: str):
+            f = s[name] if s[name] is not None else default
+            if f not in _FILLS:
+                raise InvalidArgumentError(f"{name} must be one of {_FILLS}, got {f!r}")
+            return {
+                "bert": (float(s["mask_prob"]), float(s["random_prob"])),
+                "mask": (1.0, 0.0),
+                "keep": None,
+            }[f]
+
+        decoder = preset["decoder"]
+        enc = mask(preset.get("enc"), s["enc_p"])
+        dec = mask(preset.get("dec"), s["dec_p"])
+        spans = None
+        if preset.get("spans"):
+            top = self.max_length - 2 if s["span_max_len"] is None else int(s["span_max_len"])
+            spans = (min(int(s["span_min_len"]), top), top, int(s["num_spans"]))
+        if s["pad_to"] not in ("longest", "max_length"):
+            raise InvalidArgumentError(f"pad_to must be 'longest' or 'max_length', got {s['pad_to']!r}")
+        seed = s["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
+            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+        self.seed = int(seed)
+        self._native = _native.Collator(
+            max_length=self.max_length,
+            cls_id=self.special_tokens["cls"],
+            sep_id=self.special_tokens["sep"],
+            pad_id=self.special_tokens["pad"],
+            mask_id=self.special_tokens["mask"],
+            vocab_size=self.vocab_size,
+            seed=self.seed,
+            special_ids=sorted(set(self.special_tokens.values())),
+            crop=s["crop"],
+            pad_to_max=s["pad_to"] == "max_length",
+            pad_to_multiple_of=int(s["pad_to_multiple_of"]),
+            enc_mask=enc,
+            enc_fill=fill("enc_fill", preset["enc_fill"]),
+            enc_labels=preset["enc_labels"],
+            decoder=decoder,
+            dec_mask=dec if decoder == "independent" else None,
+            p_dec=dec[1] if dec is not None else 0.0,
+            dec_fill=fill("dec_fill", preset.get("dec_fill", "keep")),
+            dec_labels=preset.get("dec_labels", "masked"),
+            spans=spans,
+            return_original=bool(s["return_original"]),
+        )
+        self._values = np.ascontiguousarray(arrays["values"])
+        self._offsets = np.ascontiguousarray(arrays["offsets"], dtype=np.int64)
+        imp = arrays["importance"]
+        if imp is not None:
+            imp = np.ascontiguousarray(imp)
+            if imp.dtype == np.float16:
+                imp = imp.view(np.uint16)
+        self._importance = imp
+        self._word_ids = None if arrays["word_ids"] is None else np.ascontiguousarray(arrays["word_ids"])
+        self._arrays_meta = {k: arrays[k] for k in ("vocab_size", "special_tokens")}
+
+    # ---- use ---------------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the crops and masks of another epoch (DataLoader workers see it at their next
+        iterator, as with ``DistributedSampler.set_epoch``)."""
+        self.epoch = int(epoch)
+
+    @staticmethod
+    def view_seed(seed: int, epoch: int, view: int) -> int:
+        """The seed of a view (1 enc, 2 dec, 3 nested, 4 crop, 5 span) in an epoch."""
+        return _native.Collator.view_seed(seed, epoch, view)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __call__(self, rows: Sequence[int] | np.ndarray, epoch: int | None = None) -> dict[str, np.ndarray]:
+        rows_arr = np.asarray(rows)
+        if rows_arr.ndim != 1:
+            raise InvalidArgumentError(
+                f"rows must be a 1-d sequence of row indices, got shape {rows_arr.shape}"
+            )
+        if rows_arr.size and rows_arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"rows must be integers, got dtype {rows_arr.dtype}")
+        return self._native.collate(
+            self._values,
+            self._offsets,
+            np.ascontiguousarray(rows_arr, dtype=np.int64),
+            int(self.epoch if epoch is None else epoch),
+            importance=self._importance,
+            word_ids=self._word_ids,
+        )
+
+    # ---- pickling (spawned DataLoader workers) -------------------------------------------------
+    def __getstate__(self) -> dict:
+        state = {"settings": self._settings, "epoch": self.epoch, "store_path": self._store_path}
+        if self._store_path is None:
+            imp = self._importance
+            state["arrays"] = {
+                "values": self._values,
+                "offsets": self._offsets,
+                "importance": imp.view(np.float16) if imp is not None and imp.dtype == np.uint16 else imp,
+                "word_ids": self._word_ids,
+                **self._arrays_meta,
+            }
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self._settings = state["settings"]
+        self._store_path = state["store_path"]
+        if self._store_path is not None:
+            arrays = self._arrays_from_store(
+                self._store_path,
+                self._settings["method"],
+                self._settings["whole_word"],
+                self._settings["importance_column"],
+            )
+        else:
+            arrays = state["arrays"]
+        self._setup(arrays)
+        self.epoch = state["epoch"]
+
+
+_DEFAULTS: dict[str, Any] = {
+    "max_length": 144,
+    "seed": 0,
+    "crop": "random",
+    "pad_to": "longest",
+    "pad_to_multiple_of": 1,
+    "whole_word": False,
+    "enc_p": None,
+    "dec_p": None,
+    "sigma": 1.0,
+    "enc_fill": None,
+    "dec_fill": None,
+    "mask_prob": 0.8,
+    "random_prob": 0.1,
+    "importance_column": "importance",
+    "num_spans": 2,
+    "span_min_len": 16,
+    "span_max_len": None,
+    "return_original": False,
+}
+
+
+def _preset(method: str) -> dict[str, Any]:
+    try:
+        return PRESETS[method]
+    except KeyError:
+        raise InvalidArgumentError(f"unknown method {method!r}; expected one of {list(METHODS)}") from None
+
+
+def preview(
+    store, method: str = "cdmae", rows: Sequence[int] = (0,), epoch: int = 0, **settings: Any
+) -> list[dict]:
+    """What the collator makes of some rows, as tokens: one dict per row with the passage id and,
+    per view, the token strings (``[MASK]`` visible; a predicted position shows ``token→label``).
+    For people checking a method's masking by eye (``dense-pt mask preview``)."""
+    from dense_pt.data.store import CorpusStore
+
+    if isinstance(store, str | Path):
+        store = CorpusStore.open(store)
+    collator = Collator(store, method, **settings)
+    batch = collator(list(rows), epoch=epoch)
+    tok = store.tokenizer()
+    ids_col = store.ids
+    pad = store.special_tokens["pad"]
+
+    def render(ids: np.ndarray, labels: np.ndarray | None, att: np.ndarray) -> str:
+        out = []
+        for j in range(len(ids)):
+            if not att[j]:
+                continue
+            t = tok.id_to_token(int(ids[j])) or f"<{int(ids[j])}>"
+            if labels is not None and labels[j] != -100:
+                t = f"{t}→{tok.id_to_token(int(labels[j]))}" if labels[j] != ids[j] else f"{t}✓"
+            out.append(t)
+        return " ".join(out)
+
+    result = []
+    for b, r in enumerate(rows):
+        att = batch["attention_mask"][b]
+        views = {"encoder": render(batch["input_ids"][b], batch["labels"][b], att)}
+        if "dec_input_ids" in batch:
+            views["decoder"] = render(batch["dec_input_ids"][b], batch["dec_labels"][b], att)
+        for name in ("enc_mask", "dec_mask"):
+            if name in batch:
+                views[name] = [int(j) for j in np.flatnonzero(batch[name][b])]
+        if "span_input_ids" in batch:
+            n = batch["span_input_ids"].shape[0] // len(rows)
+            views["spans"] = [render(s, None, s != pad) for s in batch["span_input_ids"][b * n : (b + 1) * n]]
+        result.append({"row": int(r), "id": ids_col[int(r)].as_py(), **views})
+    return result
+
+
+__all__ = ["METHODS", "PRESETS", "Collator", "preview"]

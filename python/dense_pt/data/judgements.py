@@ -1,0 +1,222 @@
+"""Streaming readers for relevance judgements (qrels) and ranked runs, and a run writer.
+
+Qrels formats (auto-detected from the first line; ``format=`` overrides):
+- ``trec``: ``qid 0 pid rel`` (whitespace-separated, 4 columns; the second column is ignored, "0" or
+  "Q0" in practice). TREC DL graded judgements (0-3) are kept as they are, zeros included.
+- ``beir``: ``query-id<TAB>corpus-id<TAB>score`` with that header line (a headerless 3-column tsv is
+  read the same way).
+
+Runs: the TREC run format ``qid Q0 pid rank score tag`` (6 whitespace-separated columns).
+
+Judgements naming an id that is not among ``query_ids`` / ``corpus_ids`` (when given) are kept and
+counted; at the end a ``DataWarning`` reports the count. With ``strict=True`` the first such line is a
+FormatError instead.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Container, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from dense_pt.data.lines import first_line, iter_lines
+from dense_pt.data.unique import UniqueIds
+from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError
+from dense_pt.fsutil import atomic_file
+
+QREL_FORMATS = ("trec", "beir")
+BEIR_HEADER = ("query-id", "corpus-id", "score")
+
+
+class Judgement(NamedTuple):
+    qid: str
+    pid: str
+    rel: int
+
+
+class RunEntry(NamedTuple):
+    qid: str
+    pid: str
+    rank: int
+    score: float
+    tag: str
+
+
+def detect_qrels_format(path: str | Path) -> str:
+    head = first_line(path)
+    if head is None:
+        raise FormatError("file is empty", path=path)
+    cols = head.split("\t") if "\t" in head else head.split()
+    if tuple(c.strip().lower() for c in cols) == BEIR_HEADER or len(cols) == 3:
+        return "beir"
+    if len(cols) == 4:
+        return "trec"
+    raise FormatError(
+        f"cannot tell the qrels format from the first line ({len(cols)} columns); expected TREC "
+        "'qid 0 pid rel' (4 columns) or BEIR 'query-id<TAB>corpus-id<TAB>score'",
+        path=path,
+        line=1,
+    )
+
+
+def _int(value: str, what: str, path: Path, lineno: int) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise FormatError(f"{what} must be an integer, found {value!r}", path=path, line=lineno) from None
+
+
+def read_qrels(
+    path: str | Path,
+    format: str | None = None,
+    query_ids: Container[str] | None = None,
+    corpus_ids: Container[str] | None = None,
+    strict: bool = False,
+) -> Iterator[Judgement]:
+    """Stream judgements. Errors: wrong column count, non-integer relevance, a repeated (qid, pid)
+    pair, invalid UTF-8; unknown ids warn (or fail with ``strict``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise FormatError("expected a qrels file (e.g. <beir>/qrels/test.tsv), found a folder", path=path)
+    if format is not None and format not in QREL_FORMATS:
+        raise InvalidArgumentError(
+            f"unknown qrels format {format!r}; expected one of {', '.join(QREL_FORMATS)}"
+        )
+    fmt = format or detect_qrels_format(path)
+    seen: dict[tuple[str, str], int] = {}
+    unknown = 0
+    first = True
+    for lineno, line in iter_lines(path):
+        if fmt == "beir":
+            cols = line.split("\t")
+            if first and tuple(c.strip().lower() for c in cols) == BEIR_HEADER:
+                first = False
+                continue
+            if len(cols) != 3:
+                raise FormatError(
+                    f"expected 3 tab-separated columns (query-id, corpus-id, score), found {len(cols)}",
+                    path=path,
+                    line=lineno,
+                )
+            qid, pid, rel_s = (c.strip() for c in cols)
+        else:
+            cols = line.split()
+            if len(cols) != 4:
+                raise FormatError(
+                    f"expected 4 whitespace-separated columns (qid 0 pid rel), found {len(cols)}",
+                    path=path,
+                    line=lineno,
+                )
+            qid, _, pid, rel_s = cols
+        first = False
+        if not qid or not pid:
+            raise FormatError("empty query or passage id", path=path, line=lineno)
+        rel = _int(rel_s, "relevance", path, lineno)
+        prev = seen.setdefault((qid, pid), lineno)
+        if prev != lineno:
+            raise FormatError(
+                f"duplicate judgement for query {qid!r} and passage {pid!r} (first on line {prev})",
+                path=path,
+                line=lineno,
+            )
+        bad_q = query_ids is not None and qid not in query_ids
+        bad_p = corpus_ids is not None and pid not in corpus_ids
+        if bad_q or bad_p:
+            if strict:
+                what = f"query id {qid!r}" if bad_q else f"passage id {pid!r}"
+                raise FormatError(f"judgement for an unknown {what}", path=path, line=lineno)
+            unknown += 1
+        yield Judgement(qid, pid, rel)
+    if unknown:
+        warnings.warn(
+            DataWarning(
+                f"{path}: {unknown} judgement(s) name a query or passage id that is not in the given "
+                "queries/corpus (kept; use strict to refuse them)"
+            ),
+            stacklevel=2,
+        )
+
+
+def load_qrels(
+    path: str | Path,
+    format: str | None = None,
+    query_ids: Container[str] | None = None,
+    corpus_ids: Container[str] | None = None,
+    strict: bool = False,
+) -> dict[str, dict[str, int]]:
+    """All judgements as ``{qid: {pid: rel}}`` (the shape pytrec_eval and ir_measures take)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in read_qrels(path, format, query_ids, corpus_ids, strict):
+        out.setdefault(j.qid, {})[j.pid] = j.rel
+    return out
+
+
+def read_run(path: str | Path) -> Iterator[RunEntry]:
+    """Stream a TREC run file ``qid Q0 pid rank score tag``. Errors: wrong column count, a
+    non-integer rank, a non-numeric score, a passage listed twice for one query (reported when the
+    stream ends; 8 bytes per line are kept, so 7M-line runs stream too)."""
+    path = Path(path)
+    pairs = UniqueIds()
+    for _, e in _run_entries(path):
+        pairs.add(e.qid + "\0" + e.pid)
+        yield e
+    dup = pairs.first_duplicate(lambda: ((w, e.qid + "\0" + e.pid) for w, e in _run_entries(path)))
+    if dup is not None:
+        qid, pid = dup[0].split("\0")
+        raise FormatError(
+            f"passage {pid!r} is ranked twice for query {qid!r} (first on line {dup[1]})",
+            path=path,
+            line=dup[2],
+        )
+
+
+def _run_entries(path: Path) -> Iterator[tuple[int, RunEntry]]:
+    for lineno, line in iter_lines(path):
+        cols = line.split()
+        if len(cols) != 6:
+            raise FormatError(
+                f"expected 6 whitespace-separated columns (qid Q0 pid rank score tag), found {len(cols)}",
+                path=path,
+                line=lineno,
+            )
+        qid, _, pid, rank_s, score_s, tag = cols
+        rank = _int(rank_s, "rank", path, lineno)
+        try:
+            score = float(score_s)
+        except ValueError:
+            raise FormatError(f"score must be a number, found {score_s!r}", path=path, line=lineno) from None
+        if math.isnan(score):
+            raise FormatError("score is NaN", path=path, line=lineno)
+        yield lineno, RunEntry(qid, pid, rank, score, tag)
+
+
+def load_run(path: str | Path) -> dict[str, dict[str, float]]:
+    """A run as ``{qid: {pid: score}}``."""
+    out: dict[str, dict[str, float]] = {}
+    for e in read_run(path):
+        out.setdefault(e.qid, {})[e.pid] = e.score
+    return out
+
+
+def write_run(
+    path: str | Path, run: Mapping[str, Mapping[str, float]] | Iterable[RunEntry], tag: str = "dense-pt"
+) -> int:
+    """Write a TREC run atomically. A ``{qid: {pid: score}}`` mapping is ranked by descending score,
+    ties broken by passage id (so the file does not depend on dict order). Returns the line count."""
+    if any(c.isspace() for c in tag) or not tag:
+        raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
+    n = 0
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        if isinstance(run, Mapping):
+            for qid in run:
+                ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
+                for rank, (pid, score) in enumerate(ranked, start=1):
+                    f.write(f"{qid} Q0 {pid} {rank} {score:.6f} {tag}\n")
+                    n += 1
+        else:
+            for e in run:
+                f.write(f"{e.qid} Q0 {e.pid} {e.rank} {e.score:.6f} {e.tag}\n")
+                n += 1
+    return n

@@ -1,0 +1,284 @@
+"""Native maskers for masked-language-model pre-training: numpy in, numpy out, no torch needed.
+
+Every function takes padded ``[B, L]`` batches. A row's *maskable* positions are its attended
+(``attention_mask != 0``), non-special positions (``special_tokens_mask == 0`` and id not in
+``special_ids``); ``n`` is their count and a row masks ``k = floor(n * p)`` tokens.
+
+Whole-word masking: pass ``word_ids`` ``[B, L]`` (any integer dtype; e.g. the tokenizer's
+``word_ids()`` with ``None`` as -1). A word is a run of adjacent maskable positions sharing one
+non-negative word id (a negative id is a word of its own). Words are visited in selection order
+(uniformly random, or by decreasing noisy importance) and taken whenever they still fit in ``k``
+tokens; the visit stops at exactly ``k``. So a row never masks more than ``k`` tokens, masks
+exactly ``k`` whenever the leftover words include a single-token word, and without ``word_ids``
+always exactly ``k``.
+
+Determinism: row ``r`` draws from a counter-based stream keyed by ``(seed, row_keys[r])``
+(``row_keys`` defaults to ``arange(B)``), so its output depends only on the seed, its key and its
+own inputs: not on the batch around it, ``num_threads`` or the platform. ``num_threads > 1`` runs
+rows on a thread pool in the importing process and serially in forked DataLoader workers.
+
+Bad input raises :class:`dense_pt.errors.InvalidArgumentError` (a ``ValueError``) naming the
+argument: shapes that disagree, probabilities outside [0, 1], NaN importance, ids outside the
+vocabulary, an empty batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dense_pt import _native
+from dense_pt.errors import InvalidArgumentError
+
+IGNORE_INDEX = -100
+"""Label of positions that are not predicted (PyTorch's ``ignore_index``)."""
+
+__all__ = [
+    "IGNORE_INDEX",
+    "importance_mask",
+    "nested_masks",
+    "random_mask",
+    "replace",
+    "span_crop",
+]
+
+# dtypes the native code reads in place; anything else integer-like is widened to int64 once.
+_DIRECT_INT = frozenset(np.dtype(t) for t in (np.bool_, np.uint8, np.int32, np.uint32, np.int64))
+_DIRECT_FLOAT = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+
+
+def _ids2d(name: str, a) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 2:
+        raise InvalidArgumentError(f"{name} must be a 2-d [batch, length] array, got shape {a.shape}")
+    if a.shape[0] == 0:
+        raise InvalidArgumentError(f"empty batch: {name} has no rows")
+    return a
+
+
+def _ints(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat, C-contiguous view (or widened copy) of an integer/bool array of the given shape."""
+    a = np.asarray(a)
+    if a.shape != shape:
+        raise InvalidArgumentError(f"{name} has shape {a.shape} but input_ids has shape {shape}")
+    if a.dtype not in _DIRECT_INT:
+        if a.dtype.kind not in "biu":
+            raise InvalidArgumentError(f"{name} must hold integers or bools, got dtype {a.dtype}")
+        if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+            raise InvalidArgumentError(f"{name} holds values above the int64 range")
+        a = a.astype(np.int64)
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _floats(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
+    a = np.asarray(a)
+    if a.shape != shape:
+        raise InvalidArgumentError(f"{name} has shape {a.shape} but input_ids has shape {shape}")
+    if a.dtype == np.float16:
+        return np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+    if a.dtype not in _DIRECT_FLOAT:
+        if a.dtype.kind not in "biuf":
+            raise InvalidArgumentError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        a = a.astype(np.float64)
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    return int(seed)
+
+
+def _row_keys(row_keys, batch: int) -> np.ndarray | None:
+    if row_keys is None:
+        return None
+    k = np.asarray(row_keys)
+    if k.shape != (batch,):
+        raise InvalidArgumentError(f"row_keys must have shape ({batch},), got {k.shape}")
+    if k.dtype.kind not in "iu" or (k.size and k.dtype.kind == "i" and k.min() < 0):
+        raise InvalidArgumentError("row_keys must hold non-negative integers")
+    return np.ascontiguousarray(k, dtype=np.uint64)
+
+
+def _special_ids(special_ids: Sequence[int]) -> list[int]:
+    try:
+        return [int(s) for s in special_ids]
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"special_ids must be a sequence of ints: {exc}") from None
+
+
+def _rows_kwargs(input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys):
+    ids = _ids2d("input_ids", input_ids)
+    shape = ids.shape
+    special = _special_ids(special_ids)
+    kwargs = {
+        "special_tokens_mask": None
+        if special_tokens_mask is None
+        else _ints("special_tokens_mask", special_tokens_mask, shape),
+        "input_ids": _ints("input_ids", ids, shape) if special else None,
+        "special_ids": special,
+        "word_ids": None if word_ids is None else _ints("word_ids", word_ids, shape),
+        "row_keys": _row_keys(row_keys, shape[0]),
+    }
+    return shape, _ints("attention_mask", attention_mask, shape), kwargs
+
+
+def random_mask(
+    input_ids,
+    attention_mask,
+    p: float,
+    seed: int,
+    special_tokens_mask=None,
+    *,
+    word_ids=None,
+    special_ids: Sequence[int] = (),
+    row_keys=None,
+    num_threads: int = 1,
+) -> np.ndarray:
+    """Mask exactly ``floor(n * p)`` maskable positions per row, uniformly without replacement.
+
+    Returns a bool ``[B, L]`` array. With ``word_ids``: whole words (see the module docstring).
+    """
+    shape, att, kw = _rows_kwargs(
+        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
+    )
+    out = _native.mask_random(att, shape[0], shape[1], float(p), _seed(seed), threads=num_threads, **kw)
+    return out.reshape(shape)
+
+
+def importance_mask(
+    input_ids,
+    attention_mask,
+    importance,
+    p: float,
+    seed: int,
+    sigma: float = 1.0,
+    special_tokens_mask=None,
+    *,
+    word_ids=None,
+    special_ids: Sequence[int] = (),
+    row_keys=None,
+    num_threads: int = 1,
+) -> np.ndarray:
+    """CDMAE's Algorithm 1: add N(0, sigma^2) noise to each maskable position's importance and
+    mask the top ``k = floor(n * p)``. ``sigma=0`` is the exact top-k; ties (equal scores) go to
+    the earlier position. With ``word_ids`` a word scores the mean importance of its tokens plus
+    one noise draw. ``importance`` is float16/32/64 ``[B, L]``; NaN at a maskable position is an
+    error (padding may hold anything).
+    """
+    shape, att, kw = _rows_kwargs(
+        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
+    )
+    imp = _floats("importance", importance, shape)
+    out = _native.mask_importance(
+        att, shape[0], shape[1], imp, float(p), _seed(seed), sigma=float(sigma), threads=num_threads, **kw
+    )
+    return out.reshape(shape)
+
+
+def nested_masks(
+    input_ids,
+    attention_mask,
+    p_enc: float,
+    p_dec: float,
+    seed: int,
+    importance=None,
+    special_tokens_mask=None,
+    *,
+    sigma: float = 1.0,
+    word_ids=None,
+    special_ids: Sequence[int] = (),
+    row_keys=None,
+    num_threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SimLM's pair of masks ``(enc, dec)`` with ``enc`` a subset of ``dec``.
+
+    ``dec`` masks ``floor(n * p_dec)`` positions: it is exactly ``random_mask(..., p_dec, seed)``,
+    or ``importance_mask(..., p_dec, seed, sigma)`` when ``importance`` is given. ``enc`` is a
+    uniformly random subset of ``dec`` (of its words, with ``word_ids``) with
+    ``floor(n * p_enc)`` tokens. Needs ``p_enc <= p_dec``.
+    """
+    shape, att, kw = _rows_kwargs(
+        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
+    )
+    imp = None if importance is None else _floats("importance", importance, shape)
+    enc, dec = _native.mask_nested(
+        att,
+        shape[0],
+        shape[1],
+        float(p_enc),
+        float(p_dec),
+        _seed(seed),
+        importance=imp,
+        sigma=float(sigma),
+        threads=num_threads,
+        **kw,
+    )
+    return enc.reshape(shape), dec.reshape(shape)
+
+
+def replace(
+    input_ids,
+    mask,
+    mask_token_id: int,
+    vocab_size: int,
+    seed: int,
+    mask_prob: float = 0.8,
+    random_prob: float = 0.1,
+    special_ids: Sequence[int] = (),
+    *,
+    row_keys=None,
+    num_threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """BERT's 80/10/10 on the masked positions: ``[MASK]`` with ``mask_prob``, a uniformly random
+    id from ``[0, vocab_size)`` minus ``special_ids`` with ``random_prob``, the original otherwise.
+
+    Returns ``(new_ids, labels)``: ``new_ids`` in the dtype of ``input_ids``; ``labels`` int64 with
+    the original id where ``mask`` is set and -100 everywhere else. Every id must be in
+    ``[0, vocab_size)``.
+    """
+    ids = _ids2d("input_ids", input_ids)
+    shape = ids.shape
+    new, labels = _native.mask_replace(
+        _ints("input_ids", ids, shape),
+        _ints("mask", mask, shape),
+        shape[0],
+        shape[1],
+        int(mask_token_id),
+        int(vocab_size),
+        _seed(seed),
+        mask_prob=float(mask_prob),
+        random_prob=float(random_prob),
+        special_ids=_special_ids(special_ids),
+        row_keys=_row_keys(row_keys, shape[0]),
+        threads=num_threads,
+    )
+    return new.reshape(shape).astype(ids.dtype, copy=False), labels.reshape(shape)
+
+
+def span_crop(
+    lengths, min_len: int, max_len: int, seed: int, n: int = 1, *, row_keys=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random spans per row for contrastive pre-training (coCondenser-style crops).
+
+    For a row of ``length`` tokens a span's length is uniform in
+    ``[min(min_len, length), min(max_len, length)]`` and its start uniform where it fits.
+    Returns ``(starts, ends)``, int64 ``[B, n]``, half-open ``[start, end)``.
+    """
+    lens = np.asarray(lengths)
+    if lens.ndim != 1:
+        raise InvalidArgumentError(f"lengths must be 1-d, got shape {lens.shape}")
+    if lens.size == 0:
+        raise InvalidArgumentError("empty batch: lengths is empty")
+    if int(n) < 1:
+        raise InvalidArgumentError(f"n must be >= 1, got {n}")
+    starts, ends = _native.mask_span_crop(
+        _ints("lengths", lens, lens.shape),
+        int(min_len),
+        int(max_len),
+        _seed(seed),
+        n=int(n),
+        row_keys=_row_keys(row_keys, lens.shape[0]),
+    )
+    return starts.reshape(-1, int(n)), ends.reshape(-1, int(n))

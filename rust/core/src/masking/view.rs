@@ -1,0 +1,259 @@
+//! Borrowed, dtype-tagged views of the flat `[B * L]` arrays a caller hands in, so one engine
+//! serves int32/uint32/int64/bool inputs and f16/f32/f64 importance without copies.
+
+/// An integer (or bool) array viewed without copying; `get` widens to i64.
+#[derive(Clone, Copy, Debug)]
+pub enum IntView<'a> {
+    Bool(&'a [bool]),
+    U8(&'a [u8]),
+    I32(&'a [i32]),
+    U32(&'a [u32]),
+    I64(&'a [i64]),
+}
+
+impl<'a> IntView<'a> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            IntView::Bool(s) => s.len(),
+            IntView::U8(s) => s.len(),
+            IntView::I32(s) => s.len(),
+            IntView::U32(s) => s.len(),
+            IntView::I64(s) => s.len(),
+        }
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        match self {
+            IntView::Bool(s) => s[i] as i64,
+            IntView::U8(s) => s[i] as i64,
+            IntView::I32(s) => s[i] as i64,
+            IntView::U32(s) => s[i] as i64,
+            IntView::I64(s) => s[i],
+        }
+    }
+
+    /// The sub-view `[start, end)`.
+    #[inline]
+    pub fn slice(&self, start: usize, end: usize) -> IntView<'a> {
+        match *self {
+            IntView::Bool(s) => IntView::Bool(&s[start..end]),
+            IntView::U8(s) => IntView::U8(&s[start..end]),
+            IntView::I32(s) => IntView::I32(&s[start..end]),
+            IntView::U32(s) => IntView::U32(&s[start..end]),
+            IntView::I64(s) => IntView::I64(&s[start..end]),
+        }
+    }
+
+    /// Append to `out` the positions `offset + i` with a non-zero value (dispatch once, then a
+    /// monomorphic loop: this is the hot path of every masker).
+    pub fn push_nonzero(&self, out: &mut Vec<u32>) {
+        fn go<T: Copy + PartialEq + Default>(s: &[T], out: &mut Vec<u32>) {
+            // Branch-free: write every index, advance only past the non-zero ones.
+            let zero = T::default();
+            let base = out.len();
+            out.resize(base + s.len(), 0);
+            let dst = &mut out[base..];
+            let mut n = 0usize;
+            for (i, &v) in s.iter().enumerate() {
+                dst[n] = i as u32;
+                n += (v != zero) as usize;
+            }
+            out.truncate(base + n);
+        }
+        match self {
+            IntView::Bool(s) => go(s, out),
+            IntView::U8(s) => go(s, out),
+            IntView::I32(s) => go(s, out),
+            IntView::U32(s) => go(s, out),
+            IntView::I64(s) => go(s, out),
+        }
+    }
+
+    /// Keep only the positions in `pos` whose value is zero.
+    pub fn retain_zero(&self, pos: &mut Vec<u32>) {
+        fn go<T: Copy + PartialEq + Default>(s: &[T], pos: &mut Vec<u32>) {
+            let zero = T::default();
+            let mut n = 0usize;
+            for i in 0..pos.len() {
+                let p = pos[i];
+                pos[n] = p;
+                n += (s[p as usize] == zero) as usize;
+            }
+            pos.truncate(n);
+        }
+        match self {
+            IntView::Bool(s) => go(s, pos),
+            IntView::U8(s) => go(s, pos),
+            IntView::I32(s) => go(s, pos),
+            IntView::U32(s) => go(s, pos),
+            IntView::I64(s) => go(s, pos),
+        }
+    }
+
+    /// Keep only the positions in `pos` whose value is not in `values`.
+    pub fn retain_not_in(&self, pos: &mut Vec<u32>, values: &[i64]) {
+        fn go<T: Copy + Into<i64>>(s: &[T], pos: &mut Vec<u32>, values: &[i64]) {
+            pos.retain(|&p| !values.contains(&s[p as usize].into()));
+        }
+        match self {
+            IntView::Bool(s) => pos.retain(|&p| !values.contains(&(s[p as usize] as i64))),
+            IntView::U8(s) => go(s, pos, values),
+            IntView::I32(s) => go(s, pos, values),
+            IntView::U32(s) => go(s, pos, values),
+            IntView::I64(s) => go(s, pos, values),
+        }
+    }
+
+    /// Widen the whole view into `out` (cleared first).
+    pub fn extend_i64(&self, out: &mut Vec<i64>) {
+        match self {
+            IntView::Bool(s) => out.extend(s.iter().map(|&v| v as i64)),
+            IntView::U8(s) => out.extend(s.iter().map(|&v| v as i64)),
+            IntView::I32(s) => out.extend(s.iter().map(|&v| v as i64)),
+            IntView::U32(s) => out.extend(s.iter().map(|&v| v as i64)),
+            IntView::I64(s) => out.extend_from_slice(s),
+        }
+    }
+
+    /// Smallest and largest value (None for an empty view).
+    pub fn min_max(&self) -> Option<(i64, i64)> {
+        fn mm<T: Copy + Ord + Into<i64>>(s: &[T]) -> Option<(i64, i64)> {
+            let first = *s.first()?;
+            let (lo, hi) = s
+                .iter()
+                .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+            Some((lo.into(), hi.into()))
+        }
+        match self {
+            IntView::Bool(s) => mm(&s.iter().map(|&b| b as u8).collect::<Vec<_>>()),
+            IntView::U8(s) => mm(s),
+            IntView::I32(s) => mm(s),
+            IntView::U32(s) => mm(s),
+            IntView::I64(s) => mm(s),
+        }
+    }
+}
+
+/// A float array viewed without copying; `F16` holds IEEE binary16 bit patterns.
+#[derive(Clone, Copy, Debug)]
+pub enum FloatView<'a> {
+    F16(&'a [u16]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl<'a> FloatView<'a> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            FloatView::F16(s) => s.len(),
+            FloatView::F32(s) => s.len(),
+            FloatView::F64(s) => s.len(),
+        }
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            FloatView::F16(s) => f16_to_f64(s[i]),
+            FloatView::F32(s) => s[i] as f64,
+            FloatView::F64(s) => s[i],
+        }
+    }
+
+    /// Push the values at `pos` into `out` as f64.
+    pub fn gather(&self, pos: &[u32], out: &mut Vec<f64>) {
+        match self {
+            FloatView::F16(s) => out.extend(pos.iter().map(|&p| f16_to_f64(s[p as usize]))),
+            FloatView::F32(s) => out.extend(pos.iter().map(|&p| s[p as usize] as f64)),
+            FloatView::F64(s) => out.extend(pos.iter().map(|&p| s[p as usize])),
+        }
+    }
+
+    #[inline]
+    pub fn slice(&self, start: usize, end: usize) -> FloatView<'a> {
+        match *self {
+            FloatView::F16(s) => FloatView::F16(&s[start..end]),
+            FloatView::F32(s) => FloatView::F32(&s[start..end]),
+            FloatView::F64(s) => FloatView::F64(&s[start..end]),
+        }
+    }
+}
+
+/// Exact IEEE binary16 -> f64 conversion (every f16 is representable), by bit manipulation: the
+/// collator converts every importance value it reads.
+#[inline]
+pub fn f16_to_f64(h: u16) -> f64 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match exp {
+        0 if man == 0 => sign,
+        // subnormal: man * 2^-24, exact in f32
+        0 => {
+            let v = man as f64 * (1.0 / 16_777_216.0);
+            return if sign != 0 { -v } else { v };
+        }
+        31 => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(bits) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The textbook definition, for an exhaustive comparison.
+    fn f16_slow(h: u16) -> f64 {
+        let exp = ((h >> 10) & 0x1f) as i32;
+        let frac = (h & 0x3ff) as f64;
+        let m = match exp {
+            0 => frac * 2f64.powi(-24),
+            31 if frac == 0.0 => f64::INFINITY,
+            31 => f64::NAN,
+            _ => (1024.0 + frac) * 2f64.powi(exp - 25),
+        };
+        if h & 0x8000 != 0 {
+            -m
+        } else {
+            m
+        }
+    }
+
+    #[test]
+    fn f16_all_values_match_the_definition() {
+        for h in 0..=u16::MAX {
+            let (a, b) = (f16_to_f64(h), f16_slow(h));
+            assert!(a == b || (a.is_nan() && b.is_nan()), "{h:#x}: {a} vs {b}");
+            assert_eq!(
+                a.is_sign_negative(),
+                b.is_sign_negative() || b.is_nan() && a.is_sign_negative()
+            );
+        }
+    }
+
+    #[test]
+    fn f16_known_values() {
+        assert_eq!(f16_to_f64(0x3c00), 1.0);
+        assert_eq!(f16_to_f64(0xc000), -2.0);
+        assert_eq!(f16_to_f64(0x3555), 0.333251953125);
+        assert_eq!(f16_to_f64(0x0001), 2f64.powi(-24));
+        assert_eq!(f16_to_f64(0x7bff), 65504.0);
+        assert_eq!(f16_to_f64(0x7c00), f64::INFINITY);
+        assert!(f16_to_f64(0x7e00).is_nan());
+        assert_eq!(f16_to_f64(0x8000), 0.0);
+    }
+}

@@ -1,0 +1,339 @@
+//! Bindings of `dense_pt_core::masking`. Arrays arrive flat and C-contiguous (the Python wrapper
+//! in `dense_pt/masking` normalises them and reshapes the results); dtype dispatch happens here.
+use crate::errors::IntoPyResult;
+use dense_pt_core::masking::{self, FloatView, IntView, MaskRows, Replacer};
+use dense_pt_core::rng::RowRng;
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+/// A borrowed integer (or bool) numpy array of one of the dtypes the core reads directly.
+pub(crate) enum IntArr<'py> {
+    Bool(PyReadonlyArray1<'py, bool>),
+    U8(PyReadonlyArray1<'py, u8>),
+    I32(PyReadonlyArray1<'py, i32>),
+    U32(PyReadonlyArray1<'py, u32>),
+    I64(PyReadonlyArray1<'py, i64>),
+}
+
+impl<'py> IntArr<'py> {
+    pub(crate) fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+        if let Ok(a) = obj.extract() {
+            return Ok(IntArr::I64(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(IntArr::Bool(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(IntArr::I32(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(IntArr::U32(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(IntArr::U8(a));
+        }
+        Err(invalid(
+            obj.py(),
+            format!("{name} must be a 1-d bool/uint8/int32/uint32/int64 array"),
+        ))
+    }
+
+    pub(crate) fn view(&self) -> PyResult<IntView<'_>> {
+        Ok(match self {
+            IntArr::Bool(a) => IntView::Bool(a.as_slice()?),
+            IntArr::U8(a) => IntView::U8(a.as_slice()?),
+            IntArr::I32(a) => IntView::I32(a.as_slice()?),
+            IntArr::U32(a) => IntView::U32(a.as_slice()?),
+            IntArr::I64(a) => IntView::I64(a.as_slice()?),
+        })
+    }
+}
+
+/// A borrowed float array: float32, float64, or float16 passed as its uint16 bit patterns.
+pub(crate) enum FloatArr<'py> {
+    F16(PyReadonlyArray1<'py, u16>),
+    F32(PyReadonlyArray1<'py, f32>),
+    F64(PyReadonlyArray1<'py, f64>),
+}
+
+impl<'py> FloatArr<'py> {
+    pub(crate) fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
+        if let Ok(a) = obj.extract() {
+            return Ok(FloatArr::F32(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(FloatArr::F16(a));
+        }
+        if let Ok(a) = obj.extract() {
+            return Ok(FloatArr::F64(a));
+        }
+        Err(invalid(
+            obj.py(),
+            format!("{name} must be a 1-d float32/float64 array or float16 bits as uint16"),
+        ))
+    }
+
+    pub(crate) fn view(&self) -> PyResult<FloatView<'_>> {
+        Ok(match self {
+            FloatArr::F16(a) => FloatView::F16(a.as_slice()?),
+            FloatArr::F32(a) => FloatView::F32(a.as_slice()?),
+            FloatArr::F64(a) => FloatView::F64(a.as_slice()?),
+        })
+    }
+}
+
+pub(crate) fn invalid(py: Python<'_>, msg: String) -> PyErr {
+    crate::errors::to_pyerr(py, dense_pt_core::Error::invalid(msg))
+}
+
+fn opt_int<'py>(obj: Option<&Bound<'py, PyAny>>, name: &str) -> PyResult<Option<IntArr<'py>>> {
+    obj.map(|o| IntArr::new(o, name)).transpose()
+}
+
+fn opt_view<'a>(arr: &'a Option<IntArr<'_>>) -> PyResult<Option<IntView<'a>>> {
+    arr.as_ref().map(|a| a.view()).transpose()
+}
+
+/// The rows argument set shared by the three selection maskers.
+struct RowsArgs<'py> {
+    attention: IntArr<'py>,
+    special: Option<IntArr<'py>>,
+    ids: Option<IntArr<'py>>,
+    words: Option<IntArr<'py>>,
+    keys: Option<PyReadonlyArray1<'py, u64>>,
+}
+
+impl<'py> RowsArgs<'py> {
+    fn new(
+        attention_mask: &Bound<'py, PyAny>,
+        special_tokens_mask: Option<&Bound<'py, PyAny>>,
+        input_ids: Option<&Bound<'py, PyAny>>,
+        word_ids: Option<&Bound<'py, PyAny>>,
+        row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    ) -> PyResult<Self> {
+        Ok(RowsArgs {
+            attention: IntArr::new(attention_mask, "attention_mask")?,
+            special: opt_int(special_tokens_mask, "special_tokens_mask")?,
+            ids: opt_int(input_ids, "input_ids")?,
+            words: opt_int(word_ids, "word_ids")?,
+            keys: row_keys,
+        })
+    }
+
+    fn rows<'a>(
+        &'a self,
+        batch: usize,
+        len: usize,
+        special_ids: &'a [i64],
+    ) -> PyResult<MaskRows<'a>> {
+        let mut rows = MaskRows::new(batch, len, self.attention.view()?);
+        rows.special_tokens_mask = opt_view(&self.special)?;
+        rows.input_ids = opt_view(&self.ids)?;
+        rows.special_ids = special_ids;
+        rows.word_ids = opt_view(&self.words)?;
+        rows.row_keys = self.keys.as_ref().map(|k| k.as_slice()).transpose()?;
+        Ok(rows)
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (attention_mask, batch, length, p, seed, special_tokens_mask=None, input_ids=None,
+                    special_ids=Vec::new(), word_ids=None, row_keys=None, threads=1))]
+#[allow(clippy::too_many_arguments)]
+fn mask_random<'py>(
+    py: Python<'py>,
+    attention_mask: &Bound<'py, PyAny>,
+    batch: usize,
+    length: usize,
+    p: f64,
+    seed: u64,
+    special_tokens_mask: Option<&Bound<'py, PyAny>>,
+    input_ids: Option<&Bound<'py, PyAny>>,
+    special_ids: Vec<i64>,
+    word_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyArray1<bool>>> {
+    let args = RowsArgs::new(
+        attention_mask,
+        special_tokens_mask,
+        input_ids,
+        word_ids,
+        row_keys,
+    )?;
+    let rows = args.rows(batch, length, &special_ids)?;
+    let out = py
+        .detach(|| masking::random_mask(&rows, p, seed, threads))
+        .py_err(py)?;
+    Ok(out.into_pyarray(py))
+}
+
+#[pyfunction]
+#[pyo3(signature = (attention_mask, batch, length, importance, p, seed, sigma=1.0, special_tokens_mask=None,
+                    input_ids=None, special_ids=Vec::new(), word_ids=None, row_keys=None, threads=1))]
+#[allow(clippy::too_many_arguments)]
+fn mask_importance<'py>(
+    py: Python<'py>,
+    attention_mask: &Bound<'py, PyAny>,
+    batch: usize,
+    length: usize,
+    importance: &Bound<'py, PyAny>,
+    p: f64,
+    seed: u64,
+    sigma: f64,
+    special_tokens_mask: Option<&Bound<'py, PyAny>>,
+    input_ids: Option<&Bound<'py, PyAny>>,
+    special_ids: Vec<i64>,
+    word_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyArray1<bool>>> {
+    let args = RowsArgs::new(
+        attention_mask,
+        special_tokens_mask,
+        input_ids,
+        word_ids,
+        row_keys,
+    )?;
+    let imp = FloatArr::new(importance, "importance")?;
+    let rows = args.rows(batch, length, &special_ids)?;
+    let imp = imp.view()?;
+    let out = py
+        .detach(|| masking::importance_mask(&rows, imp, p, sigma, seed, threads))
+        .py_err(py)?;
+    Ok(out.into_pyarray(py))
+}
+
+#[pyfunction]
+#[pyo3(signature = (attention_mask, batch, length, p_enc, p_dec, seed, importance=None, sigma=1.0,
+                    special_tokens_mask=None, input_ids=None, special_ids=Vec::new(), word_ids=None,
+                    row_keys=None, threads=1))]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+fn mask_nested<'py>(
+    py: Python<'py>,
+    attention_mask: &Bound<'py, PyAny>,
+    batch: usize,
+    length: usize,
+    p_enc: f64,
+    p_dec: f64,
+    seed: u64,
+    importance: Option<&Bound<'py, PyAny>>,
+    sigma: f64,
+    special_tokens_mask: Option<&Bound<'py, PyAny>>,
+    input_ids: Option<&Bound<'py, PyAny>>,
+    special_ids: Vec<i64>,
+    word_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    threads: usize,
+) -> PyResult<(Bound<'py, PyArray1<bool>>, Bound<'py, PyArray1<bool>>)> {
+    let args = RowsArgs::new(
+        attention_mask,
+        special_tokens_mask,
+        input_ids,
+        word_ids,
+        row_keys,
+    )?;
+    let imp = importance
+        .map(|i| FloatArr::new(i, "importance"))
+        .transpose()?;
+    let rows = args.rows(batch, length, &special_ids)?;
+    let imp = imp.as_ref().map(|i| i.view()).transpose()?;
+    let (enc, dec) = py
+        .detach(|| masking::nested_masks(&rows, p_enc, p_dec, imp, sigma, seed, threads))
+        .py_err(py)?;
+    Ok((enc.into_pyarray(py), dec.into_pyarray(py)))
+}
+
+#[pyfunction]
+#[pyo3(signature = (input_ids, mask, batch, length, mask_token_id, vocab_size, seed, mask_prob=0.8,
+                    random_prob=0.1, special_ids=Vec::new(), row_keys=None, threads=1))]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+fn mask_replace<'py>(
+    py: Python<'py>,
+    input_ids: &Bound<'py, PyAny>,
+    mask: &Bound<'py, PyAny>,
+    batch: usize,
+    length: usize,
+    mask_token_id: i64,
+    vocab_size: i64,
+    seed: u64,
+    mask_prob: f64,
+    random_prob: f64,
+    special_ids: Vec<i64>,
+    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    threads: usize,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    let ids = IntArr::new(input_ids, "input_ids")?;
+    let mask = IntArr::new(mask, "mask")?;
+    let replacer = Replacer::new(
+        mask_token_id,
+        vocab_size,
+        mask_prob,
+        random_prob,
+        &special_ids,
+    )
+    .py_err(py)?;
+    let (ids, mask) = (ids.view()?, mask.view()?);
+    let keys = row_keys.as_ref().map(|k| k.as_slice()).transpose()?;
+    let (new, labels) = py
+        .detach(|| masking::replace(ids, mask, batch, length, &replacer, seed, keys, threads))
+        .py_err(py)?;
+    Ok((new.into_pyarray(py), labels.into_pyarray(py)))
+}
+
+#[pyfunction]
+#[pyo3(signature = (lengths, min_len, max_len, seed, n=1, row_keys=None))]
+#[allow(clippy::type_complexity)]
+fn mask_span_crop<'py>(
+    py: Python<'py>,
+    lengths: &Bound<'py, PyAny>,
+    min_len: i64,
+    max_len: i64,
+    seed: u64,
+    n: usize,
+    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    let lengths = IntArr::new(lengths, "lengths")?;
+    let keys = row_keys.as_ref().map(|k| k.as_slice()).transpose()?;
+    let (s, e) = masking::span_crop(lengths.view()?, min_len, max_len, seed, n, keys).py_err(py)?;
+    Ok((s.into_pyarray(py), e.into_pyarray(py)))
+}
+
+/// The raw stream behind the maskers, for the reference implementation in the tests:
+/// `kind` "u64" (next_u64), "normal" (ziggurat deviates) for `RowRng::for_purpose(seed, key, purpose)`.
+#[pyfunction]
+fn _rng_stream<'py>(
+    py: Python<'py>,
+    kind: &str,
+    seed: u64,
+    key: u64,
+    purpose: u64,
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut rng = RowRng::for_purpose(seed, key, purpose);
+    match kind {
+        "u64" => Ok((0..n)
+            .map(|_| rng.next_u64())
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+            .into_any()),
+        "normal" => Ok((0..n)
+            .map(|_| masking::standard_normal(&mut rng))
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+            .into_any()),
+        other => Err(invalid(py, format!("unknown stream kind {other:?}"))),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(mask_random, m)?)?;
+    m.add_function(wrap_pyfunction!(mask_importance, m)?)?;
+    m.add_function(wrap_pyfunction!(mask_nested, m)?)?;
+    m.add_function(wrap_pyfunction!(mask_replace, m)?)?;
+    m.add_function(wrap_pyfunction!(mask_span_crop, m)?)?;
+    m.add_function(wrap_pyfunction!(_rng_stream, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+"""The generated demo corpus (deterministic, labelled, every query answered by exactly one passage)
+and the staged demo run (end to end, re-runnable, extensible)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from dense_pt.cli import app
+from dense_pt.data import CorpusStore, load_qrels, load_queries, read_corpus
+from dense_pt.demo import STAGES, DemoContext, run_demo
+from dense_pt.demo_data import DEMO_LABEL, SPLITS, generate_demo, write_demo_beir
+from dense_pt.demo_data import vocab as V
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return generate_demo()
+
+
+def test_generation_is_deterministic(demo):
+    again = generate_demo()
+    assert again.passages == demo.passages and again.queries == demo.queries and again.qrels == demo.qrels
+    other = generate_demo(seed=1)
+    assert other.passages != demo.passages
+
+
+def test_shape_and_splits(demo):
+    assert 300 <= len(demo.passages) <= 500
+    pids = [p["_id"] for p in demo.passages]
+    qids = [q["_id"] for q in demo.queries]
+    assert len(set(pids)) == len(pids) and len(set(qids)) == len(qids)
+    judged = Counter(qid for split in SPLITS for qid, _, _ in demo.qrels[split])
+    assert set(judged) == set(qids) and set(judged.values()) == {1}  # one judgement per query
+    assert all(pid in set(pids) for split in SPLITS for _, pid, _ in demo.qrels[split])
+    sizes = {s: len(demo.qrels[s]) for s in SPLITS}
+    assert sizes["train"] > sizes["test"] > sizes["dev"] > 50
+    kinds = Counter(q["kind"] for q in demo.queries)
+    assert kinds["paraphrase"] > 300 and kinds["lexical"] > 300
+
+
+def _passages_matching(demo, *phrases):
+    return [p["_id"] for p in demo.passages if all(ph.lower() in p["text"].lower() for ph in phrases)]
+
+
+def test_every_paraphrase_query_has_exactly_one_matching_passage(demo):
+    """Re-derive, from the passage texts alone, which passages fit each paraphrase query's
+    description: exactly one, and it is the judged one."""
+    gold = {qid: pid for split in SPLITS for qid, pid, _ in demo.qrels[split]}
+    checked = 0
+    for q in demo.queries:
+        if q["kind"] != "paraphrase":
+            continue
+        kind, *parts = demo.keys[q["_id"]].split(":")
+        if kind == "invention":
+            adj, noun = V.INVENTION_ADJ[int(parts[0])][0], V.INVENTION_NOUN[int(parts[1])][0]
+            found = _passages_matching(demo, f" {adj} {noun}")
+            assert adj not in q["text"] and noun not in q["text"]  # paraphrased, not copied
+        elif kind == "town":
+            found = _passages_matching(demo, parts[0], f"its {parts[1]}")
+        elif kind == "maker":
+            prof, town, noun = V.PROFESSIONS[int(parts[0])][0], parts[1], V.INVENTION_NOUN[int(parts[2])][0]
+            found = [
+                pid
+                for pid in _passages_matching(demo, prof, f"{town}", noun)
+                if f"from {town}" in _text(demo, pid) or f"of {town}" in _text(demo, pid)
+            ]
+        else:
+            cls, hi, ci, bi = parts[0], *map(int, parts[1:])
+            color, part = V.COLORS[ci][0], V.BODY_PARTS[bi][0]
+            found = _passages_matching(demo, f"is a {cls}", V.HABITATS[hi][0], f"{color} {part}")
+        assert found == [gold[q["_id"]]], (q, found)
+        checked += 1
+    assert checked > 300
+
+
+def _text(demo, pid):
+    return next(p["text"] for p in demo.passages if p["_id"] == pid)
+
+
+def test_written_beir_folder_reads_back_and_is_small(tmp_path, demo):
+    out = write_demo_beir(tmp_path / "demo")
+    assert DEMO_LABEL in (out / "README.md").read_text()
+    assert [p.id for p in read_corpus(out)] == [p["_id"] for p in demo.passages]
+    queries = load_queries(out)
+    for split in SPLITS:
+        qrels = load_qrels(out / "qrels" / f"{split}.tsv", query_ids=queries, strict=True)
+        assert sum(map(len, qrels.values())) == len(demo.qrels[split])
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 1_000_000
+
+
+def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path):
+    out = tmp_path / "demo"
+    report = run_demo(out, print_summary=False)
+    stages = report["stages"]
+    assert list(stages) == [name for name, _ in STAGES]
+    assert stages["data"]["passages"] == stages["store"]["rows"] == len(generate_demo().passages)
+    assert all(s["status"] == "ran" for s in stages.values())
+    store = CorpusStore.open(out / "store")
+    assert len(store) == stages["store"]["rows"]
+    assert json.loads((out / "summary.json").read_text()) == report
+    again = run_demo(out, print_summary=False)
+    assert all(s["status"] == "up to date" for s in again["stages"].values())
+    forced = run_demo(out, force=True, print_summary=False)
+    assert all(s["status"] == "ran" for s in forced["stages"].values())
+
+
+def test_stages_extend_and_see_the_context(tmp_path):
+    seen: dict[str, object] = {}
+
+    def stage_probe(ctx: DemoContext) -> dict:
+        seen["rows"] = len(CorpusStore.open(ctx.store_path))
+        seen["splits"] = sorted(ctx.qrels)
+        (ctx.stage_dir("probe") / "x.txt").write_text("ok")
+        return {"status": "ran", "rows": seen["rows"]}
+
+    report = run_demo(tmp_path / "demo", stages=[*STAGES, ("probe", stage_probe)], print_summary=False)
+    assert report["stages"]["probe"]["rows"] == seen["rows"] > 0
+    assert seen["splits"] == ["dev", "test", "train"]
+    assert (tmp_path / "demo" / "probe" / "x.txt").exists()
+
+
+def test_cli_demo_on_a_user_beir_folder(tmp_path):
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": f"p{i}", "title": "", "text": f"passage number {i} about rivers"}) + "\n"
+            for i in range(30)
+        )
+    )
+    r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "out"), "--corpus", str(beir)])
+    assert r.exit_code == 0, r.output
+    assert "user corpus" in r.output and "rows: 30" in r.output
+    assert not (tmp_path / "out" / "data").exists()
