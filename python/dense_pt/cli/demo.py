@@ -14,10 +14,18 @@ def demo(
     out: Path = typer.Option(Path("demo-output"), help="Folder for the demo's artifacts."),
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
     force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
+    with_expansion: bool = typer.Option(
+        False, "--with-expansion", help="Add an LLM document-expansion stage (SmolLM2 when installed)."
+    ),
 ) -> None:
     """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
     from dense_pt.cli.corpus import data_warnings
-    from dense_pt.demo import run_demo
+    from dense_pt.demo import STAGES, run_demo
 
+    stages = None
+    if with_expansion:
+        from dense_pt.expansion.demo import stage_expansion
+
+        stages = [*STAGES, ("expansion", stage_expansion)]
     with data_warnings():
-        run_demo(out=out, corpus=corpus, force=force)
+        run_demo(out=out, corpus=corpus, force=force, stages=stages)

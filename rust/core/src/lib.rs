@@ -6,6 +6,7 @@ pub mod error;
 pub mod fork;
 pub mod masking;
 pub mod negatives;
+pub mod pmi;
 pub mod rng;
 
 pub use error::{Error, Result};

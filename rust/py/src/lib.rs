@@ -6,6 +6,7 @@ mod collate;
 mod errors;
 mod masking;
 mod negatives;
+mod pmi;
 // Used by the binding submodules (masking, pmi, collate, negatives).
 #[allow(unused_imports)]
 pub(crate) use errors::IntoPyResult;
@@ -36,5 +37,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     masking::register(m)?;
     collate::register(m)?;
     negatives::register(m)?;
+    pmi::register(m)?;
     Ok(())
 }

@@ -1,0 +1,144 @@
+"""`dense-pt pmi ...`: n-gram tables and AMI token importance (thin layer over dense_pt.pmi)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importance.", no_args_is_help=True)
+app.add_typer(pmi_app, name="pmi")
+
+
+def _progress():
+    """A rich progress display and a callback for the Rust core (one bar per phase)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+    tasks: dict[str, int] = {}
+
+    def callback(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(phase, total=max(total, 1))
+        bar.update(tasks[phase], completed=min(done, total), total=max(total, 1))
+
+    return bar, callback
+
+
+def _gb(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / (1 << 30):.2f} GB"
+
+
+@pmi_app.command("build")
+def build_cmd(
+    store: Path = typer.Argument(..., help="Corpus store directory (from `dense-pt corpus build`)."),
+    out: Path = typer.Option(..., "--out", help="Table file to write (atomically)."),
+    max_n: int = typer.Option(4, "--max-n", help="Highest n-gram order (AMI window L needs L <= max-n)."),
+    min_count: int = typer.Option(1, "--min-count", help="Drop n-grams of order >= 2 seen fewer times."),
+    memory_gb: float = typer.Option(8.0, "--memory-gb", help="Peak memory budget, corpus map included."),
+    threads: int = typer.Option(None, "--threads", help="Worker threads (default: all available cores)."),
+    shard: str = typer.Option(None, "--shard", help="Count shard I/N only (0-based; merge the parts later)."),
+    spill_dir: Path = typer.Option(
+        None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
+    ),
+) -> None:
+    """Count 1..max-n-grams of a corpus store into a table file."""
+    from rich.console import Console
+
+    from dense_pt.pmi import build
+
+    bar, cb = _progress()
+    with bar:
+        stats = build(
+            store,
+            out,
+            max_n=max_n,
+            min_count=min_count,
+            memory_gb=memory_gb,
+            threads=threads,
+            shard=shard,
+            spill_dir=spill_dir,
+            progress=cb,
+        )
+    Console().print(
+        f"[green]wrote[/] {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
+        f"N_n {stats['totals']}  stored {stats['entries']}  "
+        f"passes {stats['passes']}  spilled runs {stats['spilled_runs']}  "
+        f"{stats['seconds']:.1f} s  peak RSS {_gb(stats['peak_rss_bytes'])}"
+    )
+
+
+@pmi_app.command("merge")
+def merge_cmd(
+    parts: list[Path] = typer.Argument(
+        ..., help="Shard tables from `pmi build --shard I/N` (all N of them)."
+    ),
+    out: Path = typer.Option(..., "--out", help="Merged table file to write."),
+    min_count: int = typer.Option(1, "--min-count", help="Prune n-grams of order >= 2 below this count."),
+) -> None:
+    """Merge shard tables into the table an unsharded build would write (same bytes)."""
+    from rich.console import Console
+
+    from dense_pt.pmi import merge
+
+    bar, cb = _progress()
+    with bar:
+        res = merge(parts, out, min_count=min_count, progress=cb)
+    Console().print(f"[green]wrote[/] {out} from {res['parts']} shards  N_n {res['totals']}")
+
+
+@pmi_app.command("score")
+def score_cmd(
+    store: Path = typer.Argument(..., help="Corpus store directory."),
+    table: Path = typer.Option(..., "--table", help="Table built from this store's vocabulary."),
+    window: int = typer.Option(4, "--window", help="AMI window L (uses orders 2..L)."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 or float16."),
+    threads: int = typer.Option(None, "--threads", help="Worker threads (default: all available cores)."),
+    column: str = typer.Option("importance", "--column", help="Name of the column to add."),
+) -> None:
+    """Add the per-token AMI column `importance` to the store (atomic; replaces an old one)."""
+    from rich.console import Console
+
+    from dense_pt.pmi import score
+
+    console = Console()
+    with console.status(f"scoring {store} with window {window}"):
+        res = score(store, table, window=window, dtype=dtype, threads=threads, column=column)
+    console.print(
+        f"[green]added[/] column {res['column']!r} to {res['store']}: {res['tokens']:,} tokens, "
+        f"{res['tokens_per_s']:,.0f} tokens/s, mean AMI {res['mean']:.3f}"
+    )
+
+
+@pmi_app.command("inspect")
+def inspect_cmd(
+    table: Path = typer.Argument(..., help="Table file."),
+    tokenizer: Path = typer.Option(
+        None, "--tokenizer", help="tokenizer.json, HF folder or corpus store (to decode and score --text)."
+    ),
+    text: list[str] = typer.Option(None, "--text", help="Text to score token by token (repeatable)."),
+    top: int = typer.Option(10, "--top", help="Top n-grams by PMI to show per order."),
+    top_min_count: int = typer.Option(
+        5, "--top-min-count", help="Only list n-grams seen at least this often."
+    ),
+    window: int = typer.Option(4, "--window", help="AMI window L for --text."),
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON and exit."),
+) -> None:
+    """Show a table's statistics, its top n-grams by PMI, and the AMI of each token of --text."""
+    from dense_pt.pmi import NgramTable
+    from dense_pt.pmi.inspect import render
+
+    t = NgramTable.open(table)
+    if as_json:
+        typer.echo(json.dumps(t.stats(), indent=2))
+        return
+    render(t, tokenizer=tokenizer, texts=text or [], top=top, top_min_count=top_min_count, window=window)

@@ -1,0 +1,246 @@
+"""Build, merge and apply n-gram tables: counting runs in the Rust core, this is the glue to the
+corpus store, the memory budget and progress reporting."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import _native
+from dense_pt.errors import DensePtError, InvalidArgumentError, MismatchError
+from dense_pt.pmi.table import NgramTable
+
+Progress = Callable[[str, int, int], None]
+ZERO_HASH = "0" * 64
+
+
+def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
+    """``"I/N"`` (0-based I) or ``(I, N)`` -> ``(I, N)``; None -> ``(0, 1)``."""
+    if shard is None:
+        return 0, 1
+    if isinstance(shard, str):
+        parts = shard.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise InvalidArgumentError(f"--shard must look like I/N (e.g. 0/8), got {shard!r}")
+        shard = (int(parts[0]), int(parts[1]))
+    i, n = shard
+    if n < 1 or not 0 <= i < n:
+        raise InvalidArgumentError(f"shard {i}/{n} is not valid: need 0 <= I < N")
+    return i, n
+
+
+def _budget(memory_gb: float | None, memory_bytes: int | None) -> int:
+    if memory_bytes is not None:
+        if memory_bytes < 0:
+            raise InvalidArgumentError("memory_bytes must be >= 0")
+        return int(memory_bytes)
+    if memory_gb is None or memory_gb <= 0:
+        raise InvalidArgumentError(f"memory_gb must be positive, got {memory_gb}")
+    return int(memory_gb * (1 << 30))
+
+
+def _threads(threads: int | None) -> int:
+    if threads is None:
+        return max(
+            1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        )
+    if threads < 1:
+        raise InvalidArgumentError(f"threads must be >= 1, got {threads}")
+    return threads
+
+
+def _open_store(store: Any) -> Any:
+    from dense_pt.data.store import CorpusStore
+
+    return store if isinstance(store, CorpusStore) else CorpusStore.open(store)
+
+
+def build_arrays(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    out: str | Path,
+    *,
+    vocab_size: int | None = None,
+    vocab_hash: str = ZERO_HASH,
+    max_n: int = 4,
+    min_count: int = 1,
+    memory_gb: float | None = 8.0,
+    memory_bytes: int | None = None,
+    threads: int | None = None,
+    shard: str | tuple[int, int] | None = None,
+    spill_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Count the n-grams of a ragged corpus (``values[offsets[i]:offsets[i+1]]`` is passage i)."""
+    values = np.ascontiguousarray(values, dtype=np.uint32)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if vocab_size is None:
+        vocab_size = int(values.max()) + 1 if values.size else 1
+    si, sn = parse_shard(shard)
+    stats = _native.build_ngrams(
+        values,
+        offsets,
+        str(out),
+        vocab_size=int(vocab_size),
+        vocab_hash=vocab_hash,
+        max_n=int(max_n),
+        min_count=int(min_count),
+        memory_bytes=_budget(memory_gb, memory_bytes),
+        threads=_threads(threads),
+        shard_index=si,
+        shard_count=sn,
+        spill_dir=None if spill_dir is None else str(spill_dir),
+        progress=progress,
+    )
+    stats["path"] = str(out)
+    stats["shard"] = f"{si}/{sn}"
+    return stats
+
+
+def build(
+    store_or_path: Any,
+    out: str | Path,
+    max_n: int = 4,
+    min_count: int = 1,
+    memory_gb: float | None = 8.0,
+    threads: int | None = None,
+    shard: str | tuple[int, int] | None = None,
+    *,
+    memory_bytes: int | None = None,
+    spill_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Count 1..max_n-grams of a corpus store (or one shard of it) into the table file ``out``.
+
+    ``memory_gb`` bounds peak memory including the memory-mapped corpus (``memory_bytes`` overrides
+    it, e.g. a tiny budget in tests forces the spill-to-disk path). A shard (``"I/N"``) counts
+    passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging.
+    """
+    store = _open_store(store_or_path)
+    values, offsets = store.ragged("input_ids")
+    stats = build_arrays(
+        values,
+        offsets,
+        out,
+        vocab_size=store.vocab_size,
+        vocab_hash=store.vocab_hash,
+        max_n=max_n,
+        min_count=min_count,
+        memory_gb=memory_gb,
+        memory_bytes=memory_bytes,
+        threads=threads,
+        shard=shard,
+        spill_dir=spill_dir,
+        progress=progress,
+    )
+    stats["store"] = str(store.path)
+    return stats
+
+
+def merge(
+    parts: list[str | Path],
+    out: str | Path,
+    min_count: int = 1,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Merge the shard tables of one corpus into the table an unsharded build writes (same bytes)."""
+    totals = _native.merge_ngrams(
+        [str(p) for p in parts], str(out), min_count=int(min_count), progress=progress
+    )
+    return {
+        "path": str(out),
+        "totals": totals,
+        "parts": len(parts),
+        "peak_rss_bytes": _native.peak_rss_bytes(),
+    }
+
+
+def score(
+    store: Any,
+    table: NgramTable | str | Path,
+    window: int = 4,
+    dtype: str = "float32",
+    threads: int | None = None,
+    force: bool = True,
+    column: str = "importance",
+) -> dict[str, Any]:
+    """Add the per-token AMI column (``importance`` by default) to the store, atomically."""
+    import time
+
+    if dtype not in ("float32", "float16"):
+        raise InvalidArgumentError(f"dtype must be float32 or float16, got {dtype!r}")
+    store = _open_store(store)
+    if not isinstance(table, NgramTable):
+        table = NgramTable.open(table)
+    table.check_vocab(store.vocab_hash, f"the store {store.path}")
+    if table.vocab_size != store.vocab_size:
+        raise MismatchError(
+            f"{table.path}: vocab size {table.vocab_size} differs from the store's {store.vocab_size}"
+        )
+    t0 = time.perf_counter()
+    values, offsets = store.ragged("input_ids")
+    scores = table.ami_ragged(values, offsets, window=window, threads=_threads(threads))
+    seconds = time.perf_counter() - t0
+    scores = scores.astype(np.float16) if dtype == "float16" else scores
+    meta = {
+        "kind": "ami",
+        "window": int(window),
+        "table": str(Path(table.path).resolve()),
+        "table_min_count": table.min_count,
+        "table_max_n": table.max_n,
+    }
+    store.add_column(column, scores, offsets, meta=meta, force=force)
+    return {
+        "store": str(store.path),
+        "column": column,
+        "tokens": int(values.size),
+        "seconds": seconds,
+        "tokens_per_s": values.size / seconds if seconds > 0 else float("inf"),
+        "mean": float(scores.astype(np.float64).mean()) if scores.size else 0.0,
+    }
+
+
+def demo_stage(
+    store_path: str | Path, workdir: str | Path, window: int = 4, min_count: int = 1, force: bool = False
+) -> dict[str, Any]:
+    """The demo's PMI stage: build the 1..window-gram table of the store into ``workdir`` and add
+    the ``importance`` column. Skips the work when both are already there and match (same store
+    vocabulary, same table, same window) unless ``force``."""
+    store = _open_store(store_path)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    table_path = workdir / "ngrams.pmi"
+    col = store.manifest.get("columns", {}).get("importance", {})
+    if not force and table_path.exists() and col.get("table") == str(table_path.resolve()):
+        try:
+            table = NgramTable.open(table_path)
+            fresh = (
+                table.vocab_hash == store.vocab_hash
+                and table.num_passages == len(store)
+                and table.N[1] == int(store.ragged()[0].size)
+                and col.get("window") == window
+                and table.min_count == min_count
+                and table.max_n == window
+            )
+        except DensePtError:
+            fresh = False
+        if fresh:
+            return {
+                "status": "up to date",
+                "table": str(table_path),
+                "n-grams": list(table.entries.values()),
+            }
+    built = build(store, table_path, max_n=window, min_count=min_count, memory_gb=2.0)
+    scored = score(store, table_path, window=window, force=True)
+    return {
+        "status": "ran",
+        "table": str(table_path),
+        "n-grams": built["entries"],
+        "build s": round(built["seconds"], 2),
+        "AMI tokens/s": round(scored["tokens_per_s"]),
+        "mean AMI": round(scored["mean"], 3),
+    }

@@ -1,0 +1,232 @@
+"""n-gram tables and AMI: the Rust core against the Counter reference, shards, spills, bad files."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dense_pt.data.store import CorpusStore, build_store_from_texts
+from dense_pt.data.tokenizer import train_wordpiece
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError
+from dense_pt.pmi import NgramTable, build, build_arrays, demo_stage, merge, parse_shard, score
+from pmi_reference import ami, count_ngrams, pmi, pruned
+
+
+def flatten(passages):
+    values = np.array([t for p in passages for t in p], dtype=np.uint32)
+    offsets = np.zeros(len(passages) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in passages], out=offsets[1:])
+    return values, offsets
+
+
+corpora = st.integers(2, 30).flatmap(
+    lambda v: st.tuples(
+        st.just(v), st.lists(st.lists(st.integers(0, v - 1), max_size=25), min_size=1, max_size=20)
+    )
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpora, st.integers(1, 3), st.booleans(), st.integers(2, 4))
+def test_counts_pmi_ami_match_counter_reference(tmp_path_factory, corpus, min_count, tiny, window):
+    vocab, passages = corpus
+    out = tmp_path_factory.mktemp("t") / "t.ngram"
+    values, offsets = flatten(passages)
+    stats = build_arrays(
+        values, offsets, out, vocab_size=vocab, max_n=4, min_count=min_count,
+        memory_bytes=0 if tiny else 1 << 30, threads=2,
+    )  # fmt: skip
+    raw, totals = count_ngrams(passages, 4)
+    counts = pruned(raw, min_count)
+    t = NgramTable.open(out)
+    assert stats["totals"] == totals == list(t.N.values())
+    assert list(t.entries.values()) == [len(c) for c in counts]
+    for n in range(1, 5):
+        for g in raw[n - 1]:
+            assert t.count(g) == counts[n - 1].get(g, 0)
+            if n >= 2:
+                want = pmi(counts, totals, g)
+                got = t.pmi(g)
+                assert (want is None and math.isnan(got)) or abs(got - want) <= 1e-9
+    for p in passages:
+        want = ami(counts, totals, p, window)
+        got = t.ami(np.array(p, dtype=np.uint32), window=window)
+        assert got.dtype == np.float32 and len(got) == len(p)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    all_scores = t.ami_ragged(values, offsets, window=window, threads=2)
+    for i, p in enumerate(passages):
+        np.testing.assert_array_equal(
+            all_scores[offsets[i] : offsets[i + 1]], t.ami(np.array(p, np.uint32), window)
+        )
+
+
+def test_spill_path_with_tiny_budget_gives_same_bytes(tmp_path):
+    rng = np.random.default_rng(0)
+    passages = [list(rng.integers(0, 3, size=rng.integers(50, 150))) for _ in range(40)]
+    values, offsets = flatten(passages)
+    small = build_arrays(values, offsets, tmp_path / "small", vocab_size=3, memory_bytes=0, threads=2)
+    big = build_arrays(values, offsets, tmp_path / "big", vocab_size=3, memory_gb=1, threads=1)
+    assert small["spilled_runs"] > 0 and big["spilled_runs"] == 0
+    assert small["peak_rss_bytes"] > 0
+    assert (tmp_path / "small").read_bytes() == (tmp_path / "big").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big", "small"]  # no runs left behind
+
+
+DOCS = [
+    ("a", "the cell membrane protein binds the receptor in the cell"),
+    ("b", "the receptor protein is expressed in the membrane of the cell"),
+    ("c", "a randomized trial of the vaccine showed the vaccine is safe"),
+    ("d", "the trial of the new vaccine in the elderly was randomized"),
+    ("e", "protein folding in the cell is assisted by chaperone proteins"),
+    ("f", "in the elderly the vaccine showed lower efficacy than in the young"),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tok = train_wordpiece([t for _, t in DOCS] * 3, vocab_size=200, min_frequency=1)
+    return build_store_from_texts(tmp_path_factory.mktemp("s") / "store", DOCS, tok)
+
+
+def test_store_build_shards_merge_score(store, tmp_path):
+    whole = tmp_path / "whole.ngram"
+    stats = build(store.path, whole, max_n=3, min_count=2, threads=2)
+    passages = [store.tokens(i).tolist() for i in range(len(store))]
+    raw, totals = count_ngrams(passages, 3)
+    assert stats["totals"] == totals
+    t = NgramTable.open(whole)
+    assert t.vocab_hash == store.vocab_hash and t.min_count == 2 and t.num_passages == len(store)
+    parts = [build(store, tmp_path / f"p{i}", max_n=3, shard=f"{i}/4", threads=1) for i in range(4)]
+    assert sum(p["passages"] for p in parts) == len(store)
+    merged = tmp_path / "merged.ngram"
+    merge([p["path"] for p in reversed(parts)], merged, min_count=2)
+    assert merged.read_bytes() == whole.read_bytes()
+
+    res = score(store.path, whole, window=3)
+    s2 = CorpusStore.open(store.path)
+    values, offsets = s2.ragged("importance")
+    assert values.dtype == np.float32 and res["tokens"] == len(values)
+    counts = pruned(raw, 2)
+    for i, p in enumerate(passages):
+        np.testing.assert_allclose(values[offsets[i] : offsets[i + 1]], ami(counts, totals, p, 3), atol=1e-5)
+    assert s2.manifest["columns"]["importance"]["window"] == 3
+    score(s2, whole, window=3, dtype="float16")
+    half = CorpusStore.open(store.path).ragged("importance")[0]
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half.astype(np.float32), values, rtol=1e-2, atol=1e-2)
+
+
+def test_score_refuses_a_table_of_another_vocabulary(store, tmp_path):
+    values, offsets = store.ragged()
+    other = tmp_path / "other.ngram"
+    build_arrays(values, offsets, other, vocab_size=store.vocab_size, vocab_hash="ab" * 32, max_n=4)
+    with pytest.raises(MismatchError, match=r"other\.ngram"):
+        score(store, other)
+    assert not store.has_column("importance") or "other" not in str(store.manifest["columns"])
+
+
+def test_window_and_shard_arguments_are_validated(store, tmp_path):
+    path = tmp_path / "t.ngram"
+    build(store, path, max_n=2)
+    t = NgramTable.open(path)
+    with pytest.raises(InvalidArgumentError, match="window"):
+        t.ami(np.array([1, 2, 3], np.uint32), window=4)
+    with pytest.raises(InvalidArgumentError):
+        t.count([])
+    with pytest.raises(InvalidArgumentError, match="I/N"):
+        parse_shard("1-4")
+    with pytest.raises(InvalidArgumentError):
+        parse_shard("4/4")
+    with pytest.raises(InvalidArgumentError, match="min_count"):
+        build(store, tmp_path / "x", shard="0/2", min_count=3)
+    with pytest.raises(MismatchError, match=r"missing|twice"):
+        p0 = build(store, tmp_path / "s0", shard="0/2")["path"]
+        merge([p0, p0], tmp_path / "m")
+    with pytest.raises(InvalidArgumentError, match="shard 1 of 2 is missing"):
+        merge([p0], tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_corrupt_truncated_and_missing_tables_are_refused(store, tmp_path):
+    path = tmp_path / "t.ngram"
+    build(store, path, max_n=3)
+    good = path.read_bytes()
+    cases = {
+        "truncated": good[: len(good) - 5],
+        "header-only": good[:100],
+        "bad magic": b"XXXXXXXX" + good[8:],
+        "version": good[:8] + (9).to_bytes(4, "little") + good[12:],
+        "body flip": good[:-3] + bytes([good[-3] ^ 0x40]) + good[-2:],
+        "trailing": good + b"\0",
+        "empty": b"",
+    }
+    for name, data in cases.items():
+        bad = tmp_path / f"bad-{name.replace(' ', '-')}"
+        bad.write_bytes(data)
+        with pytest.raises(FormatError, match=str(bad.name)):
+            NgramTable.open(bad)
+    with pytest.raises(FormatError, match="version 9"):
+        NgramTable.open(tmp_path / "bad-version")
+    with pytest.raises(DensePtIOError):
+        NgramTable.open(tmp_path / "nope")
+    # Without verify the body is not hashed; the structural checks may still catch the flip, and
+    # either way nothing crashes.
+    try:
+        NgramTable.open(tmp_path / "bad-body-flip", verify=False)
+    except FormatError:
+        pass
+
+
+def test_build_refuses_out_of_vocabulary_ids(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="token id 7 at position 1"):
+        build_arrays(np.array([1, 7], np.uint32), np.array([0, 2]), tmp_path / "t", vocab_size=5)
+    assert not list(tmp_path.iterdir())
+
+
+def test_demo_stage(store, tmp_path):
+    res = demo_stage(store.path, tmp_path / "work")
+    assert res["status"] == "ran" and (tmp_path / "work" / "ngrams.pmi").exists()
+    s = CorpusStore.open(store.path)
+    assert s.has_column("importance")
+    assert res["n-grams"][0] == len(np.unique(s.ragged()[0]))
+    assert demo_stage(store.path, tmp_path / "work")["status"] == "up to date"
+    assert demo_stage(store.path, tmp_path / "work", force=True)["status"] == "ran"
+    assert demo_stage(store.path, tmp_path / "work", window=3)["status"] == "ran"
+
+
+def test_a_raising_progress_callback_cancels_and_leaves_nothing(tmp_path):
+    rng = np.random.default_rng(1)
+    values = rng.integers(0, 50, size=20_000).astype(np.uint32)
+    offsets = np.arange(0, 20_001, 100, dtype=np.int64)
+    seen = []
+
+    def progress(phase, done, total):
+        seen.append(phase)
+        if phase == "order 3":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=50, progress=progress)
+    assert "order 4" not in seen
+    assert not list(tmp_path.iterdir())
+
+
+def test_ctrl_c_interrupts_a_long_build(tmp_path):
+    import _thread
+    import threading
+    import time
+
+    rng = np.random.default_rng(2)
+    values = rng.integers(0, 3, size=400_000).astype(np.uint32)
+    offsets = np.arange(0, 400_001, 1000, dtype=np.int64)
+    # A tiny budget makes this build slow (hundreds of spilled runs): Ctrl-C must stop it early.
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
+    assert time.perf_counter() - t0 < 30
+    assert not list(tmp_path.iterdir())
