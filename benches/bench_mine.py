@@ -21,19 +21,18 @@ from pathlib import Path
 
 
 def load(beir: Path, n_passages: int | None):
-    from dense_pt.evaluation import read_qrels, read_queries
-    from dense_pt.evaluation.trec import read_beir_corpus
+    from dense_pt.data import corpus_texts, load_qrels, load_queries
 
-    docs = list(read_beir_corpus(beir / "corpus.jsonl"))
+    docs = list(corpus_texts(beir / "corpus.jsonl"))
     if n_passages:
         docs = docs[:n_passages]
     ids = {d for d, _ in docs}
     qrels = {
         q: {d: r for d, r in ds.items() if r > 0 and d in ids}
-        for q, ds in read_qrels(beir / "qrels" / "train.tsv").items()
+        for q, ds in load_qrels(beir / "qrels" / "train.tsv").items()
     }
     qrels = {q: ds for q, ds in qrels.items() if ds}
-    queries = {q: t for q, t in read_queries(beir / "queries.jsonl").items() if q in qrels}
+    queries = {q: t for q, t in load_queries(beir / "queries.jsonl").items() if q in qrels}
     return docs, queries, qrels
 
 

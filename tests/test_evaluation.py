@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.data import load_qrels, load_run, write_run
 from dense_pt.errors import FormatError, MismatchError
-from dense_pt.evaluation import answer_recall, evaluate_run, has_answer, read_qrels, read_run, write_run
+from dense_pt.evaluation import answer_recall, evaluate_run, has_answer
 
 QRELS = {"q1": {"d1": 2, "d2": 1, "d9": 1}, "q2": {"d3": 1}, "q3": {"d5": 3, "d6": 0}}
 RUN = {
@@ -86,12 +87,19 @@ def test_qrels_for_another_collection_refused():
 
 def test_io_roundtrip_and_errors(tmp_path):
     write_run(tmp_path / "r.trec", RUN)
-    assert read_run(tmp_path / "r.trec") == RUN
+    # The metrics read runs and qrels through the shared readers of dense_pt.data.
+    assert load_run(tmp_path / "r.trec") == RUN
     (tmp_path / "q.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\n")
-    assert read_qrels(tmp_path / "q.tsv") == {"q1": {"d1": 2}}
+    assert load_qrels(tmp_path / "q.tsv") == {"q1": {"d1": 2}}
     (tmp_path / "bad.trec").write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 x\n")
-    with pytest.raises(FormatError, match=r"bad.trec:2"):
-        read_run(tmp_path / "bad.trec")
+    with pytest.raises(FormatError, match=r"bad.trec:2: expected 6"):
+        load_run(tmp_path / "bad.trec")
+    (tmp_path / "dup.trec").write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n")
+    with pytest.raises(FormatError, match=r"dup.trec:2: passage 'd1' is ranked twice"):
+        load_run(tmp_path / "dup.trec")
+    (tmp_path / "bad.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\thigh\n")
+    with pytest.raises(FormatError, match=r"bad.tsv:2: relevance must be an integer"):
+        load_qrels(tmp_path / "bad.tsv")
 
 
 def test_answer_recall():

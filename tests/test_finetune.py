@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from dense_pt.data import load_queries, load_run, write_run
 from dense_pt.errors import MismatchError
-from dense_pt.evaluation import read_run, write_run
 from dense_pt.finetune.data import build_sampler
 from dense_pt.finetune.stages import score, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
@@ -26,7 +26,7 @@ def chain(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ft")
     beir, model, store, _queries, qrels = tiny_setup(tmp)
     bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", k=20)
-    table = mine_negatives(read_run(tmp / "bm25.trec"), qrels, depth=20, num=6)
+    table = mine_negatives(load_run(tmp / "bm25.trec"), qrels, depth=20, num=6)
     write_negatives(tmp / "neg.dpneg", table)
     return tmp, beir, model, store, qrels
 
@@ -36,10 +36,9 @@ def test_group_sampling_is_deterministic(chain):
 
     tmp, beir, _model, store, qrels = chain
     s = CorpusStore.open(store)
-    from dense_pt.evaluation import read_queries
 
     negs = {q: [p for p, _ in r] for q, r in read_negatives(tmp / "neg.dpneg").rows.items()}
-    sam = build_sampler(s, read_queries(beir / "queries.jsonl"), qrels, negs, lambda t: [[5]] * len(t), 4, 7)
+    sam = build_sampler(s, load_queries(beir / "queries.jsonl"), qrels, negs, lambda t: [[5]] * len(t), 4, 7)
     ids = s.ids.to_pylist()
     a = [sam.group(i, 0) for i in range(len(sam))]
     b = [sam.group(i, 0) for i in reversed(range(len(sam)))][::-1]
@@ -133,5 +132,5 @@ def test_bad_inputs(chain, tmp_path):
 
     with pytest.raises(MismatchError, match="ghost"):
         mine_negatives(
-            read_run(tmp_path / "r.trec"), qrels, known_ids=set(CorpusStore.open(store).ids.to_pylist())
+            load_run(tmp_path / "r.trec"), qrels, known_ids=set(CorpusStore.open(store).ids.to_pylist())
         )

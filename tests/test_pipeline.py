@@ -63,3 +63,40 @@ def test_killed_pipeline_resumes(tmp_path: Path):
     lines.clear()
     demo_stage(out, steps=8, log=lines.append)
     assert not any("running" in x for x in lines)
+
+
+def test_pretrain_stage_feeds_r1(tmp_path: Path):
+    """A [pretrain] section: a few MLM steps on the pipeline's store, whose exported encoder is the
+    model that zero-shot retrieval and R1 start from."""
+    import torch
+
+    from dense_pt.pipeline.config import validate_config
+    from dense_pt.pipeline.demo import demo_config, synthetic_corpus, tiny_model, write_beir
+    from dense_pt.pipeline.run import StopPipeline, run_pipeline
+
+    torch.set_num_threads(1)
+    docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)
+    beir = write_beir(tmp_path / "data", docs, queries, qrels)
+    model = tiny_model(tmp_path / "model", [t for _, t in docs] + list(queries.values()), hidden=16, layers=1)
+    pretrain = {"method": "mlm", "train": {"max_steps": 3, "batch_size": 4, "save_every": 3}}
+    cfg = demo_config(tmp_path / "pipe", beir, model, steps=2, pretrain=pretrain)
+    lines: list[str] = []
+    with pytest.raises(StopPipeline):
+        run_pipeline(cfg, progress=False, stop_after="r1", log=lines.append)
+    pt = json.loads((tmp_path / "pipe" / "pretrain" / "manifest.json").read_text())
+    encoder = tmp_path / "pipe" / "pretrain" / "run" / "encoder"
+    assert pt["status"] == "done" and pt["steps"] == 3 and pt["method"] == "mlm"
+    assert Path(pt["encoder"]) == encoder and (encoder / "tokenizer.json").is_file()
+    r1 = json.loads((tmp_path / "pipe" / "r1" / "manifest.json").read_text())
+    assert r1["inputs"]["model"] == pt["fingerprint"] and r1["train_steps"] == 2
+    train = json.loads((tmp_path / "pipe" / "r1" / "train" / "manifest.json").read_text())
+    assert Path(train["inputs"]["model"]["path"]) == encoder
+    zs = json.loads((tmp_path / "pipe" / "zeroshot" / "manifest.json").read_text())
+    assert zs["inputs"]["model"] == pt["fingerprint"]
+
+    # a typo in [pretrain] fails when the configuration is read, before any stage runs
+    from dense_pt.errors import FormatError
+
+    with pytest.raises(FormatError, match=r"pretrain\.train\.max_step"):
+        validate_config({"out": "x", "data": {"corpus": "c", "queries": "q", "qrels": "r"}, "model": {"init": "m"},
+                         "pretrain": {"method": "mlm", "train": {"max_step": 3}}}, tmp_path)  # fmt: skip

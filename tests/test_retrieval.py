@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.data import load_qrels, load_run
 from dense_pt.errors import FormatError, MismatchError
-from dense_pt.evaluation import evaluate_run, read_run
+from dense_pt.evaluation import evaluate_run
 from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import (
     NegativesTable,
@@ -36,10 +37,9 @@ def test_bm25_finds_topic(setup, tmp_path):
         app, ["bm25", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"), "--out", str(tmp_path / "bm25.trec"), "-k", "20"]
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    run = read_run(tmp_path / "bm25.trec")
-    from dense_pt.evaluation import read_qrels
+    run = load_run(tmp_path / "bm25.trec")
 
-    ev = evaluate_run(run, read_qrels(beir / "qrels" / "train.tsv"), ["R@20"])
+    ev = evaluate_run(run, load_qrels(beir / "qrels" / "train.tsv"), ["R@20"])
     assert ev.measures["R@20"] > 0.5  # lexical overlap with the topic words
 
 
@@ -93,7 +93,7 @@ def test_query_encoding_and_search(setup, tmp_path):
     for q in run1:
         assert list(run1[q]) == list(run2[q])
         assert list(run1[q].values()) == pytest.approx(list(run2[q].values()))
-    assert read_run(tmp_path / "r1.trec").keys() == run1.keys()
+    assert load_run(tmp_path / "r1.trec").keys() == run1.keys()
 
 
 def test_empty_query_refused(setup, tmp_path):

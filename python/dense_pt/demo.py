@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import FormatError
+from dense_pt.pipeline.demo import DEMO_FINETUNE_STEPS
 
 DEMO_SEED = 0
 DEMO_VOCAB_SIZE = 3000
@@ -32,6 +33,7 @@ class DemoContext:
     force: bool = False
     seed: int = DEMO_SEED
     vocab_size: int = DEMO_VOCAB_SIZE
+    finetune_steps: int = DEMO_FINETUNE_STEPS  # per training stage of the fine-tuning pipeline
     # filled in by the stages
     data_dir: Path | None = None  # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv
     qrels: dict[str, Path] = field(default_factory=dict)  # split -> qrels file
@@ -173,12 +175,25 @@ def stage_pretrain(ctx: DemoContext) -> dict[str, Any]:
     return run(ctx)
 
 
+def stage_finetune(ctx: DemoContext) -> dict[str, Any]:
+    """The fine-tuning pipeline (BM25 -> R1 -> mine -> R2 -> re-ranker -> scores -> distill) on the
+    data stage's train/dev splits, starting from the pre-trained encoder; dev metrics per stage."""
+    from dense_pt.pipeline.demo import finetune_demo_stage
+
+    encoder = ctx.artifacts.get("pretrained_encoder")
+    if ctx.data_dir is None or encoder is None:
+        raise RuntimeError("the finetune stage needs the data and pretrain stages before it")
+    return finetune_demo_stage(ctx.data_dir, ctx.qrels, encoder, ctx.stage_dir("finetune"),
+                               steps=ctx.finetune_steps, seed=ctx.seed, force=ctx.force)  # fmt: skip
+
+
 STAGES: list[Stage] = [
     ("data", stage_data),
     ("tokenizer", stage_tokenizer),
     ("store", stage_store),
     ("pmi", stage_pmi),
     ("pretrain", stage_pretrain),
+    ("finetune", stage_finetune),
 ]
 
 
@@ -189,6 +204,7 @@ def run_demo(
     force: bool = False,
     stages: list[Stage] | None = None,
     vocab_size: int = DEMO_VOCAB_SIZE,
+    finetune_steps: int = DEMO_FINETUNE_STEPS,
     print_summary: bool = True,
 ) -> dict[str, Any]:
     """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
@@ -198,7 +214,11 @@ def run_demo(
     from dense_pt.fsutil import write_json_atomic
 
     ctx = DemoContext(
-        out=Path(out), corpus=None if corpus is None else Path(corpus), force=force, vocab_size=vocab_size
+        out=Path(out),
+        corpus=None if corpus is None else Path(corpus),
+        force=force,
+        vocab_size=vocab_size,
+        finetune_steps=finetune_steps,
     )
     ctx.out.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
@@ -226,7 +246,7 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_column("seconds", justify="right")
     table.add_column("summary")
     for name, s in report["stages"].items():
-        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file")}
+        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file", "metrics")}
         table.add_row(
             name,
             str(s.get("status", "")),

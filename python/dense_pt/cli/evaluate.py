@@ -30,21 +30,19 @@ def evaluate(
     corpus: Path | None = typer.Option(None, help="BEIR corpus.jsonl with the passage texts."),
 ) -> None:
     """Compute MRR@10, nDCG@10, R@k ... (ir-measures) and optionally answer recall@k."""
+    from dense_pt.data import corpus_texts, load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
     from dense_pt.evaluation import (
         DEFAULT_MEASURES,
         answer_recall,
         evaluate_run,
         read_answers,
-        read_qrels,
-        read_run,
     )
-    from dense_pt.evaluation.trec import read_beir_corpus
 
-    r = read_run(run)
+    r = load_run(run)
     result = evaluate_run(
         r,
-        read_qrels(qrels),
+        load_qrels(qrels),
         measures=metrics or list(DEFAULT_MEASURES),
         tie_break=tie_break,
         drop_self_hits=drop_self_hits,
@@ -52,7 +50,7 @@ def evaluate(
     if answers is not None:
         if corpus is None:
             raise InvalidArgumentError("--answers needs --corpus for the passage texts")
-        result.measures.update(answer_recall(r, dict(read_beir_corpus(corpus)), read_answers(answers)))
+        result.measures.update(answer_recall(r, dict(corpus_texts(corpus)), read_answers(answers)))
     if as_json:
         typer.echo(json.dumps(result.to_json(), sort_keys=False))
     else:

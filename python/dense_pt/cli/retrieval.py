@@ -81,7 +81,7 @@ def mine_negatives(
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
 ) -> None:
     """Mine hard negatives from a run, excluding judged positives."""
-    from dense_pt.evaluation.trec import read_qrels, read_run
+    from dense_pt.data import load_qrels, load_run
     from dense_pt.retrieval import negatives as neg
 
     known = None
@@ -93,7 +93,7 @@ def mine_negatives(
         depth=depth, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
         margin=margin, relative_margin=relative_margin, max_score=max_score,
     )  # fmt: skip
-    table = neg.mine_negatives(read_run(run), read_qrels(qrels), known_ids=known, **params)
+    table = neg.mine_negatives(load_run(run), load_qrels(qrels), known_ids=known, **params)
     neg.write_negatives(out, table)
     neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
     if text is not None:

@@ -13,6 +13,7 @@ from dense_pt.data.judgements import (
 from dense_pt.data.readers import (
     Passage,
     Query,
+    corpus_texts,
     detect_format,
     load_queries,
     passage_text,
@@ -32,6 +33,7 @@ __all__ = [
     "build_corpus_store",
     "build_store_from_texts",
     "corpus_info",
+    "corpus_texts",
     "detect_format",
     "load_qrels",
     "load_queries",

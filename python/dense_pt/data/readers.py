@@ -54,6 +54,13 @@ def passage_text(p: Passage, sep: str = DEFAULT_TITLE_SEP) -> str:
     return p.title or p.text
 
 
+def corpus_texts(
+    path: str | Path, format: str | None = None, sep: str = DEFAULT_TITLE_SEP
+) -> Iterator[tuple[str, str]]:
+    """``(id, passage_text)`` pairs of a corpus: what BM25 and answer matching read."""
+    return ((p.id, passage_text(p, sep)) for p in read_corpus(path, format))
+
+
 # ---- format detection ------------------------------------------------------------------------
 def _strip_gz(path: Path) -> str:
     name = path.name.lower()

@@ -1,8 +1,8 @@
-"""Evaluation: ranking metrics via ir-measures, answer-string recall, TREC run/qrels I/O."""
+"""Evaluation: ranking metrics via ir-measures and answer-string recall. Runs, qrels and queries are
+read and written by ``dense_pt.data`` (``load_run``, ``load_qrels``, ``load_queries``, ``write_run``)."""
 
 from dense_pt.evaluation.answers import answer_recall, has_answer, read_answers
 from dense_pt.evaluation.metrics import DEFAULT_MEASURES, Evaluation, evaluate_run
-from dense_pt.evaluation.trec import read_qrels, read_queries, read_run, write_run
 
 __all__ = [
     "DEFAULT_MEASURES",
@@ -11,8 +11,4 @@ __all__ = [
     "evaluate_run",
     "has_answer",
     "read_answers",
-    "read_qrels",
-    "read_queries",
-    "read_run",
-    "write_run",
 ]

@@ -70,8 +70,8 @@ def _specials(tok: Any) -> tuple[int, int, int]:
 
 
 def _read_inputs(corpus, queries, qrels, negatives):
+    from dense_pt.data import load_qrels, load_queries
     from dense_pt.data.store import CorpusStore
-    from dense_pt.evaluation.trec import read_qrels, read_queries
     from dense_pt.retrieval.negatives import read_negatives
 
     store = CorpusStore.open(corpus)
@@ -81,7 +81,7 @@ def _read_inputs(corpus, queries, qrels, negatives):
     if negatives is not None:
         table = read_negatives(negatives, known_ids=known)
         negs = {q: [p for p, _ in rows] for q, rows in table.rows.items()}
-    return store, read_queries(queries), read_qrels(qrels), negs, table
+    return store, load_queries(queries), load_qrels(qrels), negs, table
 
 
 def _train_config(train: Any) -> Any:
@@ -373,11 +373,11 @@ def rerank_run(
     depth: int = 100, batch_size: int = 64, device: str | None = None,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """Re-score the top ``depth`` of each query of ``run`` with the re-ranker."""
+    from dense_pt.data import load_queries
     from dense_pt.data.store import CorpusStore
-    from dense_pt.evaluation.trec import read_queries
 
     store = CorpusStore.open(corpus)
-    qtexts = read_queries(queries)
+    qtexts = load_queries(queries)
     pairs = []
     for q, hits in run.items():
         if q in qtexts:

@@ -1,7 +1,7 @@
 """The multi-stage fine-tuning pipeline (``dense-pt pipeline run``) and its demo."""
 
 from dense_pt.pipeline.config import load_pipeline_config, validate_config
-from dense_pt.pipeline.demo import demo_stage
+from dense_pt.pipeline.demo import demo_stage, finetune_demo_stage
 from dense_pt.pipeline.run import STAGES, StopPipeline, dev_split, run_pipeline
 
 __all__ = [
@@ -9,6 +9,7 @@ __all__ = [
     "StopPipeline",
     "demo_stage",
     "dev_split",
+    "finetune_demo_stage",
     "load_pipeline_config",
     "run_pipeline",
     "validate_config",

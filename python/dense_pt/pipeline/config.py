@@ -1,9 +1,10 @@
 """The pipeline's TOML configuration: validated, paths resolved against the file's folder.
 
 Top-level keys: ``out``, ``seed``. Tables: ``[data]`` (corpus, queries, qrels, dev_fraction,
-max_length), ``[model]`` (init: a folder, a config.json, or ``pkg:PACKAGE/sub/path`` for a model
-shipped inside an installed Python package; pooling), ``[pretrain]`` (optional: the keys of
-``dense-pt pretrain``), ``[eval]`` (k, measures), ``[encode]`` (batch_size, query_max_length,
+max_length, and optionally dev_qrels: a fixed dev split instead of drawing dev_fraction of qrels), ``[model]`` (init: a folder, a config.json, or ``pkg:PACKAGE/sub/path`` for a model
+shipped inside an installed Python package; pooling), ``[pretrain]`` (optional: ``method``,
+``max_length`` and the ``options`` / ``train`` sub-tables of ``dense-pt pretrain``; the encoder it
+writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures), ``[encode]`` (batch_size, query_max_length,
 passage_max_length), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size, tau, alpha,
 query_max_length, passage_max_length, and a ``train`` sub-table for the engine), ``[mine]``
 (depth, num, skip_top, margin), ``[reranker]`` (group_size, max_length, depth, num, rerank_depth,
@@ -19,7 +20,8 @@ from typing import Any
 from dense_pt.errors import FormatError, InvalidArgumentError
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "data": {"corpus": None, "queries": None, "qrels": None, "dev_fraction": 0.1, "max_length": 256},
+    "data": {"corpus": None, "queries": None, "qrels": None, "dev_qrels": None, "dev_fraction": 0.1,
+             "max_length": 256},
     "model": {"init": None, "pooling": "auto"},
     "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"]},
     "encode": {"batch_size": 64, "query_max_length": 64, "passage_max_length": 256},
@@ -77,6 +79,9 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
             raise FormatError(f"[data] {key} is required", where)
         p = Path(cfg["data"][key])
         cfg["data"][key] = p if p.is_absolute() else base / p
+    if cfg["data"]["dev_qrels"] is not None:
+        p = Path(cfg["data"]["dev_qrels"])
+        cfg["data"]["dev_qrels"] = p if p.is_absolute() else base / p
     if cfg["model"]["init"] is None:
         raise FormatError("[model] init is required", where)
     cfg["model"]["init"] = resolve_model(str(cfg["model"]["init"]), base)
@@ -88,5 +93,36 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
         raise FormatError("[data] dev_fraction must lie in (0, 1)", where)
     if cfg["distill"]["init"] not in ("r2", "model"):
         raise FormatError("[distill] init must be 'r2' or 'model'", where)
-    cfg["pretrain"] = raw.get("pretrain") or None
+    cfg["pretrain"] = _pretrain_section(raw.get("pretrain") or {}, where, cfg["data"]["max_length"])
     return cfg
+
+
+PRETRAIN_KEYS = ("method", "max_length", "options", "train")
+
+
+def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> dict[str, Any] | None:
+    """``[pretrain]`` checked key by key now, so a typo fails before any stage runs."""
+    if not sec:
+        return None
+    from dense_pt.objectives import MethodOptions, check_method
+    from dense_pt.training import TrainConfig, dataclass_from_mapping
+
+    unknown = set(sec) - set(PRETRAIN_KEYS)
+    if unknown:
+        raise FormatError(
+            f"[pretrain] has unknown key(s) {sorted(unknown)} (known: {', '.join(PRETRAIN_KEYS)})", where
+        )
+    method = sec.get("method", "simlm")
+    try:
+        check_method(method)
+    except InvalidArgumentError as exc:
+        raise FormatError(f"[pretrain] method: {exc}", where) from None
+    max_length = sec.get("max_length", data_max_length + 2)  # the store's passages plus [CLS]/[SEP]
+    if isinstance(max_length, bool) or not isinstance(max_length, int):
+        raise FormatError(f"[pretrain] max_length must be an integer, got {max_length!r}", where)
+    for name, cls in (("options", MethodOptions), ("train", TrainConfig)):
+        if not isinstance(sec.get(name, {}), dict):
+            raise FormatError(f"[pretrain.{name}] must be a table", where)
+        dataclass_from_mapping(cls, sec.get(name, {}), where, f"pretrain.{name}")
+    return {"method": method, "max_length": max_length, "options": dict(sec.get("options", {})),
+            "train": dict(sec.get("train", {}))}  # fmt: skip

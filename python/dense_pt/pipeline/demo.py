@@ -81,8 +81,16 @@ def tiny_model(
     return out
 
 
-def demo_config(out: Path, beir: Path, model: Path, steps: int = 20, seed: int = 13) -> dict[str, Any]:
-    """A pipeline configuration sized for the demo corpus and a tiny model."""
+def demo_config(
+    out: Path,
+    beir: Path,
+    model: Path,
+    steps: int = 20,
+    seed: int = 13,
+    pretrain: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A pipeline configuration sized for the demo corpus and a tiny model (``pretrain``: an optional
+    ``[pretrain]`` table)."""
     from dense_pt.pipeline.config import validate_config
 
     train = {"max_steps": steps, "batch_size": 8, "lr": 5e-4, "warmup": 0.1, "save_every": max(1, steps // 2),
@@ -102,6 +110,8 @@ def demo_config(out: Path, beir: Path, model: Path, steps: int = 20, seed: int =
                      "rerank_depth": 20, "score_num": 6, "train": train},
         "distill": {"group_size": 4, "query_max_length": 16, "passage_max_length": 64, "train": train},
     }  # fmt: skip
+    if pretrain:
+        raw["pretrain"] = pretrain
     return validate_config(raw, out.parent.resolve(), "demo config")
 
 
@@ -125,3 +135,84 @@ def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 2
     if not (model / "config.json").exists():
         tiny_model(model, texts)
     return run_pipeline(demo_config(out / "pipeline", beir, model, steps), progress=progress, log=log)
+
+
+DEMO_FINETUNE_STEPS = 120
+# Stage name in the pipeline -> label in the demo's summary table, in pipeline order.
+DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker",
+             "distill": "distilled"}  # fmt: skip
+
+
+def finetune_config(
+    out: Path,
+    beir: Path,
+    qrels: dict[str, Path],
+    encoder: Path,
+    steps: int = DEMO_FINETUNE_STEPS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The pipeline on a BEIR folder with fixed train/dev splits, from a (pre-trained) encoder
+    folder: BM25 -> R1 -> mine -> R2 -> re-ranker -> scores -> distill, evaluated on dev."""
+    from dense_pt.pipeline.config import validate_config
+
+    train = {"max_steps": steps, "batch_size": 16, "lr": 5e-4, "warmup": 0.1, "save_every": max(1, steps // 2),
+             "log_every": 10, "precision": "fp32"}  # fmt: skip
+    retriever = {"group_size": 4, "query_max_length": 32, "passage_max_length": 128, "train": train}
+    raw = {
+        "out": str(out),
+        "seed": seed,
+        "data": {"corpus": str(beir / "corpus.jsonl"), "queries": str(beir / "queries.jsonl"),
+                 "qrels": str(qrels["train"]), "dev_qrels": str(qrels["dev"]), "max_length": 126},
+        "model": {"init": str(encoder)},
+        "eval": {"k": 100, "measures": ["nDCG@10", "R@100"]},
+        "encode": {"batch_size": 64, "query_max_length": 32, "passage_max_length": 128},
+        "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
+        "r1": retriever,
+        "r2": retriever,
+        "reranker": {"group_size": 4, "query_max_length": 32, "max_length": 160, "depth": 30, "num": 8,
+                     "rerank_depth": 30, "score_num": 6, "train": train},
+        "distill": {**retriever, "init": "r2"},
+    }  # fmt: skip
+    return validate_config(raw, out.parent.resolve(), "demo fine-tuning config")
+
+
+def finetune_demo_stage(
+    beir: str | Path,
+    qrels: dict[str, Path],
+    encoder: str | Path,
+    workdir: str | Path,
+    steps: int = DEMO_FINETUNE_STEPS,
+    seed: int = 0,
+    force: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """``dense-pt demo``'s fine-tuning stage: run (or continue) the pipeline and summarise each
+    stage's dev nDCG@10 / R@100. Finished pipeline stages are skipped on a re-run."""
+    import shutil
+
+    from dense_pt.fsutil import atomic_file
+    from dense_pt.pipeline.run import run_pipeline
+
+    for split in ("train", "dev"):
+        if split not in qrels:
+            raise FileNotFoundError(f"{beir}: the fine-tuning demo needs qrels/{split}.tsv")
+    out = Path(workdir) / "pipeline"
+    if force and out.exists():
+        shutil.rmtree(out)
+    lines: list[str] = []
+    cfg = finetune_config(out, Path(beir), qrels, Path(encoder), steps, seed)
+    res = run_pipeline(cfg, progress=progress, log=lines.append)
+    with atomic_file(Path(workdir) / "pipeline.log", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    summary: dict[str, Any] = {
+        "status": "ran" if any(x.endswith("] running") for x in lines) else "up to date",
+        "steps": steps,
+        "dev queries": res["split"]["dev_queries"],
+    }
+    for name, label in DEMO_ROWS.items():
+        m = res.get(name, {}).get("metrics")
+        if m:
+            summary[label] = f"nDCG@10 {m['nDCG@10']:.3f} R@100 {m['R@100']:.3f}"
+    summary["metrics"] = {name: res[name]["metrics"] for name in DEMO_ROWS if "metrics" in res.get(name, {})}
+    summary["file"] = str(out / "report" / "report.md")
+    return summary

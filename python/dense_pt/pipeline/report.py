@@ -26,8 +26,15 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
         "# Pipeline report",
         "",
         f"Model: `{cfg['model']['init']}`; corpus: `{cfg['data']['corpus']}`; seed {cfg['seed']}.",
-        f"Dev split: {split.get('dev_queries', '?')} of the judged queries (seeded, fraction "
-        f"{cfg['data']['dev_fraction']}); training on the other {split.get('train_queries', '?')}.",
+        (
+            f"Dev split: {split.get('dev_queries', '?')} of the judged queries (seeded, fraction "
+            f"{cfg['data']['dev_fraction']}); training on the other {split.get('train_queries', '?')}."
+        )
+        if cfg["data"].get("dev_qrels") is None
+        else (
+            f"Dev split: the {split.get('dev_queries', '?')} queries of `{cfg['data']['dev_qrels']}`; "
+            f"training on the {split.get('train_queries', '?')} of `{cfg['data']['qrels']}`."
+        ),
         "",
         "| stage | " + " | ".join(measures) + " | wall (s) |",
         "|---|" + "---:|" * (len(measures) + 1),

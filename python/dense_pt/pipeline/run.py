@@ -115,16 +115,17 @@ def _write_qrels(path: Path, qrels: dict[str, dict[str, int]], qids: list[str]) 
 
 
 def _evaluate(ctx: Context, run: dict, dev_qrels: Path) -> dict[str, float]:
-    from dense_pt.evaluation import evaluate_run, read_qrels
+    from dense_pt.data import load_qrels
+    from dense_pt.evaluation import evaluate_run
 
-    dev = read_qrels(dev_qrels)
+    dev = load_qrels(dev_qrels)
     sub = {q: h for q, h in run.items() if q in dev}
     return evaluate_run(sub, dev, ctx.cfg["eval"]["measures"]).measures
 
 
 def _retrieve(ctx: Context, model: Path, folder: Path, store: Path, queries: Path, k: int) -> dict:
     """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
-    from dense_pt.evaluation import write_run
+    from dense_pt.data import write_run
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search
 
@@ -139,10 +140,10 @@ def _retrieve(ctx: Context, model: Path, folder: Path, store: Path, queries: Pat
 
 
 def _queries_subset(src: Path, dst: Path, keep: set[str]) -> Path:
-    from dense_pt.evaluation import read_queries
+    from dense_pt.data import load_queries
     from dense_pt.fsutil import atomic_file
 
-    qs = read_queries(src)
+    qs = load_queries(src)
     with atomic_file(dst, "w", encoding="utf-8") as f:
         for q, t in qs.items():
             if q in keep:
@@ -171,9 +172,8 @@ def run_pipeline(
     log: Callable[[str], None] = print,
 ) -> dict[str, dict[str, Any]]:
     """Run (or continue) the whole chain; returns every stage's manifest."""
+    from dense_pt.data import corpus_texts, load_qrels, load_queries, load_run, write_run
     from dense_pt.data.store import build_store_from_texts
-    from dense_pt.evaluation import read_qrels, read_run
-    from dense_pt.evaluation.trec import read_beir_corpus
     from dense_pt.finetune.stages import rerank_run, score, train_reranker, train_retriever
     from dense_pt.pipeline.config import load_pipeline_config
     from dense_pt.retrieval.bm25 import bm25_run
@@ -202,7 +202,7 @@ def run_pipeline(
         tok = Tokenizer.from_file(str(tok_file))
         tok.no_truncation()  # a tokenizer.json may carry fixed truncation/padding (MiniLM: 128)
         tok.no_padding()
-        s = build_store_from_texts(folder / "store", read_beir_corpus(corpus), tok,
+        s = build_store_from_texts(folder / "store", corpus_texts(corpus), tok,
                                    max_length=data["max_length"], force=True)  # fmt: skip
         return {"rows": len(s)}
 
@@ -216,15 +216,28 @@ def run_pipeline(
 
     # --- split --------------------------------------------------------------------------------
     def do_split(folder: Path) -> dict:
-        qrels = read_qrels(qrels_path)
-        train, dev = dev_split(list(qrels), data["dev_fraction"], ctx.seed)
+        qrels = load_qrels(qrels_path)
+        if dev_path is None:
+            train, dev = dev_split(list(qrels), data["dev_fraction"], ctx.seed)
+        else:  # a fixed dev split (e.g. BEIR's qrels/dev.tsv): train on all of ``qrels``
+            dev_judged = load_qrels(dev_path)
+            overlap = set(qrels) & set(dev_judged)
+            if overlap:
+                raise DensePtError(f"{dev_path}: {len(overlap)} dev queries are also in {qrels_path}")
+            train, dev = sorted(qrels), sorted(dev_judged)
+            qrels = {**qrels, **dev_judged}
         _write_qrels(folder / "train.qrels", qrels, train)
         _write_qrels(folder / "dev.qrels", qrels, dev)
         _queries_subset(queries, folder / "dev_queries.jsonl", set(dev))
         _queries_subset(queries, folder / "judged_queries.jsonl", set(qrels))
         return {"train_queries": len(train), "dev_queries": len(dev)}
 
-    sp = ctx.stage("split", {"qrels": qrels_h}, {"dev_fraction": data["dev_fraction"]}, do_split)
+    dev_path = Path(data["dev_qrels"]) if data["dev_qrels"] is not None else None
+    split_inputs = (
+        {"qrels": qrels_h} if dev_path is None else {"qrels": qrels_h, "dev_qrels": _file_hash(dev_path)}
+    )
+    split_params = {"dev_fraction": data["dev_fraction"]} if dev_path is None else {"dev": "fixed"}
+    sp = ctx.stage("split", split_inputs, split_params, do_split)
     train_qrels, dev_qrels = ctx.out / "split" / "train.qrels", ctx.out / "split" / "dev.qrels"
     judged_queries = ctx.out / "split" / "judged_queries.jsonl"
     split_in = {"split": sp["fingerprint"], "queries": queries_h}
@@ -232,36 +245,27 @@ def run_pipeline(
     # --- optional pre-training ----------------------------------------------------------------
     base_model, base_fp = init, init_h
     if cfg["pretrain"]:
-        pcfg = dict(cfg["pretrain"])
+        pcfg = cfg["pretrain"]
 
         def do_pretrain(folder: Path) -> dict:
-            try:
-                from dense_pt.pretrain import build_config, run_pretrain
-            except ImportError as exc:
-                raise DensePtError(
-                    f"[pretrain] needs the pre-training engine (dense_pt.pretrain): {exc}"
-                ) from exc
-            train = pcfg.pop("train", {})
-            top = {
-                "method": pcfg.pop("method", "simlm"),
-                "model": init,
-                "corpus": store,
-                "out": folder / "run",
-            }
-            pc = build_config(None, top=top, options=pcfg, train=train)
+            from dense_pt.pretrain import build_config, run_pretrain
+
+            top = {"method": pcfg["method"], "model": str(init), "corpus": str(store),
+                   "out": str(folder / "run"), "max_length": pcfg["max_length"]}  # fmt: skip
+            train = {"seed": ctx.seed, **pcfg["train"]}
+            pc = build_config(None, top=top, options=pcfg["options"], train=train)
+            # resume=True: an interrupted stage continues from its last checkpoint.
             summary = run_pretrain(pc, resume=True, progress=ctx.progress)
-            return {"steps": summary.get("steps")}
+            rec = summary.get("final_record") or {}
+            return {"method": pc.method, "steps": summary["steps"], "final_loss": rec.get("loss"),
+                    "encoder": summary["written"]["encoder"]}  # fmt: skip
 
         pt = ctx.stage("pretrain", {"store": st["fingerprint"], "model": init_h}, pcfg, do_pretrain)
         base_model, base_fp = ctx.out / "pretrain" / "run" / "encoder", pt["fingerprint"]
 
     # --- BM25 ---------------------------------------------------------------------------------
     def do_bm25(folder: Path) -> dict:
-        from dense_pt.evaluation import read_queries, write_run
-
-        qs = read_queries(queries)
-        judged = read_qrels(qrels_path)
-        run = bm25_run(read_beir_corpus(corpus), {q: t for q, t in qs.items() if q in judged},
+        run = bm25_run(corpus_texts(corpus), load_queries(judged_queries),
                        k=max(k_search, cfg["mine"]["bm25_depth"] + 10))  # fmt: skip
         write_run(folder / "run.trec", run, tag="bm25s")
         return {"metrics": _evaluate(ctx, run, dev_qrels)}
@@ -277,10 +281,10 @@ def run_pipeline(
         "zeroshot", {"model": base_fp, "store": st["fingerprint"], **split_in}, cfg["encode"], do_zeroshot
     )
 
-    train_ids = sorted(read_qrels(train_qrels))
+    train_ids = sorted(load_qrels(train_qrels))
 
     def mine_from(run_path: Path, out: Path, sec: dict[str, Any], depth: int, num: int) -> dict:
-        table = mine_negatives(read_run(run_path), read_qrels(train_qrels), depth=depth, num=num,
+        table = mine_negatives(load_run(run_path), load_qrels(train_qrels), depth=depth, num=num,
                                skip_top=sec.get("skip_top", 0), margin=sec.get("margin"), seed=ctx.seed)  # fmt: skip
         write_negatives(out, table)
         return table.stats
@@ -340,11 +344,9 @@ def run_pipeline(
                                group_size=rr_sec["group_size"], query_max_length=rr_sec["query_max_length"],
                                max_length=rr_sec["max_length"], train=_train_cfg(rr_sec, ctx.seed),
                                restrict_to=train_ids, progress=ctx.progress)  # fmt: skip
-            dev = set(read_qrels(dev_qrels))
-            r2run = {q: h for q, h in read_run(ctx.out / "r2" / "run.trec").items() if q in dev}
+            dev = set(load_qrels(dev_qrels))
+            r2run = {q: h for q, h in load_run(ctx.out / "r2" / "run.trec").items() if q in dev}
             reranked = rerank_run(folder / "train" / "model", store, queries, r2run, rr_sec["rerank_depth"])
-            from dense_pt.evaluation import write_run
-
             write_run(folder / "dev_reranked.trec", reranked)
             return {"metrics": _evaluate(ctx, reranked, dev_qrels), "negatives": stats,
                     "train_steps": m["steps"], "train_wall_s": m["wall_s"]}  # fmt: skip

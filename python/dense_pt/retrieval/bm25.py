@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.evaluation.trec import write_run
 
 
 def bm25_run(
@@ -50,8 +50,8 @@ def bm25_run(
 
 
 def bm25(corpus_path: str | Path, queries_path: str | Path, out: str | Path, k: int = 1000, **kw) -> Path:
-    from dense_pt.evaluation.trec import read_beir_corpus, read_queries
+    from dense_pt.data.readers import corpus_texts, load_queries
 
-    run = bm25_run(read_beir_corpus(corpus_path), read_queries(queries_path), k=k, **kw)
+    run = bm25_run(corpus_texts(corpus_path), load_queries(queries_path), k=k, **kw)
     write_run(out, run, tag="bm25s")
     return Path(out)

@@ -160,8 +160,8 @@ def encode(
     ``max_shards`` stops after that many new shards (used by tests to simulate an interrupted run).
     """
 
+    from dense_pt.data.readers import load_queries
     from dense_pt.data.store import CorpusStore
-    from dense_pt.evaluation.trec import read_queries
     from dense_pt.retrieval.encoder import load_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
@@ -185,7 +185,7 @@ def encode(
         def rows(a: int, b: int) -> list[np.ndarray]:
             return [values[offsets[i] : offsets[i + 1]] for i in range(a, b)]
     else:
-        queries = read_queries(source)
+        queries = load_queries(source)
         all_ids = list(queries)
         texts = [queries[q] for q in all_ids]
         source_hash = sha256_file(source)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
-from dense_pt.evaluation.trec import write_run
 from dense_pt.retrieval.encode import Embeddings
 
 METRICS = ("ip", "cosine")
