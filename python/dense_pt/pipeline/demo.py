@@ -138,6 +138,7 @@ def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 2
 
 
 DEMO_FINETUNE_STEPS = 120
+DEMO_LR = 5e-4
 # Stage name in the pipeline -> label in the demo's summary table, in pipeline order.
 DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker",
              "distill": "distilled"}  # fmt: skip
@@ -146,23 +147,25 @@ DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "r
 def finetune_config(
     out: Path,
     beir: Path,
-    qrels: dict[str, Path],
+    train_qrels: Path,
+    eval_qrels: Path,
     encoder: Path,
     steps: int = DEMO_FINETUNE_STEPS,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """The pipeline on a BEIR folder with fixed train/dev splits, from a (pre-trained) encoder
-    folder: BM25 -> R1 -> mine -> R2 -> re-ranker -> scores -> distill, evaluated on dev."""
+    """The pipeline on a BEIR folder with fixed splits (train on ``train_qrels``, every stage
+    evaluated on ``eval_qrels``), from a (pre-trained) encoder folder: BM25 -> R1 -> mine -> R2 ->
+    re-ranker -> scores -> distill."""
     from dense_pt.pipeline.config import validate_config
 
-    train = {"max_steps": steps, "batch_size": 16, "lr": 5e-4, "warmup": 0.1, "save_every": max(1, steps // 2),
+    train = {"max_steps": steps, "batch_size": 16, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
              "log_every": 10, "precision": "fp32"}  # fmt: skip
     retriever = {"group_size": 4, "query_max_length": 32, "passage_max_length": 128, "train": train}
     raw = {
         "out": str(out),
         "seed": seed,
         "data": {"corpus": str(beir / "corpus.jsonl"), "queries": str(beir / "queries.jsonl"),
-                 "qrels": str(qrels["train"]), "dev_qrels": str(qrels["dev"]), "max_length": 126},
+                 "qrels": str(train_qrels), "dev_qrels": str(eval_qrels), "max_length": 126},
         "model": {"init": str(encoder)},
         "eval": {"k": 100, "measures": ["nDCG@10", "R@100"]},
         "encode": {"batch_size": 64, "query_max_length": 32, "passage_max_length": 128},
@@ -187,27 +190,33 @@ def finetune_demo_stage(
     progress: bool = False,
 ) -> dict[str, Any]:
     """``dense-pt demo``'s fine-tuning stage: run (or continue) the pipeline and summarise each
-    stage's dev nDCG@10 / R@100. Finished pipeline stages are skipped on a re-run."""
+    stage's nDCG@10 / R@100 on the dev split (the test split when there is no dev split, as in
+    BEIR SciFact). Finished pipeline stages are skipped on a re-run. Without train qrels and a dev
+    or test split there is nothing to fine-tune on: the stage says so and is skipped."""
     import shutil
 
     from dense_pt.fsutil import atomic_file
     from dense_pt.pipeline.run import run_pipeline
 
-    for split in ("train", "dev"):
-        if split not in qrels:
-            raise FileNotFoundError(f"{beir}: the fine-tuning demo needs qrels/{split}.tsv")
+    eval_split = "dev" if "dev" in qrels else "test"
+    if "train" not in qrels or eval_split not in qrels:
+        return {
+            "status": "skipped",
+            "reason": f"{beir} has no qrels/train.tsv and qrels/dev.tsv (or test.tsv)",
+        }
     out = Path(workdir) / "pipeline"
     if force and out.exists():
         shutil.rmtree(out)
     lines: list[str] = []
-    cfg = finetune_config(out, Path(beir), qrels, Path(encoder), steps, seed)
+    cfg = finetune_config(out, Path(beir), qrels["train"], qrels[eval_split], Path(encoder), steps, seed)
     res = run_pipeline(cfg, progress=progress, log=lines.append)
     with atomic_file(Path(workdir) / "pipeline.log", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     summary: dict[str, Any] = {
         "status": "ran" if any(x.endswith("] running") for x in lines) else "up to date",
         "steps": steps,
-        "dev queries": res["split"]["dev_queries"],
+        "eval split": eval_split,
+        "eval queries": res["split"]["dev_queries"],
     }
     for name, label in DEMO_ROWS.items():
         m = res.get(name, {}).get("metrics")
