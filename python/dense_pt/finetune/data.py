@@ -114,22 +114,6 @@ def build_sampler(
     )
 
 
-def pad(
-    seqs: Sequence[np.ndarray], cls: int, sep: int, pad_id: int, max_length: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """[CLS] s [SEP], truncated to max_length, right-padded: (input_ids, attention_mask) int64."""
-    lens = [min(len(s), max_length - 2) + 2 for s in seqs]
-    width = max(lens)
-    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(seqs), width), dtype=np.int64)
-    for i, s in enumerate(seqs):
-        n = lens[i] - 2
-        ids[i, 0], ids[i, n + 1] = cls, sep
-        ids[i, 1 : n + 1] = s[:n]
-        mask[i, : n + 2] = 1
-    return ids, mask
-
-
 def pad_pairs(
     firsts: Sequence[np.ndarray], seconds: Sequence[np.ndarray], cls: int, sep: int, pad_id: int,
     max_first: int, max_length: int,

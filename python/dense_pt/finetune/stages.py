@@ -136,10 +136,11 @@ def train_retriever(
     progress: bool = True,
 ) -> dict:
     """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5). Returns the manifest."""
-    from dense_pt.finetune.data import build_sampler, pad
+    from dense_pt.finetune.data import build_sampler
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
     from dense_pt.retrieval.encoder import detect_spec, save_sentence_transformer
+    from dense_pt.retrieval.encoder import pad_arrays as pad
     from dense_pt.retrieval.negatives import read_negatives
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 

@@ -10,6 +10,7 @@ its own pooling and normalisation when ``pooling="auto"``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,10 +105,10 @@ def check_vocab(model_dir: str | Path, store_vocab_hash: str) -> None:
         )
 
 
-def pad_batch(seqs: list[np.ndarray], cls: int, sep: int, pad: int, max_length: int) -> tuple[Any, Any]:
-    """[CLS] + content[: max_length - 2] + [SEP], right-padded; (input_ids, attention_mask) tensors."""
-    import torch
-
+def pad_arrays(
+    seqs: Sequence[np.ndarray], cls: int, sep: int, pad: int, max_length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """[CLS] + content[: max_length - 2] + [SEP], right-padded: (input_ids, attention_mask) int64."""
     lens = [min(len(s), max_length - 2) + 2 for s in seqs]
     width = max(lens)
     ids = np.full((len(seqs), width), pad, dtype=np.int64)
@@ -118,6 +119,14 @@ def pad_batch(seqs: list[np.ndarray], cls: int, sep: int, pad: int, max_length: 
         ids[i, 1 : n + 1] = s[:n]
         ids[i, n + 1] = sep
         mask[i, : n + 2] = 1
+    return ids, mask
+
+
+def pad_batch(seqs: Sequence[np.ndarray], cls: int, sep: int, pad: int, max_length: int) -> tuple[Any, Any]:
+    """``pad_arrays`` as torch tensors."""
+    import torch
+
+    ids, mask = pad_arrays(seqs, cls, sep, pad, max_length)
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
