@@ -137,8 +137,8 @@ def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 2
     return run_pipeline(demo_config(out / "pipeline", beir, model, steps), progress=progress, log=log)
 
 
-DEMO_FINETUNE_STEPS = 120
-DEMO_LR = 5e-4
+DEMO_FINETUNE_STEPS = 100
+DEMO_LR = 1e-3
 # Stage name in the pipeline -> label in the demo's summary table, in pipeline order.
 DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker",
              "distill": "distilled"}  # fmt: skip
@@ -158,7 +158,7 @@ def finetune_config(
     re-ranker -> scores -> distill."""
     from dense_pt.pipeline.config import validate_config
 
-    train = {"max_steps": steps, "batch_size": 16, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
+    train = {"max_steps": steps, "batch_size": 8, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
              "log_every": 10, "precision": "fp32"}  # fmt: skip
     retriever = {"group_size": 4, "query_max_length": 32, "passage_max_length": 128, "train": train}
     raw = {
@@ -172,7 +172,7 @@ def finetune_config(
         "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
         "r1": retriever,
         "r2": retriever,
-        "reranker": {"group_size": 4, "query_max_length": 32, "max_length": 160, "depth": 30, "num": 8,
+        "reranker": {"group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30, "num": 8,
                      "rerank_depth": 30, "score_num": 6, "train": train},
         "distill": {**retriever, "init": "r2"},
     }  # fmt: skip
