@@ -127,8 +127,17 @@ def test_bad_inputs(chain, tmp_path):
     (tmp_path / "other.tsv").write_text("q1\t0\tdoc-elsewhere\t1\n")
     with pytest.raises(MismatchError, match="another corpus"):
         train_retriever(model, qrels=tmp_path / "other.tsv", **common)
+    # a store tokenized with another vocabulary than the model's tokenizer.json is refused
+    from dense_pt.data.store import CorpusStore, build_store_from_texts
+    from dense_pt.data.tokenizer import train_wordpiece
+
+    other = train_wordpiece(["zebra quokka narwhal"] * 5, vocab_size=40, min_frequency=1)
+    build_store_from_texts(tmp_path / "other_store", [("p0", "zebra quokka")], other)
+    with pytest.raises(MismatchError, match="another vocabulary"):
+        train_retriever(
+            model, qrels=beir / "qrels" / "train.tsv", **{**common, "corpus": tmp_path / "other_store"}
+        )
     write_run(tmp_path / "r.trec", {"q0_0": {"ghost": 1.0}})
-    from dense_pt.data.store import CorpusStore
 
     with pytest.raises(MismatchError, match="ghost"):
         mine_negatives(

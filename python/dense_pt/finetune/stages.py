@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__
-from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.errors import InvalidArgumentError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
 TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
@@ -33,21 +33,17 @@ def hf_tokenizer(init: str | Path, store: Any) -> Any:
     """The model folder's fast tokenizer, else the store's; it must share the store's vocabulary."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from dense_pt.data.tokenizer import vocab_hash
+    from dense_pt.retrieval.encoder import check_vocab
 
     init = Path(init)
     if init.is_dir() and (init / "tokenizer.json").exists():
-        tok = AutoTokenizer.from_pretrained(str(init), local_files_only=True)
-    else:
-        tok = PreTrainedTokenizerFast(
-            tokenizer_file=str(store.tokenizer_path), unk_token="[UNK]", cls_token="[CLS]",
-            sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
-        )  # fmt: skip
-    if vocab_hash(tok.backend_tokenizer) != store.vocab_hash:
-        raise MismatchError(
-            f"{init}: the corpus store was tokenized with another vocabulary than this model's"
-        )
-    return tok
+        check_vocab(init, store.vocab_hash)
+        return AutoTokenizer.from_pretrained(str(init), local_files_only=True)
+    # The store's own tokenizer: its vocabulary is the store's by construction.
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(store.tokenizer_path), unk_token="[UNK]", cls_token="[CLS]",
+        sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
+    )  # fmt: skip
 
 
 def _hash(path: str | Path | None) -> str | None:
