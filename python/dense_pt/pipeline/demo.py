@@ -137,7 +137,7 @@ def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 2
     return run_pipeline(demo_config(out / "pipeline", beir, model, steps), progress=progress, log=log)
 
 
-DEMO_FINETUNE_STEPS = 100
+DEMO_FINETUNE_STEPS = 300
 DEMO_LR = 1e-3
 # Stage name in the pipeline -> label in the demo's summary table, in pipeline order.
 DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker",
