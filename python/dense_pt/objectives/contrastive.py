@@ -42,11 +42,10 @@ class Contrastive(Objective):
         self.temperature = temperature
 
     def contrastive_loss(self, p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        p_all, offset = gather_with_grad(p)
-        c_all, _ = gather_with_grad(c)
-        scores = p.float() @ c_all.float().T / self.temperature  # local passages vs every context
+        # local passages against the contexts of every rank; passage i's positive sits at offset + i
+        c_all, offset = gather_with_grad(c)
+        scores = p.float() @ c_all.float().T / self.temperature
         target = torch.arange(p.shape[0], device=p.device) + offset
-        del p_all
         return F.cross_entropy(scores, target)
 
     def forward(self, batch):
