@@ -190,3 +190,30 @@ def test_misuse_is_refused(setup, tmp_path):
         _cfg(setup, tmp_path / "d", "contrastive", "spans:0.5,queries:0.6")
     with pytest.raises(InvalidArgumentError, match="accumulation"):
         run_pretrain(_cfg(setup, tmp_path / "e", "contrastive", grad_accum=2), progress=False)
+
+
+def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
+    import functools
+
+    from dense_pt.demo import run_demo, stage_data, stage_store, stage_tokenizer
+    from dense_pt.expansion.demo import stage_expansion, stage_pretrain_expanded
+
+    stages = [
+        ("data", stage_data),
+        ("tokenizer", stage_tokenizer),
+        ("store", stage_store),
+        ("expansion", functools.partial(stage_expansion, limit=4, prefer_smollm2=False)),
+        ("pretrain-expanded", functools.partial(stage_pretrain_expanded, max_steps=4, batch_size=4)),
+    ]
+    report = run_demo(tmp_path / "demo", stages=stages, print_summary=False)
+    exp, pre = report["stages"]["expansion"], report["stages"]["pretrain-expanded"]
+    assert exp["generated"] == 4
+    assert pre["status"] == "ran" and pre["method"] == "contrastive" and pre["steps"] == 4
+    want = "spans:0.75,queries:0.25" if exp["with_queries"] >= 2 else "spans:1"
+    assert pre["curriculum"] == want
+    run_cfg = json.loads(
+        (tmp_path / "demo" / "pretrain-expanded" / "contrastive" / "run_config.json").read_text()
+    )
+    assert run_cfg["queries"] == str(tmp_path / "demo" / "expansion" / "queries")
+    again = run_demo(tmp_path / "demo", stages=stages, print_summary=False)
+    assert again["stages"]["pretrain-expanded"]["status"] == "up to date"
