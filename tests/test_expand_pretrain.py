@@ -19,24 +19,12 @@ from typer.testing import CliRunner  # noqa: E402
 
 from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
-from dense_pt.expansion.writer import QueryWriter, load_queries  # noqa: E402
+from dense_pt.expansion.writer import load_queries  # noqa: E402
 from dense_pt.pretrain import build_config, run_pretrain  # noqa: E402
 from dense_pt.pretrain.context_data import build_source, lr_lambda  # noqa: E402
-from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store  # noqa: E402
+from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
 
 N = 48
-
-
-def write_queries(folder, docs, every: int = 3):
-    """Two queries (word runs of the passage) for every passage but each ``every``-th one."""
-    writer = QueryWriter(folder, {"model": "hand-written", "prompt_hash": "-", "num_queries": 2})
-    rows = []
-    for i, (pid, text) in enumerate(docs):
-        words = text.split()
-        qs = [] if i % every == 0 else [" ".join(words[:3]), " ".join(words[4:6])]
-        rows.append({"id": pid, "queries": qs, "raw": "", "model": "hand-written", "prompt_hash": "-"})
-    writer.write(rows)
-    return folder
 
 
 @pytest.fixture(scope="module")
