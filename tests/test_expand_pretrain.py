@@ -205,3 +205,17 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
     assert run_cfg["queries"] == str(tmp_path / "demo" / "expansion" / "queries")
     again = run_demo(tmp_path / "demo", stages=stages, print_summary=False)
     assert again["stages"]["pretrain-expanded"]["status"] == "up to date"
+
+
+def test_worker_processes_give_the_same_batches(setup, tmp_path):
+    _, store, _, _ = setup
+    cfg = _cfg(setup, tmp_path, "querygen", "spans:0.5,queries:0.5", max_steps=4, num_workers=1)
+    stages = cfg.stages()
+    with_workers = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
+    cfg.train.num_workers = 0
+    inline = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
+    assert len(with_workers) == len(inline) == 3  # resumed at round 1
+    for a, b in zip(with_workers, inline, strict=True):
+        assert sorted(a) == sorted(b)
+        for key in a:
+            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
