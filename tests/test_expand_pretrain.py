@@ -36,7 +36,7 @@ def setup(tmp_path_factory):
     return base, store, config, queries
 
 
-def _cfg(setup, out, method, curriculum=None, queries=True, **train):
+def _cfg(setup, out, method, curriculum=None, queries=True, stage_schedules=None, **train):
     _, store, config, qdir = setup
     t = {"max_steps": 8, "batch_size": 4, "lr": 1e-3, "save_every": 100, "log_every": 1, "warmup": 1}
     t.update(train)
@@ -48,6 +48,7 @@ def _cfg(setup, out, method, curriculum=None, queries=True, **train):
         "max_length": 48,
         "queries": str(qdir) if queries else None,
         "curriculum": curriculum,
+        "stage_schedules": stage_schedules,
     }
     return build_config(top=top, train=t)
 
@@ -176,6 +177,10 @@ def test_misuse_is_refused(setup, tmp_path):
         _cfg(setup, tmp_path / "c", "mlm")
     with pytest.raises(InvalidArgumentError, match="sum to 1"):
         _cfg(setup, tmp_path / "d", "contrastive", "spans:0.5,queries:0.6")
+    with pytest.raises(InvalidArgumentError, match="stage schedules"):
+        _cfg(setup, tmp_path / "f", "contrastive", "spans:0.5,queries:0.5", stage_schedules="cosine")
+    ok = _cfg(setup, tmp_path / "g", "contrastive", "spans:0.5,queries:0.5", stage_schedules="linear,cosine")
+    assert [s.schedule for s in ok.stages()] == ["linear", "cosine"]
     with pytest.raises(InvalidArgumentError, match="accumulation"):
         run_pretrain(_cfg(setup, tmp_path / "e", "contrastive", grad_accum=2), progress=False)
 
