@@ -16,18 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-import numpy as np
+# One core for every candidate: no idle BLAS/OpenMP worker threads spinning on the other core and
+# adding CPU time to whichever candidate happens to be measured (set before numpy is imported).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-from dense_pt.collate import Collator
-from dense_pt.data.store import build_store_from_texts
-from dense_pt.data.tokenizer import train_wordpiece
-from dense_pt.masking import importance_mask, random_mask, replace
+import numpy as np  # noqa: E402
+
+from dense_pt.collate import Collator  # noqa: E402
+from dense_pt.data.store import build_store_from_texts  # noqa: E402
+from dense_pt.data.tokenizer import train_wordpiece  # noqa: E402
+from dense_pt.masking import importance_mask, random_mask, replace  # noqa: E402
 
 SPECIALS = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
 

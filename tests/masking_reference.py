@@ -1,7 +1,9 @@
 """Plain Python/numpy reference of dense_pt.masking, written from the documented algorithms.
 
 It ports the counter-based row streams (SplitMix64, Lemire's bounded draw, the 256-layer
-ziggurat) so the native maskers can be checked bit for bit, not only statistically.
+ziggurat with 64-bit and 32-bit draws) so the native maskers can be checked bit for bit, not only
+statistically. Selection is the plain definition (sort by score, ties to the earlier unit), not
+the native code's bucket selection.
 """
 
 from __future__ import annotations
@@ -69,12 +71,10 @@ def _tables():
 ZIG_X, ZIG_F = _tables()
 
 
-def standard_normal(rng: RowRng) -> float:
+def _ziggurat_from(rng: RowRng, layer: int, negative: bool, x: float) -> float:
+    """Finish a ziggurat attempt whose abscissa ``x`` in ``layer`` is known: accept inside the
+    rectangle, else the tail (layer 0) or the wedge test, else start over with 64-bit draws."""
     while True:
-        bits = rng.next_u64()
-        layer = bits & 0xFF
-        negative = bool(bits & 0x100)
-        x = ((bits >> 11) * (1.0 / (1 << 53))) * ZIG_X[layer]
         if x < ZIG_X[layer + 1]:
             return -x if negative else x
         if layer == 0:
@@ -86,6 +86,37 @@ def standard_normal(rng: RowRng) -> float:
         y = ZIG_F[layer] + rng.next_f64() * (ZIG_F[layer + 1] - ZIG_F[layer])
         if y < _density(x):
             return -x if negative else x
+        bits = rng.next_u64()
+        layer, negative = bits & 0xFF, bool(bits & 0x100)
+        x = ((bits >> 11) * (1.0 / (1 << 53))) * ZIG_X[layer]
+
+
+def standard_normal(rng: RowRng) -> float:
+    """One deviate from 64-bit draws: bits 0..8 layer, bit 8 sign, bits 11..64 the abscissa."""
+    bits = rng.next_u64()
+    layer = bits & 0xFF
+    return _ziggurat_from(rng, layer, bool(bits & 0x100), ((bits >> 11) * (1.0 / (1 << 53))) * ZIG_X[layer])
+
+
+class NormalStream:
+    """The importance noise: two deviates per 64-bit draw, each from a 32-bit half (low half
+    first; bits 0..8 layer, bit 8 sign, bits 9..32 the abscissa). A half outside its layer's
+    rectangle is finished like ``standard_normal`` on the following draws; the pending high half
+    is used after that."""
+
+    def __init__(self, rng: RowRng):
+        self.rng = rng
+        self.spare: int | None = None
+
+    def next(self) -> float:
+        if self.spare is None:
+            bits = self.rng.next_u64()
+            w, self.spare = bits & 0xFFFFFFFF, bits >> 32
+        else:
+            w, self.spare = self.spare, None
+        layer = w & 0xFF
+        x = ((w >> 9) * (1.0 / (1 << 23))) * ZIG_X[layer]
+        return _ziggurat_from(self.rng, layer, bool(w & 0x100), x)
 
 
 def quota(n: int, p: float) -> int:
@@ -151,7 +182,7 @@ def select_row(positions, word_row, k, seed, key, importance_row=None, sigma=1.0
     us = units(positions, word_row)
     if importance_row is None:
         return _random_order(us, k, RowRng.for_purpose(seed, key, SELECT)), us
-    rng = RowRng.for_purpose(seed, key, NOISE)
+    noise = NormalStream(RowRng.for_purpose(seed, key, NOISE))
     scored = []
     for ui, u in enumerate(us):
         vals = [float(importance_row[c]) for c in u]
@@ -159,7 +190,7 @@ def select_row(positions, word_row, k, seed, key, importance_row=None, sigma=1.0
             raise ValueError("NaN")
         s = vals[0] if len(u) == 1 else sum(vals) / len(u)
         if sigma > 0:
-            s = s + sigma * standard_normal(rng)
+            s = s + sigma * noise.next()
         scored.append((-s, ui))
     scored.sort()
     return _greedy([us[ui] for _, ui in scored], k), us

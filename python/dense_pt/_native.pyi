@@ -173,3 +173,24 @@ def merge_ngrams(
     parts: list[str], out: str, *, min_count: int = 1, progress: Callable[[str, int, int], None] | None = None
 ) -> list[int]: ...
 def peak_rss_bytes() -> int | None: ...
+
+# negatives (rust/py/src/negatives.rs)
+
+def negatives_write(
+    path: str,
+    query_ids: list[str],
+    passage_ids: list[str],
+    offsets: npt.NDArray[np.uint64],
+    negatives: npt.NDArray[np.uint32],
+    scores: npt.NDArray[np.float32] | None = None,
+) -> None: ...
+def negatives_read(
+    path: str,
+) -> tuple[
+    list[str],
+    list[str],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.float32] | None,
+]: ...
+def negatives_to_text(path: str) -> str: ...

@@ -31,6 +31,10 @@ GROUPS = [
     "dense_pt.cli.demo",
     "dense_pt.cli.mask",
     "dense_pt.cli.expand",
+    "dense_pt.cli.retrieval",
+    "dense_pt.cli.finetune",
+    "dense_pt.cli.evaluate",
+    "dense_pt.cli.pipeline",
 ]
 
 

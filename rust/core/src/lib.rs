@@ -5,6 +5,7 @@ pub mod collate;
 pub mod error;
 pub mod fork;
 pub mod masking;
+pub mod negatives;
 pub mod pmi;
 pub mod rng;
 

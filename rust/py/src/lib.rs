@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod collate;
 mod errors;
 mod masking;
+mod negatives;
 mod pmi;
 // Used by the binding submodules (masking, pmi, collate, negatives).
 #[allow(unused_imports)]
@@ -35,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dense_pt_core::fork::record_owner_process();
     masking::register(m)?;
     collate::register(m)?;
+    negatives::register(m)?;
     pmi::register(m)?;
     Ok(())
 }

@@ -11,7 +11,7 @@ mod replace;
 mod select;
 mod view;
 
-pub use normal::standard_normal;
+pub use normal::{standard_normal, NormalStream};
 pub use replace::{Replacer, IGNORE_INDEX};
 pub use select::{quota, RowScratch, Selector};
 pub use view::{f16_to_f64, FloatView, IntView};
@@ -376,9 +376,11 @@ pub fn replace(
             )));
         }
     }
-    replacer.check_ids("input_ids", input_ids)?;
+    // One pass copies the ids and checks them against the vocabulary.
     let mut ids = Vec::with_capacity(input_ids.len());
-    input_ids.extend_i64(&mut ids);
+    if !input_ids.extend_i64_below(&mut ids, replacer.vocab_size) {
+        replacer.check_ids("input_ids", input_ids)?;
+    }
     let mut labels = vec![IGNORE_INDEX; ids.len()];
     drive(
         batch,

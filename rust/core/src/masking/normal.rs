@@ -1,8 +1,9 @@
 //! Standard normal deviates by the ziggurat method (Marsaglia & Tsang 2000, 256 layers): one
 //! 64-bit draw and one comparison for ~99% of samples, an order of magnitude cheaper than
-//! Box-Muller. Bits of a draw: 0..8 layer, 8 sign, 11..64 the uniform abscissa. The tables are
-//! built once from their defining recurrence (`tests/masking_reference.py` rebuilds them the
-//! same way and checks the stream).
+//! Box-Muller. Bits of a draw: 0..8 layer, 8 sign, 11..64 the uniform abscissa. The importance
+//! maskers' noise (`NormalStream`) starts two deviates from each draw, one per 32-bit half.
+//! The tables are built once from their defining recurrence (`tests/masking_reference.py`
+//! rebuilds them the same way and checks both streams).
 use crate::rng::RowRng;
 use std::sync::OnceLock;
 
@@ -57,6 +58,64 @@ pub fn standard_normal(rng: &mut RowRng) -> f64 {
         return f64::from_bits(x.to_bits() | ((bits & 0x100) << 55));
     }
     slow_path(rng, t, bits, x)
+}
+
+/// N(0, 1) deviates at two per 64-bit draw, for the per-token noise of the importance maskers.
+/// Each deviate starts from a 32-bit half of a draw (the low half first): bits 0..8 pick the
+/// layer, bit 8 the sign, bits 9..32 a 23-bit abscissa. A half outside its layer's rectangle
+/// (~1%) continues exactly like `standard_normal`'s slow path (wedge test or tail, then a fresh
+/// 64-bit attempt) on the following draws of the same stream; the pending high half is used
+/// after that.
+#[derive(Clone, Debug)]
+pub struct NormalStream {
+    rng: RowRng,
+    spare: u32,
+    has_spare: bool,
+}
+
+impl NormalStream {
+    pub fn new(rng: RowRng) -> Self {
+        NormalStream {
+            rng,
+            spare: 0,
+            has_spare: false,
+        }
+    }
+
+    #[inline(always)]
+    pub fn deviate(&mut self) -> f64 {
+        let w = if self.has_spare {
+            self.spare
+        } else {
+            let b = self.rng.next_u64();
+            self.spare = (b >> 32) as u32;
+            b as u32
+        };
+        self.has_spare = !self.has_spare;
+        self.deviate_from(w)
+    }
+
+    /// The next two deviates, the same as two `deviate` calls when no half is pending.
+    #[inline(always)]
+    pub fn pair(&mut self) -> (f64, f64) {
+        if self.has_spare {
+            return (self.deviate(), self.deviate());
+        }
+        let b = self.rng.next_u64();
+        let first = self.deviate_from(b as u32);
+        (first, self.deviate_from((b >> 32) as u32))
+    }
+
+    #[inline(always)]
+    fn deviate_from(&mut self, w: u32) -> f64 {
+        let t = tables();
+        let layer = (w & 0xff) as usize;
+        let x = (w >> 9) as f64 * (1.0 / (1u64 << 23) as f64) * t.x[layer];
+        if x < t.x[layer + 1] {
+            return f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        }
+        slow_path(&mut self.rng, t, w as u64, x)
+    }
 }
 
 #[cold]
@@ -121,9 +180,28 @@ mod tests {
 
     #[test]
     fn moments_and_ks_statistic() {
-        let n = 200_000;
         let mut rng = RowRng::new(42, 0);
-        let mut v: Vec<f64> = (0..n).map(|_| standard_normal(&mut rng)).collect();
+        check_normal((0..200_000).map(|_| standard_normal(&mut rng)).collect());
+        let mut pairs = NormalStream::new(RowRng::new(42, 1));
+        check_normal((0..200_000).map(|_| pairs.deviate()).collect());
+        // `pair` continues the same stream, whatever the parity.
+        let (mut a, mut b) = (
+            NormalStream::new(RowRng::new(5, 6)),
+            NormalStream::new(RowRng::new(5, 6)),
+        );
+        for i in 0..20_000 {
+            if i % 7 == 3 {
+                assert_eq!(a.deviate().to_bits(), b.deviate().to_bits());
+            } else {
+                let (x, y) = a.pair();
+                assert_eq!(x.to_bits(), b.deviate().to_bits());
+                assert_eq!(y.to_bits(), b.deviate().to_bits());
+            }
+        }
+    }
+
+    fn check_normal(mut v: Vec<f64>) {
+        let n = v.len();
         let mean = v.iter().sum::<f64>() / n as f64;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
         let kurt = v.iter().map(|x| (x - mean).powi(4)).sum::<f64>() / n as f64 / (var * var);

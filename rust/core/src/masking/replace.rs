@@ -82,7 +82,7 @@ impl Replacer {
     }
 
     /// Replace the masked positions of one row in place and write their labels.
-    /// `ids` holds the original ids on entry; `labels` is overwritten (-100 where not masked).
+    /// `ids` holds the original ids on entry; `labels` must hold -100 on entry.
     /// One uniform draw per masked position (ascending), plus one id draw for a random token.
     /// `positions` is scratch space.
     pub fn apply_row(
@@ -95,7 +95,6 @@ impl Replacer {
     ) {
         positions.clear();
         mask.push_nonzero(positions);
-        labels.fill(IGNORE_INDEX);
         self.apply_positions(ids, positions, labels, rng);
     }
 
@@ -113,9 +112,10 @@ impl Replacer {
             let pos = pos as usize;
             labels[pos] = ids[pos];
             let u = rng.next_f64();
-            // The rare random case branches (it draws again); the common [MASK]/keep choice is a
-            // conditional move: a 80/20 branch mispredicts too often.
-            if u >= self.mask_prob && u < keep_above {
+            // The rare random case branches (it draws again), on one combined condition (`&`,
+            // not `&&`: a short-circuit would add a 80/20 branch, which mispredicts too often);
+            // the common [MASK]/keep choice is a conditional move.
+            if (u >= self.mask_prob) & (u < keep_above) {
                 ids[pos] = self.nth_regular(rng.below(regular) as i64);
             }
             ids[pos] = if u < self.mask_prob {
@@ -128,16 +128,17 @@ impl Replacer {
 
     /// Error when an id is negative or >= vocab_size.
     pub fn check_ids(&self, name: &str, ids: IntView<'_>) -> Result<()> {
-        if let Some((lo, hi)) = ids.min_max() {
-            if lo < 0 || hi >= self.vocab_size {
-                let bad = if lo < 0 { lo } else { hi };
-                return Err(Error::invalid(format!(
-                    "{name} holds id {bad}, outside [0, vocab_size={})",
-                    self.vocab_size
-                )));
-            }
+        if ids.all_below(self.vocab_size) {
+            return Ok(());
         }
-        Ok(())
+        let (lo, hi) = ids
+            .min_max()
+            .expect("a bad id was found, so the view is not empty");
+        let bad = if lo < 0 { lo } else { hi };
+        Err(Error::invalid(format!(
+            "{name} holds id {bad}, outside [0, vocab_size={})",
+            self.vocab_size
+        )))
     }
 }
 

@@ -13,7 +13,7 @@
 //! taken so far plus its length are <= k; the visit stops as soon as exactly k tokens are taken.
 //! So the count never exceeds k, equals k whenever single-token words can fill the gap, and with
 //! single-token units the rule is plain "exactly k".
-use super::normal::standard_normal;
+use super::normal::NormalStream;
 use super::purpose;
 use super::view::{FloatView, IntView};
 use crate::rng::RowRng;
@@ -53,8 +53,8 @@ pub struct RowScratch {
     token_level: bool,
     order: Vec<u32>,
     values: Vec<f64>,
-    keys: Vec<u64>,
-    sel: Vec<u64>,
+    buckets: Vec<u8>,
+    cand: Vec<u32>,
     wide_keys: Vec<u128>,
     /// Unit indices taken by the last `select` (in no particular order).
     taken: Vec<u32>,
@@ -71,9 +71,9 @@ impl RowScratch {
         special_ids: &[i64],
     ) {
         self.maskable.clear();
-        attention.push_nonzero(&mut self.maskable);
-        if let Some(s) = special_mask {
-            s.retain_zero(&mut self.maskable);
+        match special_mask {
+            Some(s) => attention.push_nonzero_unflagged(s, &mut self.maskable),
+            None => attention.push_nonzero(&mut self.maskable),
         }
         if let (Some(ids), false) = (ids, special_ids.is_empty()) {
             ids.retain_not_in(&mut self.maskable, special_ids);
@@ -183,10 +183,11 @@ impl RowScratch {
                 if self.token_level {
                     // Partial Fisher-Yates: the same draws as the greedy visit of single tokens.
                     let k = k.min(m);
+                    let (order, maskable) = (&mut self.order[..m], &self.maskable[..m]);
                     for i in 0..k {
                         let j = i + rng.below((m - i) as u64) as usize;
-                        self.order.swap(i, j);
-                        out[self.maskable[self.order[i] as usize] as usize] = true;
+                        order.swap(i, j);
+                        out[maskable[order[i] as usize] as usize] = true;
                     }
                     self.taken.extend_from_slice(&self.order[..k]);
                     return Ok(k);
@@ -195,9 +196,9 @@ impl RowScratch {
             }
             Selector::Importance { sigma } => {
                 let imp = importance.ok_or_else(|| Error::invalid("importance is required"))?;
-                let mut rng = RowRng::for_purpose(seed, key, purpose::NOISE);
+                let mut noise = NormalStream::new(RowRng::for_purpose(seed, key, purpose::NOISE));
                 let nan = if self.token_level {
-                    score_tokens(&self.maskable, imp, sigma, &mut rng, &mut self.keys)
+                    score_tokens(&self.maskable, imp, sigma, &mut noise, &mut self.values)
                 } else {
                     self.values.clear();
                     imp.gather(&self.maskable, &mut self.values);
@@ -210,61 +211,115 @@ impl RowScratch {
                     )));
                 }
                 let count = if self.token_level {
-                    self.top_tokens(k)
+                    self.top_tokens(k, out)
                 } else {
-                    self.top_words(k, sigma, &mut rng)
+                    let c = self.top_words(k, sigma, &mut noise);
+                    for ti in 0..self.taken.len() {
+                        self.mark(self.unit(self.taken[ti]), out);
+                    }
+                    c
                 };
-                for ti in 0..self.taken.len() {
-                    self.mark(self.unit(self.taken[ti]), out);
-                }
                 Ok(count)
             }
         }
     }
 
-    /// Token-level top-k of `keys` (noisy scores in sequence order), ties to the earlier
-    /// position: find the k-th largest key by selection, take everything above it and the
-    /// earliest ties.
-    fn top_tokens(&mut self, k: usize) -> usize {
-        let m = self.keys.len();
+    /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
+    /// position, marked in `out` and recorded in `taken` (in no particular order). Exact by
+    /// construction: scores are binned by a monotone map (linear over [min, max], rounded down),
+    /// every bin above the one holding the k-th best is wholly taken, and only that bin's few
+    /// members are ordered.
+    fn top_tokens(&mut self, k: usize, out: &mut [bool]) -> usize {
+        let m = self.values.len();
         let k = k.min(m);
         if k == 0 {
             return 0;
         }
-        if k == m {
-            self.taken.extend(0..m as u32);
-            return m;
-        }
-        // Select on a copy: `keys` keeps sequence order for the marking pass.
-        self.sel.clear();
-        self.sel.extend_from_slice(&self.keys);
-        let (_, &mut threshold, upper) = self.sel.select_nth_unstable(m - k);
-        let above = upper.iter().filter(|&&key| key > threshold).count();
-        // Branch-free compaction: about half the keys are taken in no predictable pattern.
-        let mut ties = k - above;
+        let scores = &self.values;
+        let (lo, hi) = min_max(scores);
+        let scale = BUCKETS as f64 / (hi - lo);
         self.taken.resize(m, 0);
-        let mut n = 0usize;
-        for (i, &key) in self.keys.iter().enumerate() {
-            let tie = (key == threshold) & (ties > 0);
-            let take = (key > threshold) | tie;
-            ties -= tie as usize;
-            self.taken[n] = i as u32;
+        if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
+            // All scores equal, or infinite ones: order all by (score desc, index asc) (rare).
+            self.taken.clear();
+            self.taken.extend(0..m as u32);
+            if k < m {
+                self.taken
+                    .select_nth_unstable_by(k - 1, |a, b| better(scores, *a, *b));
+            }
+            self.taken.truncate(k);
+            for &i in &self.taken {
+                out[self.maskable[i as usize] as usize] = true;
+            }
+            return k;
+        }
+        let mut counts = [0u32; BUCKETS];
+        self.buckets.clear();
+        self.buckets.resize(m, 0);
+        for (b, &v) in self.buckets.iter_mut().zip(scores) {
+            // v >= lo, so x is in [0, BUCKETS] (rounding may reach the top edge): clamp below it.
+            let x = (v - lo) * scale;
+            let x = if x < (BUCKETS - 1) as f64 {
+                x
+            } else {
+                (BUCKETS - 1) as f64
+            };
+            // SAFETY: x is finite and in [0, BUCKETS - 1].
+            let bin = unsafe { x.to_int_unchecked::<u32>() } as usize;
+            *b = bin as u8;
+            counts[bin] += 1;
+        }
+        // Walk down from the top bin until the k-th best is inside.
+        let mut above = 0usize;
+        let mut bin = BUCKETS - 1;
+        while bin > 0 && above + (counts[bin] as usize) < k {
+            above += counts[bin] as usize;
+            bin -= 1;
+        }
+        let bin = bin as u8;
+        // One branch-free pass: take the bins above, collect the boundary bin's members.
+        self.cand.resize(m, 0);
+        let (mut n, mut c) = (0usize, 0usize);
+        // Local slices: stores through them cannot alias the vectors' own fields.
+        let (taken, cands) = (&mut self.taken[..m], &mut self.cand[..m]);
+        for (i, (&b, &pos)) in self.buckets[..m]
+            .iter()
+            .zip(&self.maskable[..m])
+            .enumerate()
+        {
+            let take = b > bin;
+            out[pos as usize] = take;
+            // SAFETY: n and c count subsets of the indices seen so far, so n, c <= i < m.
+            unsafe {
+                *taken.get_unchecked_mut(n) = i as u32;
+                *cands.get_unchecked_mut(c) = i as u32;
+            }
             n += take as usize;
+            c += (b == bin) as usize;
         }
         self.taken.truncate(n);
+        let cand = &mut self.cand[..c];
+        let r = k - above;
+        if r < c {
+            cand.select_nth_unstable_by(r - 1, |a, b| better(scores, *a, *b));
+        }
+        for &i in &cand[..r] {
+            out[self.maskable[i as usize] as usize] = true;
+            self.taken.push(i);
+        }
         k
     }
 
     /// Whole-word top-k: a word scores the mean of its tokens plus one noise draw; words are
     /// visited by decreasing score (ties to the earlier word) under the quota rule.
-    fn top_words(&mut self, k: usize, sigma: f64, rng: &mut RowRng) -> usize {
+    fn top_words(&mut self, k: usize, sigma: f64, noise: &mut NormalStream) -> usize {
         self.wide_keys.clear();
         for (ui, u) in self.units.iter().enumerate() {
             let vals = &self.values[u.first as usize..(u.first + u.len) as usize];
             let sum: f64 = vals.iter().sum();
             let mean = if u.len == 1 { sum } else { sum / u.len as f64 };
             let score = if sigma > 0.0 {
-                mean + sigma * standard_normal(rng)
+                mean + sigma * noise.deviate()
             } else {
                 mean
             };
@@ -299,35 +354,45 @@ impl RowScratch {
     }
 }
 
-/// Keys (ordered bits of importance + sigma * N(0, 1), one draw per position in order) of the
-/// maskable positions, in one pass; returns the index of the first NaN importance, if any.
+/// Scores (importance + sigma * N(0, 1), one deviate of the noise stream per position in order)
+/// of the maskable positions, in one pass; returns the index of the first NaN importance, if any.
 fn score_tokens(
     maskable: &[u32],
     imp: FloatView<'_>,
     sigma: f64,
-    rng: &mut RowRng,
-    keys: &mut Vec<u64>,
+    noise: &mut NormalStream,
+    scores: &mut Vec<f64>,
 ) -> Option<usize> {
     fn go(
         maskable: &[u32],
         get: impl Fn(usize) -> f64,
         sigma: f64,
-        rng: &mut RowRng,
-        keys: &mut Vec<u64>,
+        noise: &mut NormalStream,
+        scores: &mut Vec<f64>,
     ) -> Option<usize> {
-        keys.clear();
+        scores.clear();
+        scores.resize(maskable.len(), 0.0);
         let mut nan = false;
         if sigma > 0.0 {
-            for &p in maskable {
+            let mut s2 = scores.chunks_exact_mut(2);
+            let mut p2 = maskable.chunks_exact(2);
+            for (s, p) in (&mut s2).zip(&mut p2) {
+                let (v0, v1) = (get(p[0] as usize), get(p[1] as usize));
+                nan |= v0.is_nan() | v1.is_nan();
+                let (z0, z1) = noise.pair();
+                s[0] = v0 + sigma * z0;
+                s[1] = v1 + sigma * z1;
+            }
+            for (s, &p) in s2.into_remainder().iter_mut().zip(p2.remainder()) {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                keys.push(ordered_bits(v + sigma * standard_normal(rng)));
+                *s = v + sigma * noise.deviate();
             }
         } else {
-            for &p in maskable {
+            for (s, &p) in scores.iter_mut().zip(maskable) {
                 let v = get(p as usize);
                 nan |= v.is_nan();
-                keys.push(ordered_bits(v));
+                *s = v;
             }
         }
         if nan {
@@ -341,12 +406,45 @@ fn score_tokens(
             maskable,
             |i| super::view::f16_to_f64(s[i]),
             sigma,
-            rng,
-            keys,
+            noise,
+            scores,
         ),
-        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, rng, keys),
-        FloatView::F64(s) => go(maskable, |i| s[i], sigma, rng, keys),
+        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, noise, scores),
+        FloatView::F64(s) => go(maskable, |i| s[i], sigma, noise, scores),
     }
+}
+
+/// Buckets of the selection histogram.
+const BUCKETS: usize = 64;
+
+/// Order of "better" tokens: higher score first, then the earlier index (no NaN here).
+#[inline]
+fn better(scores: &[f64], a: u32, b: u32) -> std::cmp::Ordering {
+    let (x, y) = (scores[a as usize], scores[b as usize]);
+    y.partial_cmp(&x)
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then(a.cmp(&b))
+}
+
+/// Smallest and largest of `v` (no NaN), with four independent accumulators: a single min/max
+/// chain would serialise the loop.
+fn min_max(v: &[f64]) -> (f64, f64) {
+    let (mut lo, mut hi) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
+    let chunks = v.chunks_exact(4);
+    for &x in chunks.remainder() {
+        lo[0] = if x < lo[0] { x } else { lo[0] };
+        hi[0] = if x > hi[0] { x } else { hi[0] };
+    }
+    for c in chunks {
+        for l in 0..4 {
+            lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
+            hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
+        }
+    }
+    (
+        lo.iter().fold(f64::INFINITY, |a, &b| a.min(b)),
+        hi.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b)),
+    )
 }
 
 /// Map an f64 onto a u64 whose unsigned order is the float order (no NaN here); -0.0 and +0.0
@@ -378,6 +476,50 @@ mod tests {
         ];
         for w in xs.windows(2) {
             assert!(ordered_bits(w[0]) < ordered_bits(w[1]));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn top_tokens_equals_a_full_sort(
+            // Few distinct values (heavy ties), signed zeros and infinities included.
+            raw in proptest::collection::vec(0usize..9, 1..200),
+            spread in proptest::prop_oneof![
+                proptest::strategy::Just(1e-12),
+                proptest::strategy::Just(1.0),
+                proptest::strategy::Just(1e300),
+            ],
+            kf in 0.0f64..=1.0,
+        ) {
+            let table = [f64::NEG_INFINITY, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, f64::INFINITY, 7.0];
+            let scores: Vec<f64> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| {
+                    let v = table[r];
+                    if i % 3 == 0 && v.is_finite() { (v + i as f64) * spread } else { v }
+                })
+                .collect();
+            let m = scores.len();
+            let k = (m as f64 * kf) as usize;
+            let mut idx: Vec<u32> = (0..m as u32).collect();
+            idx.sort_by(|&a, &b| better(&scores, a, b));
+            let mut want = vec![false; 2 * m];
+            for &i in &idx[..k] {
+                want[2 * i as usize + 1] = true;
+            }
+            let mut s = RowScratch {
+                maskable: (0..m as u32).map(|i| 2 * i + 1).collect(),
+                values: scores,
+                ..Default::default()
+            };
+            let mut out = vec![false; 2 * m];
+            proptest::prop_assert_eq!(s.top_tokens(k, &mut out), k);
+            proptest::prop_assert_eq!(&out, &want);
+            s.taken.sort_unstable();
+            let mut want_taken = idx[..k].to_vec();
+            want_taken.sort_unstable();
+            proptest::prop_assert_eq!(&s.taken, &want_taken);
         }
     }
 

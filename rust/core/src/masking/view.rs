@@ -62,7 +62,8 @@ impl<'a> IntView<'a> {
             let dst = &mut out[base..];
             let mut n = 0usize;
             for (i, &v) in s.iter().enumerate() {
-                dst[n] = i as u32;
+                // SAFETY: n <= i < dst.len() (n counts a subset of the indices seen so far).
+                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
                 n += (v != zero) as usize;
             }
             out.truncate(base + n);
@@ -76,24 +77,45 @@ impl<'a> IntView<'a> {
         }
     }
 
-    /// Keep only the positions in `pos` whose value is zero.
-    pub fn retain_zero(&self, pos: &mut Vec<u32>) {
-        fn go<T: Copy + PartialEq + Default>(s: &[T], pos: &mut Vec<u32>) {
-            let zero = T::default();
+    /// Append to `out` the positions that are non-zero here and zero in `special` (one fused
+    /// pass: the maskable positions of a row).
+    pub fn push_nonzero_unflagged(&self, special: IntView<'_>, out: &mut Vec<u32>) {
+        fn go<A: Copy + PartialEq + Default, S: Copy + PartialEq + Default>(
+            a: &[A],
+            s: &[S],
+            out: &mut Vec<u32>,
+        ) {
+            let (za, zs) = (A::default(), S::default());
+            let base = out.len();
+            out.resize(base + a.len(), 0);
+            let dst = &mut out[base..];
             let mut n = 0usize;
-            for i in 0..pos.len() {
-                let p = pos[i];
-                pos[n] = p;
-                n += (s[p as usize] == zero) as usize;
+            let len = a.len().min(s.len());
+            let (a, s) = (&a[..len], &s[..len]);
+            for i in 0..len {
+                // SAFETY: n <= i < len <= dst.len() (n counts a subset of the indices seen).
+                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
+                n += ((a[i] != za) & (s[i] == zs)) as usize;
             }
-            pos.truncate(n);
+            out.truncate(base + n);
+        }
+        macro_rules! with_special {
+            ($a:expr) => {
+                match special {
+                    IntView::Bool(s) => go($a, s, out),
+                    IntView::U8(s) => go($a, s, out),
+                    IntView::I32(s) => go($a, s, out),
+                    IntView::U32(s) => go($a, s, out),
+                    IntView::I64(s) => go($a, s, out),
+                }
+            };
         }
         match self {
-            IntView::Bool(s) => go(s, pos),
-            IntView::U8(s) => go(s, pos),
-            IntView::I32(s) => go(s, pos),
-            IntView::U32(s) => go(s, pos),
-            IntView::I64(s) => go(s, pos),
+            IntView::Bool(a) => with_special!(a),
+            IntView::U8(a) => with_special!(a),
+            IntView::I32(a) => with_special!(a),
+            IntView::U32(a) => with_special!(a),
+            IntView::I64(a) => with_special!(a),
         }
     }
 
@@ -119,6 +141,57 @@ impl<'a> IntView<'a> {
             IntView::I32(s) => out.extend(s.iter().map(|&v| v as i64)),
             IntView::U32(s) => out.extend(s.iter().map(|&v| v as i64)),
             IntView::I64(s) => out.extend_from_slice(s),
+        }
+    }
+
+    /// True when every value is in [0, bound) (bound > 0). One unsigned comparison per value
+    /// (negative values wrap to huge ones), OR-reduced over independent lanes.
+    pub fn all_below(&self, bound: i64) -> bool {
+        fn go<T: Copy + Into<i64>>(s: &[T], bound: u64) -> bool {
+            let mut bad = [false; 8];
+            let chunks = s.chunks_exact(8);
+            for &v in chunks.remainder() {
+                bad[0] |= (v.into() as u64) >= bound;
+            }
+            for c in chunks {
+                for l in 0..8 {
+                    bad[l] |= (c[l].into() as u64) >= bound;
+                }
+            }
+            !bad.iter().any(|&b| b)
+        }
+        let b = bound as u64;
+        match self {
+            IntView::Bool(s) => bound > 1 || s.iter().all(|&v| (v as u64) < b),
+            IntView::U8(s) => go(s, b),
+            IntView::I32(s) => go(s, b),
+            IntView::U32(s) => go(s, b),
+            IntView::I64(s) => go(s, b),
+        }
+    }
+
+    /// `extend_i64` that also tells whether every value is in [0, bound) (`all_below`), in one
+    /// pass.
+    pub fn extend_i64_below(&self, out: &mut Vec<i64>, bound: i64) -> bool {
+        fn go<T: Copy + Into<i64>>(s: &[T], out: &mut Vec<i64>, bound: u64) -> bool {
+            let mut bad = false;
+            out.extend(s.iter().map(|&v| {
+                let v: i64 = v.into();
+                bad |= (v as u64) >= bound;
+                v
+            }));
+            !bad
+        }
+        let b = bound as u64;
+        match self {
+            IntView::Bool(s) => {
+                out.extend(s.iter().map(|&v| v as i64));
+                self.all_below(bound)
+            }
+            IntView::U8(s) => go(s, out, b),
+            IntView::I32(s) => go(s, out, b),
+            IntView::U32(s) => go(s, out, b),
+            IntView::I64(s) => go(s, out, b),
         }
     }
 
@@ -243,6 +316,27 @@ mod tests {
                 b.is_sign_negative() || b.is_nan() && a.is_sign_negative()
             );
         }
+    }
+
+    #[test]
+    fn fused_maskable_and_bounds_checks() {
+        let att = [1i64, 1, 0, 1, 1, 0];
+        let special = [true, false, false, false, true, false];
+        let mut out = vec![];
+        IntView::I64(&att).push_nonzero_unflagged(IntView::Bool(&special), &mut out);
+        assert_eq!(out, vec![1, 3]);
+        let ids = [0i64, 5, 9];
+        assert!(IntView::I64(&ids).all_below(10));
+        assert!(!IntView::I64(&ids).all_below(9));
+        assert!(!IntView::I64(&[3, -1]).all_below(10));
+        assert!(!IntView::I32(&[-1]).all_below(10));
+        assert!(IntView::Bool(&[true, false]).all_below(2));
+        assert!(!IntView::Bool(&[true, false]).all_below(1));
+        let mut v = vec![];
+        assert!(IntView::I32(&[3, 0, 9]).extend_i64_below(&mut v, 10));
+        assert_eq!(v, vec![3, 0, 9]);
+        assert!(!IntView::I32(&[3, -2]).extend_i64_below(&mut v, 10));
+        assert!(!IntView::U32(&[10]).extend_i64_below(&mut v, 10));
     }
 
     #[test]

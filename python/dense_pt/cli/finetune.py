@@ -1,0 +1,139 @@
+"""`dense-pt train retriever | reranker | distill` and `dense-pt score`: the fine-tuning stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from dense_pt.cli import app
+
+train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+def _train_cfg(config: Path | None, **overrides: Any):
+    """TrainConfig from the [train] table of a TOML file, CLI options winning."""
+    from dense_pt.training import TrainConfig, dataclass_from_mapping, merge_overrides, read_toml
+
+    base = TrainConfig()
+    stage: dict[str, Any] = {}
+    if config is not None:
+        data = read_toml(config)
+        base = dataclass_from_mapping(TrainConfig, data.get("train", {}), f"{config} [train]")
+        stage = data.get("stage", {})
+    return merge_overrides(base, overrides).validate(), stage
+
+
+COMMON = dict(
+    corpus=typer.Option(..., help="Corpus store folder."),
+    queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
+    qrels=typer.Option(..., help="Training judgements."),
+    out=typer.Option(..., help="Output folder (resumable; final model in OUT/model)."),
+)
+
+
+@train_app.command("retriever")
+def retriever(
+    model: Path = typer.Argument(..., help="Init: a local HF folder or a config.json."),
+    corpus: Path = COMMON["corpus"],
+    queries: Path = COMMON["queries"],
+    qrels: Path = COMMON["qrels"],
+    out: Path = COMMON["out"],
+    negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
+    loss: str = typer.Option("simlm", help="simlm (SimLM eq. 3) | infonce (CDMAE eq. 10) | triplet (SEED)."),
+    group_size: int = typer.Option(8, help="1 positive + n-1 negatives per query."),
+    query_max_length: int = typer.Option(32),
+    passage_max_length: int = typer.Option(144),
+    tau: float = typer.Option(0.02, help="Temperature of the simlm loss."),
+    pooling: str = typer.Option(
+        "auto", help="cls | mean | auto (from the init's sentence-transformers files)."
+    ),
+    config: Path | None = typer.Option(None, help="TOML with a [train] table (engine settings)."),
+    max_steps: int | None = typer.Option(None),
+    batch_size: int | None = typer.Option(None),
+    lr: float | None = typer.Option(None),
+    seed: int | None = typer.Option(None),
+    resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
+) -> None:
+    """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
+    from dense_pt.finetune.stages import train_retriever
+
+    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    m = train_retriever(model, corpus, queries, qrels, out, negatives, loss, group_size, query_max_length,
+                        passage_max_length, tau, pooling=pooling, train=cfg, resume=resume)  # fmt: skip
+    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+
+
+@train_app.command("reranker")
+def reranker(
+    model: Path = typer.Argument(..., help="Init: a local HF folder or a config.json."),
+    corpus: Path = COMMON["corpus"],
+    queries: Path = COMMON["queries"],
+    qrels: Path = COMMON["qrels"],
+    out: Path = COMMON["out"],
+    negatives: Path = typer.Option(..., help="Negatives mined from the previous retriever's top-k."),
+    group_size: int = typer.Option(8),
+    query_max_length: int = typer.Option(32),
+    max_length: int = typer.Option(192),
+    config: Path | None = typer.Option(None, help="TOML with a [train] table."),
+    max_steps: int | None = typer.Option(None),
+    batch_size: int | None = typer.Option(None),
+    lr: float | None = typer.Option(None),
+    seed: int | None = typer.Option(None),
+    resume: bool = typer.Option(True),
+) -> None:
+    """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
+    from dense_pt.finetune.stages import train_reranker
+
+    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    m = train_reranker(model, corpus, queries, qrels, negatives, out, group_size, query_max_length,
+                       max_length, train=cfg, resume=resume)  # fmt: skip
+    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+
+
+@train_app.command("distill")
+def distill(
+    model: Path = typer.Argument(..., help="Retriever to start from (e.g. R2's OUT/model)."),
+    corpus: Path = COMMON["corpus"],
+    queries: Path = COMMON["queries"],
+    qrels: Path = COMMON["qrels"],
+    out: Path = COMMON["out"],
+    scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
+    group_size: int = typer.Option(8),
+    alpha: float = typer.Option(0.2, help="Weight of the contrastive term (SimLM eq. 5)."),
+    query_max_length: int = typer.Option(32),
+    passage_max_length: int = typer.Option(144),
+    config: Path | None = typer.Option(None, help="TOML with a [train] table."),
+    max_steps: int | None = typer.Option(None),
+    batch_size: int | None = typer.Option(None),
+    lr: float | None = typer.Option(None),
+    seed: int | None = typer.Option(None),
+    resume: bool = typer.Option(True),
+) -> None:
+    """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive."""
+    from dense_pt.finetune.stages import train_distill
+
+    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha,
+                      query_max_length=query_max_length, passage_max_length=passage_max_length,
+                      train=cfg, resume=resume)  # fmt: skip
+    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+
+
+@app.command()
+def score(
+    reranker: Path = typer.Argument(..., help="Re-ranker model folder (train reranker's OUT/model)."),
+    corpus: Path = COMMON["corpus"],
+    queries: Path = COMMON["queries"],
+    qrels: Path = COMMON["qrels"],
+    negatives: Path = typer.Option(..., help="Negatives file whose pairs to score."),
+    out: Path = typer.Option(..., help="Scores file (.dpneg layout; manifest beside it)."),
+    batch_size: int = typer.Option(64),
+) -> None:
+    """Re-ranker logits for (query, positives + mined negatives), for distillation."""
+    from dense_pt.finetune.stages import score as run_score
+
+    m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
+    typer.echo(f"wrote {out}: {m['pairs']} pairs")

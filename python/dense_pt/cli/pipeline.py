@@ -1,0 +1,24 @@
+"""`dense-pt pipeline run CONFIG.toml`: the whole fine-tuning chain, resumable stage by stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+pipeline_app = typer.Typer(help="Multi-stage fine-tuning pipeline.", no_args_is_help=True)
+app.add_typer(pipeline_app, name="pipeline")
+
+
+@pipeline_app.command("run")
+def run(
+    config: Path = typer.Argument(..., help="Pipeline TOML (see examples/scifact.toml)."),
+    quiet: bool = typer.Option(False, help="No progress bars."),
+    stop_after: str | None = typer.Option(None, help="Stop after this stage (re-run to continue)."),
+) -> None:
+    """(pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker -> scores -> distill -> report."""
+    from dense_pt.pipeline import run_pipeline
+
+    run_pipeline(config, progress=not quiet, stop_after=stop_after)

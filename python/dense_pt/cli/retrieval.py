@@ -1,0 +1,112 @@
+"""`dense-pt bm25 | encode | search | mine-negatives | negatives-export`: first-stage retrieval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+
+@app.command()
+def bm25(
+    corpus: Path = typer.Argument(..., help="BEIR corpus.jsonl ({_id, title, text})."),
+    queries: Path = typer.Option(..., help="Queries: BEIR jsonl or 'qid<TAB>text'."),
+    out: Path = typer.Option(..., help="TREC run to write."),
+    k: int = typer.Option(1000, "-k", "--k", help="Hits per query."),
+    k1: float = typer.Option(0.9),
+    b: float = typer.Option(0.4),
+    stem: bool = typer.Option(True, help="English Snowball stemming (PyStemmer), if installed."),
+) -> None:
+    """BM25 (bm25s, Lucene variant) over a corpus: a TREC run."""
+    from dense_pt.retrieval.bm25 import bm25 as run_bm25
+
+    run_bm25(corpus, queries, out, k=k, k1=k1, b=b, stem=stem)
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+def encode(
+    model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
+    source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
+    out: Path = typer.Option(..., help="Output folder of .npy shards + manifest (resumable)."),
+    pooling: str = typer.Option(
+        "auto", help="cls | mean | auto (from the model's sentence-transformers files)."
+    ),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise."),
+    batch_size: int = typer.Option(64),
+    max_length: int = typer.Option(256, help="Tokens per sequence, [CLS] and [SEP] included."),
+    shard_size: int = typer.Option(100_000, help="Rows per shard file."),
+    dtype: str = typer.Option("float16", help="float16 | float32."),
+    device: str | None = typer.Option(None, help="cpu / cuda (default: cuda when available)."),
+) -> None:
+    """Encode passages (a store) or queries into memory-mapped embedding shards."""
+    from dense_pt.retrieval.encode import encode as run_encode
+
+    run_encode(model, source, out, pooling, normalize, batch_size, max_length, shard_size, dtype, device)
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+def search(
+    queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
+    passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
+    out: Path = typer.Option(..., help="TREC run to write."),
+    k: int = typer.Option(1000, "-k", "--k", help="Hits per query."),
+    metric: str | None = typer.Option(None, help="ip | cosine (default: cosine if normalised, else ip)."),
+    max_memory_gb: float | None = typer.Option(None, help="Search the passages in chunks of this size."),
+) -> None:
+    """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
+    from dense_pt.retrieval.search import search as run_search
+
+    run_search(queries, passages, out, k=k, metric=metric, max_memory_gb=max_memory_gb)
+    typer.echo(f"wrote {out}")
+
+
+@app.command("mine-negatives")
+def mine_negatives(
+    run: Path = typer.Argument(..., help="TREC run to mine from (BM25 or dense)."),
+    qrels: Path = typer.Option(..., help="Judgements; every positive is excluded by id."),
+    out: Path = typer.Option(..., help="Negatives file (.dpneg); a manifest is written beside it."),
+    depth: int = typer.Option(200, help="Candidates considered: the first DEPTH non-positives."),
+    skip_top: int = typer.Option(0, help="Skip the first N candidates."),
+    num: int = typer.Option(30, help="Negatives kept per query (0: all)."),
+    seed: int = typer.Option(0),
+    sampling: str = typer.Option("random", help="random | top."),
+    margin: float | None = typer.Option(None, help="Keep only if score + MARGIN <= positive score."),
+    relative_margin: float | None = typer.Option(None, help="Keep only if score <= s+ - |s+| * R."),
+    max_score: float | None = typer.Option(None, help="Drop candidates scoring above this."),
+    corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
+    text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
+) -> None:
+    """Mine hard negatives from a run, excluding judged positives."""
+    from dense_pt.evaluation.trec import read_qrels, read_run
+    from dense_pt.retrieval import negatives as neg
+
+    known = None
+    if corpus is not None:
+        from dense_pt.data.store import CorpusStore
+
+        known = set(CorpusStore.open(corpus).ids.to_pylist())
+    params = dict(
+        depth=depth, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
+        margin=margin, relative_margin=relative_margin, max_score=max_score,
+    )  # fmt: skip
+    table = neg.mine_negatives(read_run(run), read_qrels(qrels), known_ids=known, **params)
+    neg.write_negatives(out, table)
+    neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
+    if text is not None:
+        neg.export_text(out, text)
+    typer.echo(f"wrote {out}: {table.stats}")
+
+
+@app.command("negatives-export")
+def negatives_export(
+    path: Path = typer.Argument(..., help="Negatives file (.dpneg)."),
+    out: Path = typer.Option(..., help="Text file 'qid<TAB>pid<TAB>score'."),
+) -> None:
+    """Export a binary negatives file as text."""
+    from dense_pt.retrieval.negatives import export_text
+
+    export_text(path, out)

@@ -1,0 +1,152 @@
+"""ID-based training rows over the corpus store, and the deterministic group sampler.
+
+A row is a training query (it has text and at least one judged positive in the store). Its
+group for epoch e is 1 positive + (n - 1) negatives, drawn from a generator seeded by
+(seed, epoch, query id): the same epoch gives the same group whatever the batch composition,
+the number of workers or a resume. Negatives come from the negatives file; a query with too few
+is topped up with random corpus passages that are not judged positives (counted in ``stats``).
+Passages come from the store as token ids; queries are tokenized once, with the model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dense_pt.errors import InvalidArgumentError, MismatchError
+
+
+def row_rng(seed: int, epoch: int, key: str) -> np.random.Generator:
+    h = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
+    return np.random.default_rng([seed, epoch, h])
+
+
+@dataclass
+class GroupSampler:
+    """Rows and their candidates, as store row indices."""
+
+    qids: list[str]
+    query_tokens: list[np.ndarray]
+    positives: list[np.ndarray]  # store rows of each query's judged positives
+    negatives: list[np.ndarray]  # store rows of each query's candidate negatives (rank order)
+    num_passages: int
+    group_size: int
+    seed: int
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    def group(self, row: int, epoch: int) -> tuple[int, np.ndarray]:
+        """(positive row, negative rows [group_size - 1]) of query ``row`` in ``epoch``."""
+        rng = row_rng(self.seed, epoch, self.qids[row])
+        pos = self.positives[row]
+        positive = int(pos[rng.integers(len(pos))])
+        k = self.group_size - 1
+        cand = self.negatives[row]
+        if len(cand) >= k:
+            negs = cand[np.sort(rng.choice(len(cand), size=k, replace=False))] if k else cand[:0]
+        else:
+            fill = []
+            banned = set(pos.tolist()) | set(cand.tolist())
+            while len(fill) < k - len(cand):
+                r = int(rng.integers(self.num_passages))
+                if r not in banned:
+                    fill.append(r)
+                    banned.add(r)
+            negs = np.concatenate([cand, np.asarray(fill, dtype=np.int64)])
+        return positive, negs.astype(np.int64)
+
+
+def build_sampler(
+    store: Any,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    negatives: Mapping[str, Sequence[str]] | None,
+    tokenize: Any,
+    group_size: int,
+    seed: int,
+    restrict_to: Sequence[str] | None = None,
+) -> GroupSampler:
+    """Resolve ids against the store; refuse files that name unknown passages or another corpus."""
+    if group_size < 1:
+        raise InvalidArgumentError(f"group_size must be >= 1, got {group_size}")
+    index = {pid: i for i, pid in enumerate(store.ids.to_pylist())}
+    judged = [(q, d) for q in qrels for d in qrels[q]]
+    if judged and not any(d in index for _, d in judged):
+        raise MismatchError(
+            "no judged document of the qrels is in the corpus store (qrels for another corpus?)"
+        )
+    keep = set(restrict_to) if restrict_to is not None else None
+    qids, toks, poss, negs = [], [], [], []
+    skipped = {"no_text": 0, "no_positive_in_store": 0, "filled_negatives": 0}
+    for q, ds in qrels.items():
+        if keep is not None and q not in keep:
+            continue
+        if q not in queries:
+            skipped["no_text"] += 1
+            continue
+        pos = [index[d] for d, r in ds.items() if r > 0 and d in index]
+        if not pos:
+            skipped["no_positive_in_store"] += 1
+            continue
+        neg_rows = []
+        for d in (negatives or {}).get(q, []):
+            if d not in index:
+                raise MismatchError(f"negatives name passage {d!r} (query {q!r}), which is not in the store")
+            if d not in ds or ds[d] <= 0:
+                neg_rows.append(index[d])
+        if len(neg_rows) < group_size - 1:
+            skipped["filled_negatives"] += 1
+        qids.append(q)
+        poss.append(np.asarray(pos, dtype=np.int64))
+        negs.append(np.asarray(neg_rows, dtype=np.int64))
+    if not qids:
+        raise InvalidArgumentError("no training query: none has text and a judged positive in the store")
+    enc = tokenize([queries[q] for q in qids])
+    toks = [np.asarray(t, dtype=np.int64) for t in enc]
+    return GroupSampler(
+        qids, toks, poss, negs, len(index), group_size, seed, {"queries": len(qids), **skipped}
+    )
+
+
+def pad(
+    seqs: Sequence[np.ndarray], cls: int, sep: int, pad_id: int, max_length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """[CLS] s [SEP], truncated to max_length, right-padded: (input_ids, attention_mask) int64."""
+    lens = [min(len(s), max_length - 2) + 2 for s in seqs]
+    width = max(lens)
+    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        n = lens[i] - 2
+        ids[i, 0], ids[i, n + 1] = cls, sep
+        ids[i, 1 : n + 1] = s[:n]
+        mask[i, : n + 2] = 1
+    return ids, mask
+
+
+def pad_pairs(
+    firsts: Sequence[np.ndarray], seconds: Sequence[np.ndarray], cls: int, sep: int, pad_id: int,
+    max_first: int, max_length: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """[CLS] a [SEP] b [SEP] for a cross-encoder: (input_ids, attention_mask, token_type_ids)."""
+    rows = []
+    for a, b in zip(firsts, seconds, strict=True):
+        a = a[:max_first]
+        b = b[: max(0, max_length - 3 - len(a))]
+        rows.append((a, b))
+    width = max(len(a) + len(b) + 3 for a, b in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for i, (a, b) in enumerate(rows):
+        seq = np.concatenate([[cls], a, [sep], b, [sep]])
+        ids[i, : len(seq)] = seq
+        mask[i, : len(seq)] = 1
+        types[i, len(a) + 2 : len(seq)] = 1
+    return ids, mask, types

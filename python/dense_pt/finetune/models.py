@@ -1,0 +1,97 @@
+"""The trainable modules of the fine-tuning stages, following the engine's contract
+``model(batch) -> {"loss": scalar, ...}``. Both couple the examples of a batch (in-batch negatives,
+listwise groups), so ``accumulation_safe = False``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from dense_pt.errors import InvalidArgumentError
+from dense_pt.objectives.retrieval import (
+    LOSSES,
+    distill_loss,
+    infonce_loss,
+    listwise_rerank_loss,
+    simlm_loss,
+    triplet_loss,
+)
+from dense_pt.retrieval.encoder import pool
+
+RETRIEVER_LOSSES = tuple(LOSSES)
+
+
+class BiEncoder(nn.Module):
+    """One encoder shared by queries and passages, [CLS] or mean pooling."""
+
+    accumulation_safe = False
+
+    def __init__(
+        self, backbone: nn.Module, pooling: str = "cls", loss: str = "simlm", tau: float = 0.02,
+        margin: float = 1.0, alpha: float = 0.2,
+    ):  # fmt: skip
+        super().__init__()
+        if loss not in RETRIEVER_LOSSES:
+            raise InvalidArgumentError(f"loss must be one of {RETRIEVER_LOSSES}, got {loss!r}")
+        self.backbone, self.pooling, self.loss_name = backbone, pooling, loss
+        self.tau, self.margin, self.alpha = tau, margin, alpha
+
+    @property
+    def normalize(self) -> bool:
+        """Cosine-trained models are exported with a Normalize module (scores = cosine)."""
+        return self.loss_name == "simlm"
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+        return pool(hidden, mask, self.pooling, normalize=False)
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        q = self.encode(batch["q_ids"], batch["q_mask"]).float()
+        p = self.encode(batch["p_ids"], batch["p_mask"]).float()
+        if "teacher" in batch:
+            loss = distill_loss(q, p, batch["teacher"].float(), self.alpha, self.tau)
+            return {"loss": loss}
+        if self.loss_name == "simlm":
+            loss = simlm_loss(q, p, self.tau)
+        elif self.loss_name == "infonce":
+            loss = infonce_loss(q, p)
+        else:
+            loss = triplet_loss(q, p, self.margin)
+        return {"loss": loss}
+
+
+class CrossEncoder(nn.Module):
+    """A sequence-classification model with one logit over [CLS] query [SEP] passage [SEP]."""
+
+    accumulation_safe = False
+
+    def __init__(self, model: nn.Module, group_size: int):
+        super().__init__()
+        self.model, self.group_size = model, group_size
+
+    def logits(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[:, 0]
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        logits = self.logits(batch["x_ids"], batch["x_mask"], batch["x_types"]).float()
+        return {"loss": listwise_rerank_loss(logits.view(-1, self.group_size))}
+
+
+def load_cross_encoder(init: str, num_labels: int = 1) -> nn.Module:
+    """A local checkpoint folder (its classifier head is new unless it has one) or a config.json."""
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    path = Path(init)
+    if path.is_file():
+        cfg = AutoConfig.from_pretrained(str(path), num_labels=num_labels)
+        return AutoModelForSequenceClassification.from_config(cfg)
+    return AutoModelForSequenceClassification.from_pretrained(
+        str(path), num_labels=num_labels, local_files_only=True
+    )
+
+
+__all__ = ["RETRIEVER_LOSSES", "BiEncoder", "CrossEncoder", "load_cross_encoder", "simlm_loss"]

@@ -1,0 +1,392 @@
+"""The fine-tuning stages as Python functions (the CLI and the pipeline call these).
+
+* ``train_retriever``: bi-encoder with the ``simlm`` / ``infonce`` / ``triplet`` loss over groups
+  of 1 positive + n-1 negatives (negatives file) plus in-batch and cross-device negatives;
+* ``train_reranker``: cross-encoder with SimLM's listwise loss over groups drawn from a
+  retriever's mined top-k;
+* ``score``: the re-ranker's raw logits for (query, positives + mined negatives);
+* ``train_distill``: the retriever trained with KL(p_ranker || p_ret) + alpha * SimLM eq. 3.
+
+Every stage writes ``OUT/checkpoints`` (the engine's, resumable), ``OUT/log.jsonl``, the final
+model in ``OUT/model`` (retrievers load with ``SentenceTransformer(OUT/model)``; the re-ranker
+with ``AutoModelForSequenceClassification`` and sentence-transformers' ``CrossEncoder``) and
+``OUT/manifest.json`` (inputs and their hashes, settings, result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import __version__
+from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.fsutil import sha256_file, write_json_atomic
+
+TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
+
+
+def hf_tokenizer(init: str | Path, store: Any) -> Any:
+    """The model folder's fast tokenizer, else the store's; it must share the store's vocabulary."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    from dense_pt.data.tokenizer import vocab_hash
+
+    init = Path(init)
+    if init.is_dir() and (init / "tokenizer.json").exists():
+        tok = AutoTokenizer.from_pretrained(str(init), local_files_only=True)
+    else:
+        tok = PreTrainedTokenizerFast(
+            tokenizer_file=str(store.tokenizer_path), unk_token="[UNK]", cls_token="[CLS]",
+            sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
+        )  # fmt: skip
+    if vocab_hash(tok.backend_tokenizer) != store.vocab_hash:
+        raise MismatchError(
+            f"{init}: the corpus store was tokenized with another vocabulary than this model's"
+        )
+    return tok
+
+
+def _hash(path: str | Path | None) -> str | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        m = p / "manifest.json"
+        return sha256_file(m) if m.exists() else None
+    return sha256_file(p)
+
+
+def _passages(store: Any):
+    values, offsets = store.ragged()
+    return lambda r: values[offsets[r] : offsets[r + 1]].astype(np.int64)
+
+
+def _specials(tok: Any) -> tuple[int, int, int]:
+    return tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
+
+
+def _read_inputs(corpus, queries, qrels, negatives):
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.evaluation.trec import read_qrels, read_queries
+    from dense_pt.retrieval.negatives import read_negatives
+
+    store = CorpusStore.open(corpus)
+    known = set(store.ids.to_pylist())
+    negs = None
+    table = None
+    if negatives is not None:
+        table = read_negatives(negatives, known_ids=known)
+        negs = {q: [p for p, _ in rows] for q, rows in table.rows.items()}
+    return store, read_queries(queries), read_qrels(qrels), negs, table
+
+
+def _train_config(train: Any) -> Any:
+    from dense_pt.training import TrainConfig
+
+    if train is None:
+        return TrainConfig()
+    if isinstance(train, dict):
+        from dense_pt.training import dataclass_from_mapping
+
+        return dataclass_from_mapping(TrainConfig, train, "train")
+    return train
+
+
+def _finish(
+    out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None
+) -> dict:
+    manifest = {
+        "stage": stage,
+        "inputs": {k: {"path": None if v is None else str(v), "sha256": _hash(v)} for k, v in inputs.items()},
+        "settings": settings,
+        "steps": result.step,
+        "last_log": result.last_record,
+        "wall_s": round(result.wall_s, 3),
+        "resumed_from": result.resumed_from,
+        "code_version": __version__,
+        **(extra or {}),
+    }
+    write_json_atomic(out / "manifest.json", manifest)
+    return manifest
+
+
+def train_retriever(
+    model: str | Path,
+    corpus: str | Path,
+    queries: str | Path,
+    qrels: str | Path,
+    out: str | Path,
+    negatives: str | Path | None = None,
+    loss: str = "simlm",
+    group_size: int = 8,
+    query_max_length: int = 32,
+    passage_max_length: int = 144,
+    tau: float = 0.02,
+    margin: float = 1.0,
+    pooling: str = "auto",
+    train: Any = None,
+    restrict_to: Sequence[str] | None = None,
+    teacher_scores: str | Path | None = None,
+    alpha: float = 0.2,
+    resume: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5). Returns the manifest."""
+    from dense_pt.finetune.data import build_sampler, pad
+    from dense_pt.finetune.models import BiEncoder
+    from dense_pt.models.encoder import load_encoder
+    from dense_pt.retrieval.encoder import detect_spec, save_sentence_transformer
+    from dense_pt.retrieval.negatives import read_negatives
+    from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
+
+    out = Path(out)
+    cfg = _train_config(train)
+    if query_max_length < 3 or passage_max_length < 3:
+        raise InvalidArgumentError("query_max_length and passage_max_length must be >= 3")
+    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
+    teacher: dict[str, dict[str, float]] | None = None
+    if teacher_scores is not None:
+        known = set(store.ids.to_pylist())
+        ttable = read_negatives(teacher_scores, known_ids=known)
+        teacher = {q: dict(rows) for q, rows in ttable.rows.items()}
+        # candidates for the groups: the scored passages that are not judged positives
+        negs = {q: [p for p in t if judged.get(q, {}).get(p, 0) <= 0] for q, t in teacher.items()}
+        restrict = set(teacher) if restrict_to is None else set(restrict_to) & set(teacher)
+        restrict_to = sorted(restrict)
+    tok = hf_tokenizer(model, store)
+    sampler = build_sampler(
+        store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
+        group_size, cfg.seed, restrict_to,
+    )  # fmt: skip
+    passage = _passages(store)
+    cls, sep, pad_id = _specials(tok)
+    ids = store.ids.to_pylist()
+
+    def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
+        qs, ps, te = [], [], []
+        for r in rows:
+            pos, nrows = sampler.group(int(r), epoch)
+            group = [pos, *nrows.tolist()]
+            qs.append(sampler.query_tokens[r])
+            ps.extend(passage(x) for x in group)
+            if teacher is not None:
+                t = teacher[sampler.qids[r]]
+                te.append([t.get(ids[x], TEACHER_MISSING) for x in group])
+        q_ids, q_mask = pad(qs, cls, sep, pad_id, query_max_length)
+        p_ids, p_mask = pad(ps, cls, sep, pad_id, passage_max_length)
+        batch = {"q_ids": q_ids, "q_mask": q_mask, "p_ids": p_ids, "p_mask": p_mask}
+        if teacher is not None:
+            batch["teacher"] = np.asarray(te, dtype=np.float32)
+        return batch
+
+    spec = detect_spec(model if Path(model).is_dir() else Path(model).parent, pooling)
+    seed_everything(cfg.seed)
+    module = BiEncoder(load_encoder(model), spec.pooling, loss, tau, margin, alpha)
+    batch_size = min(cfg.batch_size, len(sampler))
+    if batch_size != cfg.batch_size:
+        cfg = dataclasses.replace(cfg, batch_size=batch_size)
+    source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
+    stage = "distill" if teacher is not None else "retriever"
+    trainer = Trainer(module, cfg, out, source, progress=progress, description=stage)
+    result = trainer.train(resume=resume)
+    if trainer.dist.is_main:
+        save_sentence_transformer(
+            module.backbone, tok, out / "model", spec.pooling, module.normalize, passage_max_length
+        )
+    settings = {
+        "loss": "distill (KL + alpha * simlm)" if teacher is not None else loss,
+        "group_size": group_size, "query_max_length": query_max_length,
+        "passage_max_length": passage_max_length, "tau": tau, "margin": margin, "alpha": alpha,
+        "pooling": spec.pooling, "normalize": module.normalize, "train": cfg.to_dict(),
+        "rows": sampler.stats,
+    }  # fmt: skip
+    inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels,
+              "negatives": negatives, "teacher_scores": teacher_scores}  # fmt: skip
+    return _finish(out, stage, inputs, settings, result)
+
+
+def train_distill(model, corpus, queries, qrels, scores, out, **kw) -> dict:
+    """SimLM eq. 5: distil the re-ranker's ``scores`` file into a retriever started from ``model``."""
+    return train_retriever(model, corpus, queries, qrels, out, teacher_scores=scores, **kw)
+
+
+def train_reranker(
+    model: str | Path,
+    corpus: str | Path,
+    queries: str | Path,
+    qrels: str | Path,
+    negatives: str | Path,
+    out: str | Path,
+    group_size: int = 8,
+    query_max_length: int = 32,
+    max_length: int = 192,
+    train: Any = None,
+    restrict_to: Sequence[str] | None = None,
+    resume: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``."""
+    from dense_pt.finetune.data import build_sampler, pad_pairs
+    from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
+    from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
+
+    out = Path(out)
+    cfg = _train_config(train)
+    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
+    tok = hf_tokenizer(model, store)
+    sampler = build_sampler(
+        store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
+        group_size, cfg.seed, restrict_to,
+    )  # fmt: skip
+    passage = _passages(store)
+    cls, sep, pad_id = _specials(tok)
+
+    def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
+        firsts, seconds = [], []
+        for r in rows:
+            pos, nrows = sampler.group(int(r), epoch)
+            for x in [pos, *nrows.tolist()]:
+                firsts.append(sampler.query_tokens[r])
+                seconds.append(passage(x))
+        x_ids, x_mask, x_types = pad_pairs(firsts, seconds, cls, sep, pad_id, query_max_length, max_length)
+        return {"x_ids": x_ids, "x_mask": x_mask, "x_types": x_types}
+
+    seed_everything(cfg.seed)
+    module = CrossEncoder(load_cross_encoder(str(model)), group_size)
+    cfg = dataclasses.replace(cfg, batch_size=min(cfg.batch_size, len(sampler)))
+    source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
+    trainer = Trainer(module, cfg, out, source, progress=progress, description="reranker")
+    result = trainer.train(resume=resume)
+    if trainer.dist.is_main:
+        module.model.save_pretrained(str(out / "model"), safe_serialization=True)
+        tok.save_pretrained(str(out / "model"))
+        write_json_atomic(
+            out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}
+        )
+    settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
+                "max_length": max_length, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
+    inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
+    return _finish(out, "reranker", inputs, settings, result)
+
+
+def _load_reranker(path: str | Path, device: str):
+    import json
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = Path(path)
+    model = (
+        AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    )
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    lengths = {"query_max_length": 32, "max_length": 192}
+    if (path / "reranker.json").exists():
+        lengths.update(json.loads((path / "reranker.json").read_text()))
+    return model, tok, lengths
+
+
+def rerank_logits(
+    reranker: str | Path, store: Any, pairs: list[tuple[str, str]], query_texts: dict[str, str],
+    batch_size: int = 64, device: str | None = None,
+) -> np.ndarray:  # fmt: skip
+    """Raw logits of the re-ranker for (qid, pid) pairs."""
+    import torch
+
+    from dense_pt.finetune.data import pad_pairs
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tok, lengths = _load_reranker(reranker, device)
+    passage = _passages(store)
+    index = {p: i for i, p in enumerate(store.ids.to_pylist())}
+    qtok = {q: np.asarray(t, dtype=np.int64) for q, t in zip(
+        query_texts, tok(list(query_texts.values()), add_special_tokens=False)["input_ids"], strict=True)}  # fmt: skip
+    cls, sep, pad_id = _specials(tok)
+    out = np.zeros(len(pairs), dtype=np.float32)
+    order = sorted(range(len(pairs)), key=lambda i: len(passage(index[pairs[i][1]])))
+    with torch.inference_mode():
+        for a in range(0, len(order), batch_size):
+            idx = order[a : a + batch_size]
+            ids, mask, types = pad_pairs(
+                [qtok[pairs[i][0]] for i in idx], [passage(index[pairs[i][1]]) for i in idx],
+                cls, sep, pad_id, lengths["query_max_length"], lengths["max_length"],
+            )  # fmt: skip
+            logits = model(
+                input_ids=torch.from_numpy(ids).to(device), attention_mask=torch.from_numpy(mask).to(device),
+                token_type_ids=torch.from_numpy(types).to(device),
+            ).logits[:, 0]  # fmt: skip
+            out[idx] = logits.float().cpu().numpy()
+    return out
+
+
+SCORES_MEANING = (
+    "raw re-ranker logits g(q, d) (unnormalised; higher = more relevant; softmax over a query's "
+    "entries gives p_ranker of SimLM eq. 5). Per query: its judged positives first (qrels order), "
+    "then its mined negatives in the negatives file's order."
+)
+
+
+def score(
+    reranker: str | Path, corpus: str | Path, queries: str | Path, qrels: str | Path,
+    negatives: str | Path, out: str | Path, batch_size: int = 64, device: str | None = None,
+    restrict_to: Sequence[str] | None = None,
+) -> dict:  # fmt: skip
+    """Write the re-ranker's logits for (query, positives + negatives) as a scores file (.dpneg
+    layout, scores = logits) with a manifest stating their meaning."""
+    from dense_pt.retrieval.negatives import NegativesTable, write_negatives
+
+    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
+    known = set(store.ids.to_pylist())
+    keep = set(restrict_to) if restrict_to is not None else None
+    pairs: list[tuple[str, str]] = []
+    for q, cands in (negs or {}).items():
+        if q not in qtexts or q not in judged or (keep is not None and q not in keep):
+            continue
+        pos = [d for d, r in judged[q].items() if r > 0 and d in known]
+        pairs.extend((q, d) for d in pos + [c for c in cands if c not in pos])
+    if not pairs:
+        raise InvalidArgumentError("nothing to score: no query of the negatives file has text and qrels")
+    logits = rerank_logits(
+        reranker, store, pairs, {q: qtexts[q] for q in {q for q, _ in pairs}}, batch_size, device
+    )
+    rows: dict[str, list[tuple[str, float]]] = {}
+    for (q, d), s in zip(pairs, logits.tolist(), strict=True):
+        rows.setdefault(q, []).append((d, s))
+    out = Path(out)
+    write_negatives(out, NegativesTable(rows))
+    manifest = {
+        "meaning": SCORES_MEANING,
+        "reranker": str(reranker), "reranker_sha256": _hash(Path(reranker) / "model.safetensors"),
+        "negatives": str(negatives), "negatives_sha256": _hash(negatives),
+        "qrels": str(qrels), "qrels_sha256": _hash(qrels),
+        "queries": len(rows), "pairs": len(pairs), "code_version": __version__,
+    }  # fmt: skip
+    write_json_atomic(Path(f"{out}.manifest.json"), manifest)
+    return manifest
+
+
+def rerank_run(
+    reranker: str | Path, corpus: str | Path, queries: str | Path, run: dict[str, dict[str, float]],
+    depth: int = 100, batch_size: int = 64, device: str | None = None,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Re-score the top ``depth`` of each query of ``run`` with the re-ranker."""
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.evaluation.trec import read_queries
+
+    store = CorpusStore.open(corpus)
+    qtexts = read_queries(queries)
+    pairs = []
+    for q, hits in run.items():
+        if q in qtexts:
+            top = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+            pairs.extend((q, d) for d, _ in top)
+    logits = rerank_logits(
+        reranker, store, pairs, {q: qtexts[q] for q in {q for q, _ in pairs}}, batch_size, device
+    )
+    out: dict[str, dict[str, float]] = {}
+    for (q, d), s in zip(pairs, logits.tolist(), strict=True):
+        out.setdefault(q, {})[d] = float(s)
+    return out

@@ -1,0 +1,63 @@
+"""The pipeline's final report: a markdown table of every stage's dev metrics and a PNG plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dense_pt.fsutil import atomic_file
+
+LABELS = {
+    "bm25": "BM25 (bm25s)",
+    "zeroshot": "zero-shot",
+    "r1": "R1 (BM25 negatives)",
+    "r2": "R2 (R1-mined negatives)",
+    "reranker": "re-ranker (R2 top-k re-ranked)",
+    "distill": "distilled retriever",
+}
+
+
+def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [(name, results[name]) for name in LABELS if name in results and "metrics" in results[name]]
+    measures = list(cfg["eval"]["measures"])
+    split = results.get("split", {})
+    lines = [
+        "# Pipeline report",
+        "",
+        f"Model: `{cfg['model']['init']}`; corpus: `{cfg['data']['corpus']}`; seed {cfg['seed']}.",
+        f"Dev split: {split.get('dev_queries', '?')} of the judged queries (seeded, fraction "
+        f"{cfg['data']['dev_fraction']}); training on the other {split.get('train_queries', '?')}.",
+        "",
+        "| stage | " + " | ".join(measures) + " | wall (s) |",
+        "|---|" + "---:|" * (len(measures) + 1),
+    ]
+    for name, m in rows:
+        vals = " | ".join(f"{m['metrics'].get(k, float('nan')):.4f}" for k in measures)
+        lines.append(f"| {LABELS[name]} | {vals} | {m.get('wall_s', 0):.0f} |")
+    lines += ["", "![stages](stages.png)", ""]
+    with atomic_file(folder / "report.md", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    _plot(folder / "stages.png", rows, measures)
+    return folder / "report.md"
+
+
+def _plot(path: Path, rows: list[tuple[str, dict]], measures: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
+    width = 0.8 / max(1, len(measures))
+    x = np.arange(len(rows))
+    for j, meas in enumerate(measures):
+        ax.bar(x + j * width, [m["metrics"].get(meas, 0) for _, m in rows], width, label=meas)
+    ax.set_xticks(x + width * (len(measures) - 1) / 2, [LABELS[n] for n, _ in rows], rotation=20, ha="right")
+    ax.set_ylabel("dev score")
+    ax.legend()
+    fig.tight_layout()
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)

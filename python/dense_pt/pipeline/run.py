@@ -1,0 +1,379 @@
+"""`dense-pt pipeline run`: (pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker ->
+scores -> distilled retriever, evaluated on a held-out dev split, with a final report.
+
+Every stage has its own folder with ``manifest.json``: its inputs (upstream stages' fingerprints
+and data file hashes), settings, seed, status, metrics and wall time. A stage's fingerprint is a
+hash of all of that; a re-run skips a stage whose manifest says ``done`` with the same
+fingerprint, resumes one whose manifest says ``running`` with the same fingerprint (training
+restarts from its last checkpoint, encoding from its last shard), and redoes one whose inputs
+changed (its folder is replaced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import __version__
+from dense_pt.errors import DensePtError
+from dense_pt.fsutil import sha256_file, write_json_atomic
+
+STAGES = (
+    "store",
+    "split",
+    "pretrain",
+    "bm25",
+    "zeroshot",
+    "r1",
+    "mine",
+    "r2",
+    "reranker",
+    "score",
+    "distill",
+    "report",
+)
+
+
+class StopPipeline(DensePtError):
+    """Raised after ``stop_after`` (tests simulate an interrupted pipeline with it)."""
+
+
+def _fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Context:
+    def __init__(
+        self, cfg: dict[str, Any], progress: bool, stop_after: str | None, log: Callable[[str], None]
+    ):
+        self.cfg, self.progress, self.stop_after, self.log = cfg, progress, stop_after, log
+        self.out: Path = Path(cfg["out"])
+        self.seed: int = int(cfg["seed"])
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def stage(
+        self, name: str, inputs: dict[str, Any], params: dict[str, Any], fn: Callable[[Path], dict]
+    ) -> dict:
+        folder = self.out / name
+        mpath = folder / "manifest.json"
+        fp = _fingerprint({"inputs": inputs, "params": params, "seed": self.seed, "stage": name})
+        old = json.loads(mpath.read_text()) if mpath.exists() else None
+        if old and old.get("fingerprint") == fp and old.get("status") == "done":
+            self.log(f"[{name}] up to date, skipped")
+            self.results[name] = old
+            return old
+        if folder.exists() and not (old and old.get("fingerprint") == fp):
+            shutil.rmtree(folder)  # inputs changed (or no manifest): start the stage afresh
+        elif old:
+            self.log(f"[{name}] resuming an interrupted run")
+        folder.mkdir(parents=True, exist_ok=True)
+        base = {"stage": name, "fingerprint": fp, "inputs": inputs, "params": params, "seed": self.seed,
+                "code_version": __version__}  # fmt: skip
+        write_json_atomic(mpath, {**base, "status": "running"})
+        self.log(f"[{name}] running")
+        t0 = time.perf_counter()
+        result = fn(folder)
+        manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result}
+        write_json_atomic(mpath, manifest)
+        self.results[name] = manifest
+        if "metrics" in result:
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+            self.log(f"[{name}] dev: {shown}")
+        if self.stop_after == name:
+            raise StopPipeline(f"stopped after stage {name!r} as asked")
+        return manifest
+
+
+def _file_hash(p: Path) -> str:
+    return sha256_file(p)
+
+
+def dev_split(qids: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
+    """A fixed, seeded split of the judged query ids: (train, dev)."""
+    order = sorted(qids)
+    perm = np.random.default_rng(seed).permutation(len(order))
+    n_dev = max(1, round(fraction * len(order)))
+    dev = sorted(order[i] for i in perm[:n_dev])
+    dev_set = set(dev)
+    return [q for q in order if q not in dev_set], dev
+
+
+def _write_qrels(path: Path, qrels: dict[str, dict[str, int]], qids: list[str]) -> None:
+    from dense_pt.fsutil import atomic_file
+
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        for q in qids:
+            for d, r in qrels[q].items():
+                f.write(f"{q} 0 {d} {r}\n")
+
+
+def _evaluate(ctx: Context, run: dict, dev_qrels: Path) -> dict[str, float]:
+    from dense_pt.evaluation import evaluate_run, read_qrels
+
+    dev = read_qrels(dev_qrels)
+    sub = {q: h for q, h in run.items() if q in dev}
+    return evaluate_run(sub, dev, ctx.cfg["eval"]["measures"]).measures
+
+
+def _retrieve(ctx: Context, model: Path, folder: Path, store: Path, queries: Path, k: int) -> dict:
+    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
+    from dense_pt.evaluation import write_run
+    from dense_pt.retrieval.encode import encode
+    from dense_pt.retrieval.search import search
+
+    e = ctx.cfg["encode"]
+    encode(model, store, folder / "emb_passages", batch_size=e["batch_size"],
+           max_length=e["passage_max_length"], progress=ctx.progress)  # fmt: skip
+    encode(model, queries, folder / "emb_queries", batch_size=e["batch_size"],
+           max_length=e["query_max_length"], progress=ctx.progress)  # fmt: skip
+    run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
+    write_run(folder / "run.trec", run)
+    return run
+
+
+def _queries_subset(src: Path, dst: Path, keep: set[str]) -> Path:
+    from dense_pt.evaluation import read_queries
+    from dense_pt.fsutil import atomic_file
+
+    qs = read_queries(src)
+    with atomic_file(dst, "w", encoding="utf-8") as f:
+        for q, t in qs.items():
+            if q in keep:
+                f.write(json.dumps({"_id": q, "text": t}) + "\n")
+    return dst
+
+
+def _train_cfg(section: dict[str, Any], seed: int):
+    from dense_pt.training import TrainConfig, dataclass_from_mapping
+
+    return dataclass_from_mapping(TrainConfig, {"seed": seed, **section.get("train", {})}, "train")
+
+
+def _retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
+    keys = ("group_size", "tau", "query_max_length", "passage_max_length")
+    out = {k: sec[k] for k in keys if k in sec}
+    if "loss" in sec:
+        out["loss"] = sec["loss"]
+    return out
+
+
+def run_pipeline(
+    config: dict[str, Any] | str | Path,
+    progress: bool = True,
+    stop_after: str | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, dict[str, Any]]:
+    """Run (or continue) the whole chain; returns every stage's manifest."""
+    from dense_pt.data.store import build_store_from_texts
+    from dense_pt.evaluation import read_qrels, read_run
+    from dense_pt.evaluation.trec import read_beir_corpus
+    from dense_pt.finetune.stages import rerank_run, score, train_reranker, train_retriever
+    from dense_pt.pipeline.config import load_pipeline_config
+    from dense_pt.retrieval.bm25 import bm25_run
+    from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+
+    cfg = config if isinstance(config, dict) else load_pipeline_config(config)
+    ctx = Context(cfg, progress, stop_after, log)
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    data, model_cfg = cfg["data"], cfg["model"]
+    init = Path(model_cfg["init"])
+    corpus, queries, qrels_path = Path(data["corpus"]), Path(data["queries"]), Path(data["qrels"])
+    corpus_h, queries_h, qrels_h = _file_hash(corpus), _file_hash(queries), _file_hash(qrels_path)
+    init_h = _fingerprint(
+        sorted((p.name, _file_hash(p)) for p in (init.iterdir() if init.is_dir() else [init]) if p.is_file())
+    )
+    k_eval = int(cfg["eval"]["k"])
+    k_search = max(k_eval, int(cfg["mine"]["depth"]) + 10, int(cfg["reranker"]["depth"]) + 10)
+
+    # --- store --------------------------------------------------------------------------------
+    def do_store(folder: Path) -> dict:
+        from tokenizers import Tokenizer
+
+        tok_file = init / "tokenizer.json" if init.is_dir() else None
+        if tok_file is None or not tok_file.exists():
+            raise DensePtError(f"{init}: the pipeline needs a model folder with tokenizer.json")
+        tok = Tokenizer.from_file(str(tok_file))
+        tok.no_truncation()  # a tokenizer.json may carry fixed truncation/padding (MiniLM: 128)
+        tok.no_padding()
+        s = build_store_from_texts(folder / "store", read_beir_corpus(corpus), tok,
+                                   max_length=data["max_length"], force=True)  # fmt: skip
+        return {"rows": len(s)}
+
+    st = ctx.stage(
+        "store",
+        {"corpus": corpus_h, "model": init_h},
+        {"max_length": data["max_length"], "store_version": 2},
+        do_store,
+    )
+    store = ctx.out / "store" / "store"
+
+    # --- split --------------------------------------------------------------------------------
+    def do_split(folder: Path) -> dict:
+        qrels = read_qrels(qrels_path)
+        train, dev = dev_split(list(qrels), data["dev_fraction"], ctx.seed)
+        _write_qrels(folder / "train.qrels", qrels, train)
+        _write_qrels(folder / "dev.qrels", qrels, dev)
+        _queries_subset(queries, folder / "dev_queries.jsonl", set(dev))
+        _queries_subset(queries, folder / "judged_queries.jsonl", set(qrels))
+        return {"train_queries": len(train), "dev_queries": len(dev)}
+
+    sp = ctx.stage("split", {"qrels": qrels_h}, {"dev_fraction": data["dev_fraction"]}, do_split)
+    train_qrels, dev_qrels = ctx.out / "split" / "train.qrels", ctx.out / "split" / "dev.qrels"
+    judged_queries = ctx.out / "split" / "judged_queries.jsonl"
+    split_in = {"split": sp["fingerprint"], "queries": queries_h}
+
+    # --- optional pre-training ----------------------------------------------------------------
+    base_model, base_fp = init, init_h
+    if cfg["pretrain"]:
+        pcfg = dict(cfg["pretrain"])
+
+        def do_pretrain(folder: Path) -> dict:
+            try:
+                from dense_pt.pretrain import build_config, run_pretrain
+            except ImportError as exc:
+                raise DensePtError(
+                    f"[pretrain] needs the pre-training engine (dense_pt.pretrain): {exc}"
+                ) from exc
+            train = pcfg.pop("train", {})
+            top = {
+                "method": pcfg.pop("method", "simlm"),
+                "model": init,
+                "corpus": store,
+                "out": folder / "run",
+            }
+            pc = build_config(None, top=top, options=pcfg, train=train)
+            summary = run_pretrain(pc, resume=True, progress=ctx.progress)
+            return {"steps": summary.get("steps")}
+
+        pt = ctx.stage("pretrain", {"store": st["fingerprint"], "model": init_h}, pcfg, do_pretrain)
+        base_model, base_fp = ctx.out / "pretrain" / "run" / "encoder", pt["fingerprint"]
+
+    # --- BM25 ---------------------------------------------------------------------------------
+    def do_bm25(folder: Path) -> dict:
+        from dense_pt.evaluation import read_queries, write_run
+
+        qs = read_queries(queries)
+        judged = read_qrels(qrels_path)
+        run = bm25_run(read_beir_corpus(corpus), {q: t for q, t in qs.items() if q in judged},
+                       k=max(k_search, cfg["mine"]["bm25_depth"] + 10))  # fmt: skip
+        write_run(folder / "run.trec", run, tag="bm25s")
+        return {"metrics": _evaluate(ctx, run, dev_qrels)}
+
+    bm = ctx.stage("bm25", {"corpus": corpus_h, **split_in}, {"k": k_search}, do_bm25)
+
+    # --- zero-shot ----------------------------------------------------------------------------
+    def do_zeroshot(folder: Path) -> dict:
+        run = _retrieve(ctx, base_model, folder, store, ctx.out / "split" / "dev_queries.jsonl", k_eval)
+        return {"metrics": _evaluate(ctx, run, dev_qrels)}
+
+    ctx.stage(
+        "zeroshot", {"model": base_fp, "store": st["fingerprint"], **split_in}, cfg["encode"], do_zeroshot
+    )
+
+    train_ids = sorted(read_qrels(train_qrels))
+
+    def mine_from(run_path: Path, out: Path, sec: dict[str, Any], depth: int, num: int) -> dict:
+        table = mine_negatives(read_run(run_path), read_qrels(train_qrels), depth=depth, num=num,
+                               skip_top=sec.get("skip_top", 0), margin=sec.get("margin"), seed=ctx.seed)  # fmt: skip
+        write_negatives(out, table)
+        return table.stats
+
+    def retriever_stage(name: str, sec: dict, init_model: Path, negatives_from: Path, neg_params: dict,
+                        teacher: Path | None = None) -> Callable[[Path], dict]:  # fmt: skip
+        def fn(folder: Path) -> dict:
+            neg = None
+            stats = None
+            if teacher is None:
+                neg = folder / "negatives.dpneg"
+                if not neg.exists():
+                    stats = mine_from(
+                        negatives_from, neg, cfg["mine"], neg_params["depth"], neg_params["num"]
+                    )
+            kw = _retriever_kwargs(sec)
+            if teacher is not None:
+                kw["alpha"] = sec["alpha"]
+            m = train_retriever(init_model, store, queries, train_qrels, folder / "train", negatives=neg,
+                                pooling=model_cfg["pooling"], train=_train_cfg(sec, ctx.seed),
+                                restrict_to=train_ids, teacher_scores=teacher, progress=ctx.progress, **kw)  # fmt: skip
+            run = _retrieve(ctx, folder / "train" / "model", folder, store, judged_queries, k_search)
+            return {"metrics": _evaluate(ctx, run, dev_qrels), "negatives": stats, "train_steps": m["steps"],
+                    "train_wall_s": m["wall_s"]}  # fmt: skip
+
+        return fn
+
+    # --- R1: BM25 negatives -------------------------------------------------------------------
+    bm25_neg = {"depth": cfg["mine"]["bm25_depth"], "num": cfg["mine"]["num"]}
+    r1 = ctx.stage("r1", {"model": base_fp, "bm25": bm["fingerprint"], "store": st["fingerprint"], **split_in},
+                   {**cfg["r1"], "negatives": bm25_neg, "mine": cfg["mine"]},
+                   retriever_stage("r1", cfg["r1"], base_model, ctx.out / "bm25" / "run.trec", bm25_neg))  # fmt: skip
+
+    # --- mine from R1 -------------------------------------------------------------------------
+    def do_mine(folder: Path) -> dict:
+        stats = mine_from(ctx.out / "r1" / "run.trec", folder / "negatives.dpneg", cfg["mine"],
+                          cfg["mine"]["depth"], cfg["mine"]["num"])  # fmt: skip
+        return {"negatives": stats}
+
+    mi = ctx.stage("mine", {"r1": r1["fingerprint"]}, cfg["mine"], do_mine)
+
+    # --- R2: R1-mined negatives, from the base model again ------------------------------------
+    def do_r2(folder: Path) -> dict:
+        shutil.copyfile(ctx.out / "mine" / "negatives.dpneg", folder / "negatives.dpneg")
+        return retriever_stage("r2", cfg["r2"], base_model, Path(), {})(folder)
+
+    r2 = ctx.stage("r2", {"model": base_fp, "mine": mi["fingerprint"], **split_in}, cfg["r2"], do_r2)
+
+    # --- re-ranker: negatives from R2's top-k ---------------------------------------------------
+    rr_sec = cfg["reranker"]
+    if rr_sec["enabled"]:
+
+        def do_reranker(folder: Path) -> dict:
+            neg = folder / "negatives.dpneg"
+            stats = mine_from(ctx.out / "r2" / "run.trec", neg, cfg["mine"], rr_sec["depth"], rr_sec["num"])
+            m = train_reranker(base_model, store, queries, train_qrels, neg, folder / "train",
+                               group_size=rr_sec["group_size"], query_max_length=rr_sec["query_max_length"],
+                               max_length=rr_sec["max_length"], train=_train_cfg(rr_sec, ctx.seed),
+                               restrict_to=train_ids, progress=ctx.progress)  # fmt: skip
+            dev = set(read_qrels(dev_qrels))
+            r2run = {q: h for q, h in read_run(ctx.out / "r2" / "run.trec").items() if q in dev}
+            reranked = rerank_run(folder / "train" / "model", store, queries, r2run, rr_sec["rerank_depth"])
+            from dense_pt.evaluation import write_run
+
+            write_run(folder / "dev_reranked.trec", reranked)
+            return {"metrics": _evaluate(ctx, reranked, dev_qrels), "negatives": stats,
+                    "train_steps": m["steps"], "train_wall_s": m["wall_s"]}  # fmt: skip
+
+        rr = ctx.stage(
+            "reranker", {"r2": r2["fingerprint"], "model": base_fp, **split_in}, rr_sec, do_reranker
+        )
+
+        def do_score(folder: Path) -> dict:
+            from dense_pt.retrieval.negatives import NegativesTable, read_negatives
+
+            full = read_negatives(ctx.out / "reranker" / "negatives.dpneg")
+            cut = NegativesTable({q: rows[: rr_sec["score_num"]] for q, rows in full.rows.items()})
+            write_negatives(folder / "to_score.dpneg", cut)
+            m = score(ctx.out / "reranker" / "train" / "model", store, queries, train_qrels,
+                      folder / "to_score.dpneg", folder / "scores.dpneg")  # fmt: skip
+            return {"pairs": m["pairs"], "meaning": m["meaning"]}
+
+        sc = ctx.stage("score", {"reranker": rr["fingerprint"]}, {"score_num": rr_sec["score_num"]}, do_score)
+
+        ds = cfg["distill"]
+        if ds["enabled"]:
+            d_init = ctx.out / "r2" / "train" / "model" if ds["init"] == "r2" else base_model
+            ctx.stage("distill", {"score": sc["fingerprint"], "r2": r2["fingerprint"], "model": base_fp, **split_in},
+                      ds, retriever_stage("distill", ds, d_init, Path(), {}, ctx.out / "score" / "scores.dpneg"))  # fmt: skip
+
+    # --- report -------------------------------------------------------------------------------
+    from dense_pt.pipeline.report import write_report
+
+    write_report(ctx.out / "report", ctx.results, cfg)
+    log(f"report: {ctx.out / 'report' / 'report.md'}")
+    return ctx.results

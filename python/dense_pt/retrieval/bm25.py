@@ -1,0 +1,57 @@
+"""`dense-pt bm25`: a BM25 run with the bm25s package (Lucene's BM25 variant by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from dense_pt.errors import InvalidArgumentError
+from dense_pt.evaluation.trec import write_run
+
+
+def bm25_run(
+    corpus: Iterable[tuple[str, str]],
+    queries: dict[str, str],
+    k: int = 1000,
+    k1: float = 0.9,
+    b: float = 0.4,
+    method: str = "lucene",
+    stopwords: str | None = "en",
+    stem: bool = True,
+) -> dict[str, dict[str, float]]:
+    """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}``."""
+    import bm25s
+
+    pairs = list(corpus)
+    if not pairs:
+        raise InvalidArgumentError("the corpus is empty")
+    pids = [p for p, _ in pairs]
+    stemmer = None
+    if stem:
+        try:
+            import Stemmer
+
+            stemmer = Stemmer.Stemmer("english")
+        except ImportError:
+            stemmer = None
+    tok = bm25s.tokenize([t for _, t in pairs], stopwords=stopwords, stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25(k1=k1, b=b, method=method)
+    retriever.index(tok, show_progress=False)
+    qids = list(queries)
+    qtok = bm25s.tokenize(
+        [queries[q] for q in qids], stopwords=stopwords, stemmer=stemmer, show_progress=False
+    )
+    kk = min(k, len(pids))
+    docs, scores = retriever.retrieve(qtok, k=kk, show_progress=False, n_threads=1)
+    run: dict[str, dict[str, float]] = {}
+    for i, q in enumerate(qids):
+        run[q] = {pids[int(d)]: float(s) for d, s in zip(docs[i], scores[i], strict=True) if s > 0}
+    return run
+
+
+def bm25(corpus_path: str | Path, queries_path: str | Path, out: str | Path, k: int = 1000, **kw) -> Path:
+    from dense_pt.evaluation.trec import read_beir_corpus, read_queries
+
+    run = bm25_run(read_beir_corpus(corpus_path), read_queries(queries_path), k=k, **kw)
+    write_run(out, run, tag="bm25s")
+    return Path(out)

@@ -1,0 +1,266 @@
+"""`dense-pt encode`: embeddings of a corpus store (or a queries file) as fp16 ``.npy`` shards.
+
+Output folder::
+
+    manifest.json        model + its hash, source + its hash, pooling, normalize, max_length,
+                         dtype, dim, shard_size, and the shards finished so far
+    ids-00000.txt        the ids of shard 0, one a line, in corpus order
+    emb-00000.npy        float16 [rows, dim], memory-mappable (np.load(..., mmap_mode="r"))
+
+Each shard covers a contiguous row range of the source; inside a shard, rows are batched by
+token length (less padding) and written back in corpus order. Shards are written atomically and
+the manifest is updated after each, so a killed run, re-started with the same arguments, encodes
+only the missing shards. Arguments that would change the embeddings must match the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import __version__
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
+from dense_pt.retrieval.encoder import check_vocab, detect_spec, load_backbone, pad_batch, pool
+
+MANIFEST = "manifest.json"
+DTYPES = {"float16": np.float16, "float32": np.float32}
+
+
+def model_hash(model_dir: str | Path) -> str:
+    """sha256 over the config and weight files of a model folder (identifies the checkpoint)."""
+    h = hashlib.sha256()
+    root = Path(model_dir)
+    for name in sorted(p.name for p in root.iterdir() if p.is_file()):
+        if name == "config.json" or name.endswith((".safetensors", ".bin")):
+            h.update(name.encode())
+            h.update(sha256_file(root / name).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class Embeddings:
+    """The shards of an encode output, opened lazily (memory-mapped)."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: str | Path) -> Embeddings:
+        path = Path(path)
+        mpath = path / MANIFEST
+        if not mpath.exists():
+            raise FormatError("not an embeddings folder (no manifest.json)", path)
+        manifest = json.loads(mpath.read_text())
+        if not manifest.get("complete"):
+            raise FormatError("encoding is incomplete: re-run `dense-pt encode` to finish it", path)
+        return cls(path, manifest)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.manifest["shards"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    @property
+    def normalized(self) -> bool:
+        return bool(self.manifest["normalize"])
+
+    def shard(self, i: int) -> tuple[list[str], np.ndarray]:
+        info = self.manifest["shards"][i]
+        ids = (self.path / info["ids"]).read_text(encoding="utf-8").split("\n")[:-1]
+        emb = np.load(self.path / info["file"], mmap_mode="r")
+        if emb.shape != (len(ids), self.dim):
+            raise FormatError(f"shape {emb.shape} does not match {len(ids)} ids", self.path / info["file"])
+        return ids, emb
+
+    def ids(self) -> list[str]:
+        return [pid for i in range(self.num_shards) for pid in self.shard(i)[0]]
+
+    def load_all(self) -> tuple[list[str], np.ndarray]:
+        parts = [self.shard(i) for i in range(self.num_shards)]
+        ids = [p for ids, _ in parts for p in ids]
+        emb = np.concatenate([np.asarray(e) for _, e in parts]) if parts else np.zeros((0, self.dim))
+        return ids, emb
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    order = np.argsort(-lengths, kind="stable")  # longest first: a memory error shows up at once
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _encode_rows(
+    model: Any,
+    seqs: Sequence[np.ndarray],
+    specials: tuple[int, int, int],
+    max_length: int,
+    batch_size: int,
+    pooling: str,
+    normalize: bool,
+    device: str,
+    out_dtype: Any,
+    on_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    import torch
+
+    cls, sep, pad = specials
+    lengths = np.array([min(len(s), max_length - 2) for s in seqs], dtype=np.int64)
+    dim = int(model.config.hidden_size)
+    out = np.zeros((len(seqs), dim), dtype=out_dtype)
+    autocast = device.startswith("cuda")
+    with torch.inference_mode():
+        for idx in _length_batches(lengths, batch_size):
+            ids, mask = pad_batch([seqs[i] for i in idx], cls, sep, pad, max_length)
+            ids, mask = ids.to(device), mask.to(device)
+            with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
+                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+                emb = pool(hidden.float(), mask, pooling, normalize)
+            out[idx] = emb.float().cpu().numpy().astype(out_dtype)
+            if on_batch:
+                on_batch(len(idx))
+    return out
+
+
+def _tokenize_queries(tokenizer: Any, texts: list[str]) -> list[np.ndarray]:
+    enc = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    return [np.asarray(e, dtype=np.uint32) for e in enc]
+
+
+def encode(
+    model_dir: str | Path,
+    source: str | Path,
+    out: str | Path,
+    pooling: str = "auto",
+    normalize: bool | None = None,
+    batch_size: int = 64,
+    max_length: int = 256,
+    shard_size: int = 100_000,
+    dtype: str = "float16",
+    device: str | None = None,
+    progress: bool = True,
+    max_shards: int | None = None,
+) -> Path:
+    """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``.
+
+    ``max_shards`` stops after that many new shards (used by tests to simulate an interrupted run).
+    """
+
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.evaluation.trec import read_queries
+    from dense_pt.retrieval.encoder import load_tokenizer
+
+    model_dir, source, out = Path(model_dir), Path(source), Path(out)
+    if dtype not in DTYPES:
+        raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if max_length < 3 or batch_size < 1 or shard_size < 1:
+        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
+    spec = detect_spec(model_dir, pooling, normalize)
+    device = device or _default_device()
+    tokenizer = load_tokenizer(model_dir)
+    if source.is_dir():
+        store = CorpusStore.open(source)
+        check_vocab(model_dir, store.vocab_hash)
+        all_ids = store.ids.to_pylist()
+        values, offsets = store.ragged()
+        source_hash = hashlib.sha256(
+            (store.vocab_hash + str(len(store)) + sha256_file(store.path / "tokens.arrow")).encode()
+        ).hexdigest()
+        kind = "passages"
+
+        def rows(a: int, b: int) -> list[np.ndarray]:
+            return [values[offsets[i] : offsets[i + 1]] for i in range(a, b)]
+    else:
+        queries = read_queries(source)
+        all_ids = list(queries)
+        texts = [queries[q] for q in all_ids]
+        source_hash = sha256_file(source)
+        kind = "queries"
+
+        def rows(a: int, b: int) -> list[np.ndarray]:
+            return _tokenize_queries(tokenizer, texts[a:b])
+
+    specials = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
+    if None in specials:
+        raise FormatError("the model's tokenizer lacks a [CLS], [SEP] or [PAD] token", model_dir)
+    settings = {
+        "model": str(model_dir.resolve()),
+        "model_hash": model_hash(model_dir),
+        "source": str(source.resolve()),
+        "source_hash": source_hash,
+        "kind": kind,
+        "pooling": spec.pooling,
+        "normalize": spec.normalize,
+        "max_length": max_length,
+        "dtype": dtype,
+        "shard_size": shard_size,
+        "num_rows": len(all_ids),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    mpath = out / MANIFEST
+    if mpath.exists():
+        manifest = json.loads(mpath.read_text())
+        changed = [k for k, v in settings.items() if manifest.get("settings", {}).get(k) != v]
+        if changed:
+            raise MismatchError(
+                f"{out} holds embeddings made with other settings ({', '.join(changed)}); "
+                "use a new --out folder"
+            )
+    else:
+        manifest = {"settings": settings, "shards": [], "complete": False, "code_version": __version__}
+    model = load_backbone(model_dir, device)
+    manifest["dim"] = int(model.config.hidden_size)
+    for k in ("pooling", "normalize", "kind", "num_rows"):
+        manifest[k] = settings[k]
+    done = {s["index"] for s in manifest["shards"]}
+    n_shards = max(1, -(-len(all_ids) // shard_size))
+    todo = [s for s in range(n_shards) if s not in done]
+    total = sum(min(shard_size, len(all_ids) - s * shard_size) for s in todo)
+    t0, seen, last_print = time.perf_counter(), 0, 0.0
+
+    def tick(n: int) -> None:
+        nonlocal seen, last_print
+        seen += n
+        now = time.perf_counter()
+        if progress and (now - last_print > 2 or seen == total):
+            last_print = now
+            rate = seen / max(now - t0, 1e-9)
+            print(f"\rencode: {seen}/{total} {kind} {rate:,.0f} {kind}/s", end="", flush=True)
+
+    for written, s in enumerate(todo):
+        if max_shards is not None and written >= max_shards:
+            break
+        a, b = s * shard_size, min((s + 1) * shard_size, len(all_ids))
+        emb = _encode_rows(
+            model, rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
+            device, DTYPES[dtype], tick,
+        )  # fmt: skip
+        ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
+        with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
+            f.write("".join(f"{pid}\n" for pid in all_ids[a:b]))
+        with atomic_file(out / emb_name, "wb") as f:
+            np.save(f, emb)
+        manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": [a, b]})
+        manifest["shards"].sort(key=lambda x: x["index"])
+        manifest["complete"] = len(manifest["shards"]) == n_shards
+        write_json_atomic(mpath, manifest)
+    if progress and total:
+        print()
+    manifest["complete"] = len(manifest["shards"]) == n_shards
+    manifest["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    write_json_atomic(mpath, manifest)
+    return out

@@ -1,0 +1,163 @@
+"""A bi-encoder over a Hugging Face backbone: loading, pooling, batching, and saving in a layout
+that both ``AutoModel.from_pretrained`` and ``SentenceTransformer(path)`` load.
+
+Pooling is ``cls`` (the [CLS] vector, SimLM/CDMAE) or ``mean`` (masked mean, all-MiniLM-L6-v2);
+``normalize`` L2-normalises embeddings (cosine similarity). A folder written by
+sentence-transformers (``modules.json`` + ``1_Pooling/config.json`` + ``Normalize``) is read with
+its own pooling and normalisation when ``pooling="auto"``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.fsutil import write_json_atomic
+
+POOLINGS = ("cls", "mean")
+
+
+@dataclass
+class EncoderSpec:
+    pooling: str
+    normalize: bool
+
+
+def detect_spec(path: str | Path, pooling: str = "auto", normalize: bool | None = None) -> EncoderSpec:
+    """Pooling/normalisation of a checkpoint: explicit values win, else its sentence-transformers
+    modules, else (``cls``, no normalisation)."""
+    path = Path(path)
+    found_pool, found_norm = "cls", False
+    modules = path / "modules.json"
+    if modules.exists():
+        try:
+            mods = json.loads(modules.read_text())
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"invalid JSON ({exc})", modules) from None
+        for m in mods:
+            kind = m.get("type", "")
+            if kind.endswith("Pooling"):
+                cfg = json.loads((path / m["path"] / "config.json").read_text())
+                if cfg.get("pooling_mode_cls_token"):
+                    found_pool = "cls"
+                elif cfg.get("pooling_mode_mean_tokens"):
+                    found_pool = "mean"
+                else:
+                    raise FormatError("only cls or mean pooling is supported", path / m["path"])
+            if kind.endswith("Normalize"):
+                found_norm = True
+    if pooling == "auto":
+        pooling = found_pool
+    if pooling not in POOLINGS:
+        raise InvalidArgumentError(f"pooling must be one of {POOLINGS} or 'auto', got {pooling!r}")
+    return EncoderSpec(pooling, found_norm if normalize is None else normalize)
+
+
+def pool(hidden: Any, mask: Any, pooling: str, normalize: bool) -> Any:
+    """[batch, seq, dim] hidden states -> [batch, dim] embeddings."""
+    import torch
+
+    if pooling == "cls":
+        out = hidden[:, 0]
+    else:
+        m = mask.unsqueeze(-1).to(hidden.dtype)
+        out = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    if normalize:
+        out = torch.nn.functional.normalize(out, dim=-1)
+    return out
+
+
+def load_backbone(path: str | Path, device: str = "cpu", dtype: Any = None) -> Any:
+    """The encoder as an ``AutoModel`` (a local folder only: never downloads)."""
+    from transformers import AutoModel
+
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FormatError("not a model folder (no config.json)", path)
+    model = AutoModel.from_pretrained(str(path), local_files_only=True, dtype=dtype)
+    return model.to(device).eval()
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def check_vocab(model_dir: str | Path, store_vocab_hash: str) -> None:
+    """Refuse a store tokenized with another vocabulary than the model's tokenizer."""
+    from dense_pt.data.tokenizer import vocab_hash
+
+    tok_file = Path(model_dir) / "tokenizer.json"
+    if not tok_file.exists():
+        raise FormatError("model folder has no tokenizer.json (a fast tokenizer is required)", model_dir)
+    from tokenizers import Tokenizer
+
+    if vocab_hash(Tokenizer.from_file(str(tok_file))) != store_vocab_hash:
+        raise MismatchError(
+            f"{model_dir}: the corpus store was tokenized with another vocabulary than this model's"
+        )
+
+
+def pad_batch(seqs: list[np.ndarray], cls: int, sep: int, pad: int, max_length: int) -> tuple[Any, Any]:
+    """[CLS] + content[: max_length - 2] + [SEP], right-padded; (input_ids, attention_mask) tensors."""
+    import torch
+
+    lens = [min(len(s), max_length - 2) + 2 for s in seqs]
+    width = max(lens)
+    ids = np.full((len(seqs), width), pad, dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        n = lens[i] - 2
+        ids[i, 0] = cls
+        ids[i, 1 : n + 1] = s[:n]
+        ids[i, n + 1] = sep
+        mask[i, : n + 2] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def save_sentence_transformer(
+    model: Any, tokenizer: Any, out: str | Path, pooling: str, normalize: bool, max_seq_length: int
+) -> None:
+    """Write the backbone (safetensors) + tokenizer + the sentence-transformers module files, so
+    ``SentenceTransformer(out)`` reproduces our pooling and normalisation."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    dim = int(model.config.hidden_size)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if normalize:
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
+        (out / "2_Normalize").mkdir(exist_ok=True)
+    write_json_atomic(out / "modules.json", modules)
+    write_json_atomic(
+        out / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": dim,
+            "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
+        },
+    )
+    write_json_atomic(
+        out / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
+    )
+    write_json_atomic(
+        out / "config_sentence_transformers.json",
+        {"similarity_fn_name": "cosine" if normalize else "dot", "prompts": {}, "default_prompt_name": None},
+    )

@@ -1,0 +1,417 @@
+//! The negatives file: for every query, the ids of its mined hard negatives and their retrieval
+//! scores, as one versioned, checksummed binary file (`.dpneg`).
+//!
+//! Training rows are id-based (passages live in the corpus store), so re-mining rewrites only
+//! this file. Layout, all integers little-endian:
+//!
+//! ```text
+//! magic      8 bytes  "DPTNEGS\0"
+//! version    u32      1
+//! flags      u32      bit 0: per-negative scores present
+//! n_queries  u64
+//! n_passages u64      distinct passage ids (the id table)
+//! n_neg      u64      negatives over all queries
+//! payload    query-id table   (u64 offsets[n_queries + 1], utf-8 bytes)
+//!            passage-id table (u64 offsets[n_passages + 1], utf-8 bytes)
+//!            row offsets u64[n_queries + 1] into the negatives
+//!            negatives  u32[n_neg] (indices into the passage-id table)
+//!            scores     f32[n_neg] (if flag bit 0)
+//! crc32      u32      of every byte before it
+//! ```
+//!
+//! Reading validates the magic, version, checksum, every offset and index, and UTF-8, so a
+//! truncated or corrupted file is refused with a `Format` error and never panics.
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub const MAGIC: &[u8; 8] = b"DPTNEGS\0";
+pub const VERSION: u32 = 1;
+const FLAG_SCORES: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8;
+
+/// Negatives of every query, in CSR form over an id table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Negatives {
+    pub query_ids: Vec<String>,
+    pub passage_ids: Vec<String>,
+    /// `offsets[i]..offsets[i + 1]` are query `i`'s entries in `negatives` / `scores`.
+    pub offsets: Vec<u64>,
+    pub negatives: Vec<u32>,
+    pub scores: Option<Vec<f32>>,
+}
+
+impl Negatives {
+    /// Check the internal consistency (what a reader and a writer both require).
+    pub fn validate(&self) -> Result<()> {
+        let nq = self.query_ids.len();
+        if self.offsets.len() != nq + 1 {
+            return Err(Error::invalid(format!(
+                "offsets has {} entries for {} queries (need n_queries + 1)",
+                self.offsets.len(),
+                nq
+            )));
+        }
+        if self.offsets[0] != 0 || *self.offsets.last().unwrap() != self.negatives.len() as u64 {
+            return Err(Error::invalid(
+                "offsets must start at 0 and end at the number of negatives",
+            ));
+        }
+        if self.offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(Error::invalid("offsets must be non-decreasing"));
+        }
+        let np = self.passage_ids.len() as u64;
+        if let Some(bad) = self.negatives.iter().find(|&&i| i as u64 >= np) {
+            return Err(Error::invalid(format!(
+                "negative index {bad} outside the passage-id table ({np} ids)"
+            )));
+        }
+        if let Some(s) = &self.scores {
+            if s.len() != self.negatives.len() {
+                return Err(Error::invalid(format!(
+                    "{} scores for {} negatives",
+                    s.len(),
+                    self.negatives.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The file's bytes.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        self.validate()?;
+        let mut out = Vec::with_capacity(
+            HEADER_LEN + 4 + self.negatives.len() * 8 + 16 * (self.passage_ids.len() + 1),
+        );
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        let flags = if self.scores.is_some() {
+            FLAG_SCORES
+        } else {
+            0
+        };
+        out.extend_from_slice(&flags.to_le_bytes());
+        for n in [
+            self.query_ids.len(),
+            self.passage_ids.len(),
+            self.negatives.len(),
+        ] {
+            out.extend_from_slice(&(n as u64).to_le_bytes());
+        }
+        put_strings(&mut out, &self.query_ids);
+        put_strings(&mut out, &self.passage_ids);
+        for o in &self.offsets {
+            out.extend_from_slice(&o.to_le_bytes());
+        }
+        for n in &self.negatives {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        if let Some(s) = &self.scores {
+            for v in s {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        Ok(out)
+    }
+
+    /// Parse and validate a file's bytes; `path` only names the file in errors.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
+        let fmt = |m: String| Error::format(path, m);
+        if bytes.len() < HEADER_LEN + 4 {
+            return Err(fmt(format!(
+                "too short for a negatives file ({} bytes)",
+                bytes.len()
+            )));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(fmt("not a dense-pt negatives file (bad magic)".into()));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 4);
+        let stored = u32::from_le_bytes(tail.try_into().unwrap());
+        if crc32fast::hash(body) != stored {
+            return Err(fmt(
+                "checksum mismatch: the file is corrupted or truncated".into()
+            ));
+        }
+        let mut r = Reader {
+            buf: body,
+            pos: 8,
+            path,
+        };
+        let version = r.u32()?;
+        if version != VERSION {
+            return Err(fmt(format!(
+                "negatives format version {version} is not supported (this reads {VERSION})"
+            )));
+        }
+        let flags = r.u32()?;
+        let nq = r.len_field("n_queries")?;
+        let np = r.len_field("n_passages")?;
+        let nn = r.len_field("n_neg")?;
+        let query_ids = r.strings(nq)?;
+        let passage_ids = r.strings(np)?;
+        let offsets = r.u64s(nq + 1)?;
+        let negatives = r.u32s(nn)?;
+        let scores = if flags & FLAG_SCORES != 0 {
+            Some(r.f32s(nn)?)
+        } else {
+            None
+        };
+        if r.pos != body.len() {
+            return Err(fmt(format!(
+                "{} unexpected trailing bytes",
+                body.len() - r.pos
+            )));
+        }
+        let negs = Negatives {
+            query_ids,
+            passage_ids,
+            offsets,
+            negatives,
+            scores,
+        };
+        negs.validate().map_err(|e| fmt(e.to_string()))?;
+        Ok(negs)
+    }
+
+    /// Write atomically: a temporary file in the same folder, fsync, rename.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let bytes = self.encode()?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
+        let tmp = dir.join(format!(
+            ".{}.{}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
+            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+            std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::decode(&bytes, path)
+    }
+
+    /// Tab-separated text: `qid<TAB>pid<TAB>score` (score empty when absent), one negative a line,
+    /// queries in file order, each query's negatives in stored order.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for (q, qid) in self.query_ids.iter().enumerate() {
+            let (a, b) = (self.offsets[q] as usize, self.offsets[q + 1] as usize);
+            for j in a..b {
+                let pid = &self.passage_ids[self.negatives[j] as usize];
+                match &self.scores {
+                    Some(sc) => s.push_str(&format!("{qid}\t{pid}\t{}\n", sc[j])),
+                    None => s.push_str(&format!("{qid}\t{pid}\t\n")),
+                }
+            }
+        }
+        s
+    }
+}
+
+fn put_strings(out: &mut Vec<u8>, items: &[String]) {
+    let mut off = 0u64;
+    out.extend_from_slice(&off.to_le_bytes());
+    for s in items {
+        off += s.len() as u64;
+        out.extend_from_slice(&off.to_le_bytes());
+    }
+    for s in items {
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    path: &'a Path,
+}
+
+impl<'a> Reader<'a> {
+    fn err(&self, m: impl Into<String>) -> Error {
+        Error::format(self.path, m)
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let buf: &'a [u8] = self.buf;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| self.err(format!("truncated at byte {}", self.pos)))?;
+        let s = &buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    /// A count field, bounded by the file size so a corrupt count cannot trigger a huge alloc.
+    fn len_field(&mut self, name: &str) -> Result<usize> {
+        let n = self.u64()?;
+        if n > self.buf.len() as u64 {
+            return Err(self.err(format!("{name} = {n} exceeds the file size")));
+        }
+        Ok(n as usize)
+    }
+    fn u64s(&mut self, n: usize) -> Result<Vec<u64>> {
+        let b = self.take(n.checked_mul(8).ok_or_else(|| self.err("count overflow"))?)?;
+        Ok(b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>> {
+        let b = self.take(n.checked_mul(4).ok_or_else(|| self.err("count overflow"))?)?;
+        Ok(b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
+    fn f32s(&mut self, n: usize) -> Result<Vec<f32>> {
+        let b = self.take(n.checked_mul(4).ok_or_else(|| self.err("count overflow"))?)?;
+        Ok(b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
+    fn strings(&mut self, n: usize) -> Result<Vec<String>> {
+        let offs = self.u64s(n + 1)?;
+        if offs[0] != 0 || offs.windows(2).any(|w| w[0] > w[1]) {
+            return Err(self.err("string offsets are not non-decreasing from 0"));
+        }
+        let total = *offs.last().unwrap();
+        if total > self.buf.len() as u64 {
+            return Err(self.err("string table exceeds the file size"));
+        }
+        let bytes = self.take(total as usize)?;
+        let mut out = Vec::with_capacity(n);
+        for w in offs.windows(2) {
+            let s = std::str::from_utf8(&bytes[w[0] as usize..w[1] as usize])
+                .map_err(|_| self.err("an id is not valid UTF-8"))?;
+            out.push(s.to_owned());
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Negatives {
+        Negatives {
+            query_ids: vec!["q1".into(), "q2".into(), "q3".into()],
+            passage_ids: vec!["a".into(), "bé".into(), "c".into()],
+            offsets: vec![0, 2, 2, 3],
+            negatives: vec![0, 2, 1],
+            scores: Some(vec![0.5, 0.25, -1.0]),
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_text() {
+        let n = sample();
+        let back = Negatives::decode(&n.encode().unwrap(), Path::new("x")).unwrap();
+        assert_eq!(back, n);
+        assert_eq!(n.to_text(), "q1\ta\t0.5\nq1\tc\t0.25\nq3\tbé\t-1\n");
+    }
+
+    #[test]
+    fn invalid_inputs_refused() {
+        let mut n = sample();
+        n.negatives[0] = 3;
+        assert!(matches!(n.encode(), Err(Error::InvalidArgument(_))));
+        let mut n = sample();
+        n.offsets = vec![0, 2, 1, 3];
+        assert!(n.encode().is_err());
+    }
+
+    #[test]
+    fn file_roundtrip() {
+        let dir = std::env::temp_dir().join(format!("dpneg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("n.dpneg");
+        sample().write(&p).unwrap();
+        assert_eq!(Negatives::read(&p).unwrap(), sample());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn arb_negatives() -> impl Strategy<Value = Negatives> {
+        (
+            prop::collection::vec("[a-z0-9é]{0,6}", 1..6),
+            prop::collection::vec("[a-z0-9_]{1,6}", 0..6),
+            any::<bool>(),
+        )
+            .prop_flat_map(|(pids, qids, with_scores)| {
+                let np = pids.len() as u32;
+                let nq = qids.len();
+                (
+                    Just(pids),
+                    Just(qids),
+                    prop::collection::vec(prop::collection::vec(0..np, 0..5), nq),
+                    Just(with_scores),
+                )
+            })
+            .prop_map(|(pids, qids, rows, with_scores)| {
+                let mut offsets = vec![0u64];
+                let mut negatives = vec![];
+                for r in &rows {
+                    negatives.extend_from_slice(r);
+                    offsets.push(negatives.len() as u64);
+                }
+                let scores =
+                    with_scores.then(|| (0..negatives.len()).map(|i| i as f32 * 0.5).collect());
+                Negatives {
+                    query_ids: qids,
+                    passage_ids: pids,
+                    offsets,
+                    negatives,
+                    scores,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn prop_roundtrip(n in arb_negatives()) {
+            let bytes = n.encode().unwrap();
+            prop_assert_eq!(Negatives::decode(&bytes, Path::new("x")).unwrap(), n);
+        }
+
+        #[test]
+        fn prop_corruption_refused(n in arb_negatives(), pos in any::<prop::sample::Index>(), bit in 0u8..8) {
+            let mut bytes = n.encode().unwrap();
+            let i = pos.index(bytes.len());
+            bytes[i] ^= 1 << bit;
+            let refused = matches!(Negatives::decode(&bytes, Path::new("x")), Err(Error::Format { .. }));
+            prop_assert!(refused);
+        }
+
+        #[test]
+        fn prop_truncation_refused(n in arb_negatives(), cut in any::<prop::sample::Index>()) {
+            let bytes = n.encode().unwrap();
+            let len = cut.index(bytes.len());
+            prop_assert!(Negatives::decode(&bytes[..len], Path::new("x")).is_err());
+        }
+    }
+}

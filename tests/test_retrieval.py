@@ -1,0 +1,214 @@
+"""BM25, encode (resumable), faiss search (chunked == one-shot), mining and the negatives file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dense_pt.cli import app
+from dense_pt.errors import FormatError, MismatchError
+from dense_pt.evaluation import evaluate_run, read_run
+from dense_pt.retrieval.encode import Embeddings, encode
+from dense_pt.retrieval.negatives import (
+    NegativesTable,
+    export_text,
+    mine_negatives,
+    read_negatives,
+    write_negatives,
+)
+from dense_pt.retrieval.search import search, search_arrays
+from retrieval_fixtures import tiny_setup
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    return tiny_setup(tmp_path_factory.mktemp("retr"))
+
+
+def test_bm25_finds_topic(setup, tmp_path):
+    beir, *_ = setup
+    res = CliRunner().invoke(
+        app, ["bm25", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"), "--out", str(tmp_path / "bm25.trec"), "-k", "20"]
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    run = read_run(tmp_path / "bm25.trec")
+    from dense_pt.evaluation import read_qrels
+
+    ev = evaluate_run(run, read_qrels(beir / "qrels" / "train.tsv"), ["R@20"])
+    assert ev.measures["R@20"] > 0.5  # lexical overlap with the topic words
+
+
+def test_encode_resume_equals_uninterrupted(setup, tmp_path):
+    _, model, store, _, _ = setup
+    full = encode(model, store, tmp_path / "full", shard_size=10, progress=False, device="cpu")
+    part = tmp_path / "part"
+    encode(model, store, part, shard_size=10, progress=False, max_shards=2, device="cpu")
+    m = json.loads((part / "manifest.json").read_text())
+    assert len(m["shards"]) == 2 and not m["complete"]
+    with pytest.raises(FormatError, match="incomplete"):
+        Embeddings.open(part)
+    before = (part / "emb-00000.npy").stat().st_mtime_ns
+    encode(model, store, part, shard_size=10, progress=False, device="cpu")
+    assert (part / "emb-00000.npy").stat().st_mtime_ns == before  # finished shards not redone
+    ids_a, a = Embeddings.open(full).load_all()
+    ids_b, b = Embeddings.open(part).load_all()
+    assert ids_a == ids_b and a.dtype == np.float16
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(MismatchError, match="pooling"):
+        encode(model, store, part, shard_size=10, pooling="mean", progress=False, device="cpu")
+
+
+def test_encode_matches_unsorted_reference(setup, tmp_path):
+    """Length-sorted batching gives the embeddings of one-at-a-time encoding."""
+    import torch
+    from transformers import AutoModel
+
+    from dense_pt.data.store import CorpusStore
+
+    _, model, store, _, _ = setup
+    _ids, emb = Embeddings.open(
+        encode(model, store, tmp_path / "e", progress=False, dtype="float32", device="cpu")
+    ).load_all()
+    s = CorpusStore.open(store)
+    m = AutoModel.from_pretrained(str(model)).eval()
+    for i in (0, 7, 30):
+        x = torch.tensor([[2, *s.tokens(i).tolist(), 3]])
+        with torch.no_grad():
+            ref = m(input_ids=x).last_hidden_state[0, 0].numpy()
+        np.testing.assert_allclose(emb[i], ref, atol=1e-4)
+
+
+def test_query_encoding_and_search(setup, tmp_path):
+    beir, model, store, _, _qrels = setup
+    encode(model, store, tmp_path / "p", progress=False, device="cpu")
+    encode(model, beir / "queries.jsonl", tmp_path / "q", progress=False, device="cpu")
+    run1 = search(tmp_path / "q", tmp_path / "p", tmp_path / "r1.trec", k=15)
+    run2 = search(tmp_path / "q", tmp_path / "p", None, k=15, max_memory_gb=32 * 4 * 7 / 1e9)
+    assert list(run1) == list(run2)
+    for q in run1:
+        assert list(run1[q]) == list(run2[q])
+        assert list(run1[q].values()) == pytest.approx(list(run2[q].values()))
+    assert read_run(tmp_path / "r1.trec").keys() == run1.keys()
+
+
+def test_empty_query_refused(setup, tmp_path):
+    _, model, *_ = setup
+    (tmp_path / "q.tsv").write_text("q1\thello\nq2\t  \n")
+    with pytest.raises(FormatError, match=r"q.tsv:2.*empty"):
+        encode(model, tmp_path / "q.tsv", tmp_path / "o", progress=False)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 12), st.sampled_from(["ip", "cosine"]), st.integers(0, 10**6))
+def test_chunked_search_equals_one_shot(n, k, metric, seed):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(5, 8)).astype(np.float32)
+    shards = [rng.normal(size=(n, 8)).astype(np.float16) for _ in range(3)]
+    s1, r1 = search_arrays(q, shards, k, metric)
+    s2, r2 = search_arrays(q, shards, k, metric, max_memory_gb=4 * 8 * 3 / 1e9)  # 3 rows a chunk
+    np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_allclose(s1, s2, rtol=1e-6)
+    # and both equal brute force
+    allp = np.concatenate(shards).astype(np.float32)
+    qq = q
+    if metric == "cosine":
+        allp = allp / np.linalg.norm(allp, axis=1, keepdims=True)
+        qq = q / np.linalg.norm(q, axis=1, keepdims=True)
+    full = qq @ allp.T
+    ref = -np.sort(-full, axis=1)[:, : min(k, len(allp))]
+    # same top-k scores as brute force (indices may differ only among float-level ties)
+    np.testing.assert_allclose(np.take_along_axis(full, r1, 1), ref, rtol=1e-5, atol=1e-5)
+
+
+runs = st.dictionaries(
+    st.sampled_from([f"q{i}" for i in range(4)]),
+    st.dictionaries(st.sampled_from([f"d{i}" for i in range(30)]), st.floats(-5, 5), min_size=1, max_size=30),
+    min_size=1,
+)
+qrels_st = st.dictionaries(
+    st.sampled_from([f"q{i}" for i in range(4)]),
+    st.dictionaries(st.sampled_from([f"d{i}" for i in range(30)]), st.integers(0, 2), min_size=1, max_size=6),
+    min_size=1,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    runs,
+    qrels_st,
+    st.integers(1, 30),
+    st.integers(0, 5),
+    st.integers(0, 8),
+    st.sampled_from(["top", "random"]),
+    st.one_of(st.none(), st.floats(0, 1)),
+)
+def test_mining_never_returns_a_positive(run, qrels, depth, skip, num, sampling, margin):
+    if skip >= depth or not any(q in run for q in qrels):
+        return
+    t = mine_negatives(
+        run, qrels, depth=depth, skip_top=skip, num=num, sampling=sampling, margin=margin, seed=3
+    )
+    for q, rows in t.rows.items():
+        pos = {d for d, r in qrels[q].items() if r > 0}
+        pids = [p for p, _ in rows]
+        assert not pos & set(pids)
+        assert len(pids) == len(set(pids)) and (num == 0 or len(pids) <= num)
+        scores = [s for _, s in rows]
+        assert scores == sorted(scores, reverse=True)
+        assert set(pids) <= set(run[q])
+    again = mine_negatives(
+        run, qrels, depth=depth, skip_top=skip, num=num, sampling=sampling, margin=margin, seed=3
+    )
+    assert again.rows == t.rows  # deterministic in the seed
+
+
+def test_mining_semantics():
+    run = {"q": {"a": 5.0, "p": 4.0, "b": 3.9, "c": 3.0, "d": 1.0, "e": 0.5}}
+    qrels = {"q": {"p": 1, "c": 0}}
+    t = mine_negatives(run, qrels, depth=3, skip_top=1, num=0)
+    assert t.pids("q") == ["b", "c"]  # non-positives a,b,c,d,e -> first 3 -> skip 1; judged-0 c allowed
+    t = mine_negatives(run, qrels, depth=10, num=0, margin=0.5)
+    assert t.pids("q") == ["c", "d", "e"]  # a (5 > 4-0.5) and b (3.9 > 3.5) filtered
+    assert t.stats["filtered_by_margin_or_score"] == 2 and t.stats["excluded_positives"] == 1
+    with pytest.raises(MismatchError, match="not in the corpus"):
+        mine_negatives(run, qrels, known_ids={"a", "b", "p"})
+    with pytest.raises(MismatchError, match="another corpus"):
+        mine_negatives(run, {"q": {"zz": 1}}, known_ids={"a", "p", "b", "c", "d", "e"})
+
+
+def test_negatives_file_roundtrip_and_corruption(tmp_path):
+    t = NegativesTable({"q1": [("a", 0.5), ("b", 0.25)], "q2": [], "q3": [("a", -1.0)]})
+    p = tmp_path / "n.dpneg"
+    write_negatives(p, t)
+    assert read_negatives(p).rows == t.rows
+    export_text(p, tmp_path / "n.tsv")
+    assert (tmp_path / "n.tsv").read_text() == "q1\ta\t0.5\nq1\tb\t0.25\nq3\ta\t-1\n"
+    with pytest.raises(MismatchError, match="'b'"):
+        read_negatives(p, known_ids={"a"})
+    raw = bytearray(p.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    (tmp_path / "bad.dpneg").write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="checksum"):
+        read_negatives(tmp_path / "bad.dpneg")
+    (tmp_path / "short.dpneg").write_bytes(p.read_bytes()[:20])
+    with pytest.raises(FormatError):
+        read_negatives(tmp_path / "short.dpneg")
+
+
+def test_cli_mine(setup, tmp_path):
+    beir, _, store, _, _ = setup
+    r = CliRunner()
+    res = r.invoke(app, ["bm25", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"), "--out", str(tmp_path / "b.trec"), "-k", "30"])  # fmt: skip
+    assert res.exit_code == 0
+    res = r.invoke(app, ["mine-negatives", str(tmp_path / "b.trec"), "--qrels", str(beir / "qrels" / "train.tsv"), "--out", str(tmp_path / "n.dpneg"), "--num", "5", "--corpus", str(store), "--text", str(tmp_path / "n.tsv")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    man = json.loads((tmp_path / "n.dpneg.manifest.json").read_text())
+    assert (
+        man["params"]["num"] == 5 and len(man["run_sha256"]) == 64 and man["stats"]["excluded_positives"] > 0
+    )
+    assert len((tmp_path / "n.tsv").read_text().splitlines()) == man["stats"]["negatives"]
