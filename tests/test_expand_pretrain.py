@@ -163,9 +163,35 @@ def test_cli_runs_both_methods_end_to_end(setup, tmp_path):
         assert AutoModel.from_pretrained(out / "encoder") is not None
         run_cfg = json.loads((out / "run_config.json").read_text())
         assert run_cfg["stages"] == [["spans", 0, 2, "cosine"], ["queries", 2, 4, "constant"]]
+    zero_shot_evaluation(runner, tmp_path, tmp_path / "contrastive" / "encoder", store)
     # contrastive without queries: spans only
     res = runner.invoke(app, ["pretrain", "--method", "contrastive", "--out", str(tmp_path / "c2"), *common])
     assert res.exit_code == 0, res.output + repr(res.exception)
+
+
+def zero_shot_evaluation(runner, tmp, encoder, store):
+    """encode -> search -> evaluate with the pre-trained encoder as it is (issue 7, item 5)."""
+    docs = synthetic_texts(N)[1:13]
+    with open(tmp / "queries.jsonl", "w") as f:
+        for i, (_pid, text) in enumerate(docs):
+            f.write(json.dumps({"_id": f"q{i}", "text": " ".join(text.split()[:4])}) + "\n")
+    with open(tmp / "qrels.tsv", "w") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        f.writelines(f"q{i}\t{pid}\t1\n" for i, (pid, _) in enumerate(docs))
+    common = ["--pooling", "cls", "--max-length", "48", "--batch-size", "16", "--device", "cpu"]
+    for source, out in ((str(store.path), "emb_p"), (str(tmp / "queries.jsonl"), "emb_q")):
+        res = runner.invoke(app, ["encode", str(encoder), source, "--out", str(tmp / out), *common])
+        assert res.exit_code == 0, res.output + repr(res.exception)
+    args = ["search", str(tmp / "emb_q"), str(tmp / "emb_p"), "--out", str(tmp / "run.trec"), "-k", "10"]
+    res = runner.invoke(app, [*args, "--metric", "ip"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    hits = [line.split() for line in open(tmp / "run.trec")]
+    assert len(hits) == 12 * 10 and {h[2] for h in hits} <= set(store.ids.to_pylist())
+    args = ["evaluate", str(tmp / "run.trec"), "--qrels", str(tmp / "qrels.tsv"), "-m", "nDCG@10"]
+    res = runner.invoke(app, [*args, "-m", "R@10", "--json"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    measures = json.loads(res.output)
+    assert 0 <= measures["nDCG@10"] <= 1 and 0 <= measures["R@10"] <= 1
 
 
 def test_misuse_is_refused(setup, tmp_path):
