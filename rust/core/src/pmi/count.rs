@@ -381,7 +381,7 @@ fn count_into<S: CountSink>(
 
     let resident = span_len * 4
         + (p1 - p0 + 1) as u64 * 8 * 2
-        + (v as u64) * 8 * (rayon::current_num_threads() as u64 + 2)
+        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
         + FIXED_OVERHEAD;
     let mut b64 = KeyBufs::<u64>::default();
     let mut b128 = KeyBufs::<u128>::default();
@@ -582,34 +582,68 @@ fn count_order<K: Key, S: CountSink>(
             gm += c;
         }
         groups.push((g0, nblocks, gm));
-        let collect = |g: &(u64, u64, u64), buf: &mut [K]| {
+        let rest_bits = (n as u32 - 1) * ctx.bits;
+        // Counting sort by first token straight from the corpus into `b`: a few tasks (runs of
+        // blocks) each histogram their first tokens in lo..hi, then write every key to its
+        // bucket position. Returns the bucket starts.
+        let scatter = |g: &(u64, u64, u64), out: &mut [K]| -> Vec<usize> {
             let (b0, b1, _) = *g;
-            let mut slices: Vec<&mut [K]> = Vec::with_capacity((b1 - b0) as usize);
-            let mut rest: &mut [K] = buf;
-            for b in b0..b1 {
-                let (head, tail) = rest.split_at_mut(counts[b as usize] as usize);
-                slices.push(head);
-                rest = tail;
+            let nb = (hi - lo) as usize;
+            let tasks = ((b1 - b0) as usize).clamp(1, 2 * rayon::current_num_threads());
+            let span = |i: usize| {
+                let k = b1 - b0;
+                let x0 = b0 + k * i as u64 / tasks as u64;
+                let x1 = b0 + k * (i as u64 + 1) / tasks as u64;
+                (x0 * block, (x1 * block).min(total))
+            };
+            let mut offs: Vec<Vec<usize>> = (0..tasks)
+                .into_par_iter()
+                .map(|i| {
+                    let (a, z) = span(i);
+                    let mut h = vec![0usize; nb];
+                    ctx.for_each_first(&starts, a, z, |t| {
+                        if whole || (t >= lo && t < hi) {
+                            h[(t - lo) as usize] += 1;
+                        }
+                    });
+                    h
+                })
+                .collect();
+            let mut bucket_starts = Vec::with_capacity(nb + 1);
+            let mut run = 0usize;
+            for d in 0..nb {
+                bucket_starts.push(run);
+                for h in offs.iter_mut() {
+                    let c = h[d];
+                    h[d] = run;
+                    run += c;
+                }
             }
-            slices.into_par_iter().enumerate().for_each(|(i, out)| {
-                let (a, z) = block_range(b0 + i as u64);
-                let mut w = 0;
+            bucket_starts.push(run);
+            assert_eq!(run, out.len(), "key count changed between passes");
+            let dst = SyncPtr(out.as_mut_ptr());
+            let dst = &dst;
+            offs.into_par_iter().enumerate().for_each(|(i, mut off)| {
+                let (a, z) = span(i);
                 ctx.for_each::<K>(&starts, a, z, |t, key| {
                     if whole || (t >= lo && t < hi) {
-                        out[w] = key;
-                        w += 1;
+                        let d = (t - lo) as usize;
+                        // SAFETY: the offsets partition 0..out.len() between tasks and buckets
+                        // (checked above), so every index is written once and is in bounds.
+                        unsafe { dst.0.add(off[d]).write(key) };
+                        off[d] += 1;
                     }
                 });
-                debug_assert_eq!(w, out.len());
             });
+            bucket_starts
         };
         if groups.len() == 1 {
             let gm = groups[0].2 as usize;
             bufs.ensure(gm);
             tr.lap("block counts + buffers");
-            collect(&groups[0], &mut bufs.a[..gm]);
-            tr.lap("collect keys");
-            let buckets = bufs.sort_count(gm, n, ctx.bits, lo, hi, &mut tr);
+            let bucket_starts = scatter(&groups[0], &mut bufs.b[..gm]);
+            tr.lap("scatter keys by first token");
+            let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
             bufs.emit(&buckets, |k, c| writer.push_block(k, c))?;
             tr.lap("emit");
         } else {
@@ -621,8 +655,8 @@ fn count_order<K: Key, S: CountSink>(
                 }
                 let gm = g.2 as usize;
                 bufs.ensure(gm);
-                collect(g, &mut bufs.a[..gm]);
-                let buckets = bufs.sort_count(gm, n, ctx.bits, lo, hi, &mut tr);
+                let bucket_starts = scatter(g, &mut bufs.b[..gm]);
+                let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
                 let mut run = RunWriter::new(ctx.spill_dir)?;
                 bufs.emit(&buckets, |k, c| {
                     k.iter()
@@ -695,69 +729,24 @@ impl<K: Key> KeyBufs<K> {
         }
     }
 
-    /// Sort the order-`n` keys `a[..len]`, whose first tokens lie in `lo..hi`, and count equal
-    /// keys. Returns buckets `(start, distinct)` in key order: the distinct keys of a bucket are
-    /// `b[start..start + distinct]`, their counts `a[start..start + distinct]` (stored as keys:
-    /// the scratch buffer is free once a bucket is sorted, and a count fits any key type).
+    /// Sort the keys `b[..len]`, already grouped by first token into buckets starting at
+    /// `starts` (one more entry than buckets), on their remaining `rest_bits` bits, and count
+    /// equal keys. Returns `(start, distinct)` per non-empty bucket, in key order: the distinct
+    /// keys are `b[start..start + distinct]`, their counts `a[start..start + distinct]` (stored
+    /// as keys: the scratch buffer is free once a bucket is sorted, and a count fits any key).
     ///
-    /// One parallel scatter by first token (the key's top `bits`), then every bucket is sorted
-    /// on its remaining bits by a cache-sized sort ([`sort_rest`]) and run-length encoded in
-    /// place, buckets in parallel. Most buckets fit in cache, so only the scatter streams
-    /// through memory (an LSD sort over the whole buffer would stream it once per digit).
+    /// Buckets are sorted in parallel by a cache-sized sort ([`sort_rest`]) and run-length
+    /// encoded in place. Most buckets fit in cache, so only the scatter into buckets streams
+    /// through memory (an LSD sort of the whole buffer would stream it once per digit).
     fn sort_count(
         &mut self,
         len: usize,
-        n: usize,
-        bits: u32,
-        lo: u32,
-        hi: u32,
+        rest_bits: u32,
+        starts: &[usize],
         tr: &mut Tracer,
     ) -> Vec<(usize, usize)> {
-        let rest_bits = (n as u32 - 1) * bits;
-        let tok_mask = (1u64 << bits) - 1;
-        let nb = (hi - lo) as usize;
-        let first = |k: K| k.digit(rest_bits, tok_mask) - lo as usize;
-        let threads = rayon::current_num_threads().max(1);
-        let chunk = len.div_ceil(threads).max(1 << 16);
         let (a, b) = (&mut self.a[..len], &mut self.b[..len]);
-
-        let hists: Vec<Vec<usize>> = a
-            .par_chunks(chunk)
-            .map(|ch| {
-                let mut h = vec![0usize; nb];
-                for &k in ch {
-                    h[first(k)] += 1;
-                }
-                h
-            })
-            .collect();
-        let mut offs: Vec<Vec<usize>> = vec![vec![0; nb]; hists.len()];
-        let mut starts = Vec::with_capacity(nb + 1);
-        let mut run = 0usize;
-        for d in 0..nb {
-            starts.push(run);
-            for (ci, h) in hists.iter().enumerate() {
-                offs[ci][d] = run;
-                run += h[d];
-            }
-        }
-        starts.push(run);
-        drop(hists);
-        let dst = SyncPtr(b.as_mut_ptr());
-        let dst = &dst;
-        a.par_chunks(chunk)
-            .zip(offs.into_par_iter())
-            .for_each(|(ch, mut off)| {
-                for &k in ch {
-                    let d = first(k);
-                    // SAFETY: the offsets partition 0..len between chunks and buckets, so every
-                    // index is written exactly once and stays below len.
-                    unsafe { dst.0.add(off[d]).write(k) };
-                    off[d] += 1;
-                }
-            });
-
-        tr.lap("scatter by first token");
+        let nb = starts.len() - 1;
         // Disjoint per-bucket views of the data (b) and scratch (a).
         let mut jobs = Vec::new();
         let (mut rb, mut ra) = (b, a);
@@ -865,6 +854,14 @@ const MAX_DIGIT_BITS: u32 = 11;
 
 /// Sort `data` on its low `key_bits` bits (the higher bits are equal across `data`), using `tmp`
 /// (same length) as scratch. The result ends in `data`.
+/// LSD digit width for `len` keys: narrower digits for smaller inputs keep the histograms small
+/// next to the data.
+fn lsd_digit_bits(len: usize) -> u32 {
+    (usize::BITS - len.leading_zeros())
+        .saturating_sub(3)
+        .clamp(6, MAX_DIGIT_BITS)
+}
+
 fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
     let len = data.len();
     if len <= 1 || key_bits == 0 {
@@ -879,7 +876,8 @@ fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
         return;
     }
     // MSD step on the top digit: scatter into tmp, copy back, sort each piece on the rest.
-    let d = MAX_DIGIT_BITS;
+    let lg = usize::BITS - len.leading_zeros();
+    let d = lg.saturating_sub(2).clamp(4, MAX_DIGIT_BITS).min(key_bits);
     let shift = key_bits - d;
     let mask = (1u64 << d) - 1;
     let mut h = vec![0usize; 1 << d];
@@ -911,18 +909,17 @@ fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
 /// from one read; digits that are equal in every key are skipped.
 fn lsd_sort<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
     let len = data.len();
-    // Narrower digits for smaller inputs keep the histograms small next to the data.
-    let max_bits = (usize::BITS - len.leading_zeros())
-        .saturating_sub(3)
-        .clamp(6, MAX_DIGIT_BITS);
-    let passes = key_bits.div_ceil(max_bits);
+    let passes = key_bits.div_ceil(lsd_digit_bits(len));
     let digit_bits = key_bits.div_ceil(passes);
     let radix = 1usize << digit_bits;
     let mask = (radix - 1) as u64;
     let mut hist = vec![0u32; radix * passes as usize];
     for &k in data.iter() {
         for p in 0..passes {
-            hist[p as usize * radix + k.digit(p * digit_bits, mask)] += 1;
+            // SAFETY: p < passes and the digit is <= mask < radix.
+            unsafe {
+                *hist.get_unchecked_mut(p as usize * radix + k.digit(p * digit_bits, mask)) += 1
+            };
         }
     }
     let k0 = data[0];
@@ -944,10 +941,16 @@ fn lsd_sort<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
         } else {
             (&*data, &mut *tmp)
         };
+        assert!(src.len() == dst.len() && h.len() == radix);
         for &k in src {
             let x = k.digit(shift, mask);
-            dst[h[x] as usize] = k;
-            h[x] += 1;
+            // SAFETY: x <= mask < radix = h.len(), and the prefix sums of the histogram of
+            // `src` place every key at a distinct index below len = dst.len().
+            unsafe {
+                let slot = h.get_unchecked_mut(x);
+                *dst.get_unchecked_mut(*slot as usize) = k;
+                *slot += 1;
+            }
         }
         in_tmp = !in_tmp;
     }
