@@ -2,13 +2,15 @@
 //!
 //! Orders are counted one after another. Order 1 uses a dense array. For order n >= 2 every
 //! n-gram is packed into an integer whose highest bits are its first token, so the key space can
-//! be cut into ranges of first tokens: each *pass* collects the keys of one range (sized from the
-//! first-token histogram to fit the budget), radix-sorts them in parallel and run-length encodes
-//! them straight into the table, in order. When a single first token has more occurrences than
-//! the budget holds (a frequent token on a huge corpus, or a tiny budget), the pass collects the
-//! corpus in groups of blocks, spills each sorted group as a run to disk and k-way merges the
-//! runs. The output is the sorted distinct keys with exact counts, so it does not depend on the
-//! budget or on the thread count.
+//! be cut into ranges of first tokens: each *pass* takes the keys of one range (sized from the
+//! first-token histogram to fit the budget), scatters them from the corpus straight into
+//! per-first-token buckets (a parallel counting sort), sorts each bucket on its remaining bits
+//! with a cache-sized radix sort and run-length encodes it in place (buckets in parallel), then
+//! streams the buckets into the sink (the table file, or arrays in memory), in order. When a
+//! single first token has more occurrences than the budget holds (a frequent token on a huge
+//! corpus, or a tiny budget), the pass takes the corpus in groups of blocks, spills each sorted
+//! group as a run to disk and k-way merges the runs. The output is the sorted distinct keys
+//! with exact counts, so it does not depend on the budget or on the thread count.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
