@@ -558,32 +558,36 @@ fn count_order<K: Key, S: CountSink>(
     for &(lo, hi, m) in &ranges {
         stats.passes += 1;
         let whole = ranges.len() == 1;
-        // Matching keys per block (all of them when one range covers the vocabulary).
-        let counts: Vec<u64> = (0..nblocks)
-            .into_par_iter()
-            .map(|b| {
-                let (a, z) = block_range(b);
-                if whole {
-                    return z - a;
-                }
-                let mut c = 0u64;
-                ctx.for_each_first(&starts, a, z, |t| c += (t >= lo && t < hi) as u64);
-                c
-            })
-            .collect();
-        // Consecutive groups of blocks that fit the buffer.
+        // Consecutive groups of blocks that fit the buffer: all blocks at once when the range
+        // fits (no need to count per block then), else grouped by their matching keys.
         let mut groups: Vec<(u64, u64, u64)> = Vec::new();
-        let (mut g0, mut gm) = (0u64, 0u64);
-        for b in 0..nblocks {
-            let c = counts[b as usize];
-            if gm > 0 && gm + c > cap {
-                groups.push((g0, b, gm));
-                g0 = b;
-                gm = 0;
+        if m <= cap {
+            groups.push((0, nblocks, m));
+        } else {
+            let counts: Vec<u64> = (0..nblocks)
+                .into_par_iter()
+                .map(|b| {
+                    let (a, z) = block_range(b);
+                    if whole {
+                        return z - a;
+                    }
+                    let mut c = 0u64;
+                    ctx.for_each_first(&starts, a, z, |t| c += (t >= lo && t < hi) as u64);
+                    c
+                })
+                .collect();
+            let (mut g0, mut gm) = (0u64, 0u64);
+            for b in 0..nblocks {
+                let c = counts[b as usize];
+                if gm > 0 && gm + c > cap {
+                    groups.push((g0, b, gm));
+                    g0 = b;
+                    gm = 0;
+                }
+                gm += c;
             }
-            gm += c;
+            groups.push((g0, nblocks, gm));
         }
-        groups.push((g0, nblocks, gm));
         let rest_bits = (n as u32 - 1) * ctx.bits;
         // Counting sort by first token straight from the corpus into `b`: a few tasks (runs of
         // blocks) each histogram their first tokens in lo..hi, then write every key to its
