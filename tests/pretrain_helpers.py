@@ -131,3 +131,18 @@ def tiny_config_file(path, store, layers: int = 3) -> str:
     cfg["max_position_embeddings"] = 160
     path.write_text(json.dumps(cfg))
     return str(path)
+
+
+def write_queries(folder, docs, every: int = 3):
+    """A queries folder (the expansion writer's format) with two queries (word runs of the passage)
+    for every passage but each ``every``-th one."""
+    from dense_pt.expansion.writer import QueryWriter
+
+    writer = QueryWriter(folder, {"model": "hand-written", "prompt_hash": "-", "num_queries": 2})
+    rows = []
+    for i, (pid, text) in enumerate(docs):
+        words = text.split()
+        qs = [] if i % every == 0 else [" ".join(words[:3]), " ".join(words[4:6])]
+        rows.append({"id": pid, "queries": qs, "raw": "", "model": "hand-written", "prompt_hash": "-"})
+    writer.write(rows)
+    return folder

@@ -23,7 +23,8 @@ def build(method, dropout=0.0, **opts):
     )
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+# querygen / contrastive read query / context keys: tests/test_expand_objectives.py covers them.
+@pytest.mark.parametrize("method", [m for m in METHODS if m not in ("querygen", "contrastive")])
 def test_loss_falls_on_a_fixed_batch(method):
     model = build(method)
     batch = to_device(view_for(method, make_batch(seed=1)), torch.device("cpu"))

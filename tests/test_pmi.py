@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dense_pt.data.store import CorpusStore, build_store_from_texts
 from dense_pt.data.tokenizer import train_wordpiece
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError
-from dense_pt.pmi import NgramTable, build, build_arrays, demo_stage, merge, parse_shard, score
+from dense_pt.pmi import NgramTable, build, build_arrays, count_arrays, demo_stage, merge, parse_shard, score
 from pmi_reference import ami, count_ngrams, pmi, pruned
 
 
@@ -28,6 +28,31 @@ corpora = st.integers(2, 30).flatmap(
         st.just(v), st.lists(st.lists(st.integers(0, v - 1), max_size=25), min_size=1, max_size=20)
     )
 )
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpora, st.integers(1, 3), st.booleans(), st.integers(1, 2))
+def test_in_memory_counts_match_counter_reference(tmp_path_factory, corpus, min_count, tiny, threads):
+    vocab, passages = corpus
+    values, offsets = flatten(passages)
+    orders, stats = count_arrays(
+        values, offsets, vocab_size=vocab, max_n=4, min_count=min_count,
+        memory_bytes=0 if tiny else 1 << 30, threads=threads, spill_dir=tmp_path_factory.mktemp("s"),
+    )  # fmt: skip
+    raw, totals = count_ngrams(passages, 4)
+    counts = pruned(raw, min_count)
+    bits = max(1, (vocab - 1).bit_length())
+    assert stats["totals"] == totals
+    for n, (keys, cnt) in enumerate(orders, 1):
+        assert keys.dtype == np.uint64 and cnt.dtype == np.uint64
+        assert np.all(keys[1:] > keys[:-1])
+        want = {sum(t << (bits * (n - 1 - k)) for k, t in enumerate(g)): c for g, c in counts[n - 1].items()}
+        assert dict(zip(keys.tolist(), cnt.tolist(), strict=True)) == want
+
+
+def test_in_memory_counts_refuse_keys_wider_than_64_bits():
+    with pytest.raises(InvalidArgumentError, match="64 bits"):
+        count_arrays(np.zeros(4, np.uint32), np.array([0, 4]), vocab_size=1 << 17, max_n=4)
 
 
 @settings(max_examples=40, deadline=None)

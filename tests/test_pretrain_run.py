@@ -25,7 +25,8 @@ from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError  # noqa: E402
 from dense_pt.objectives import METHODS  # noqa: E402
 from dense_pt.pretrain import build_config, load_objective, run_pretrain  # noqa: E402
-from pretrain_helpers import tiny_config_file, tiny_store  # noqa: E402
+from dense_pt.pretrain.context_data import CONTEXT_METHODS  # noqa: E402
+from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,13 +40,16 @@ def setup(tmp_path_factory):
 
 
 def _cfg(setup, out, method="cdmae", **train):
-    _base, store, config = setup
+    base, store, config = setup
     t = {"max_steps": 4, "batch_size": 4, "lr": 1e-3, "save_every": 2, "log_every": 1, "warmup": 1}
     t.update(train)
-    return build_config(
-        top={"method": method, "model": config, "corpus": str(store.path), "out": str(out), "max_length": 48},
-        train=t,
-    )
+    top = {"method": method, "model": config, "corpus": str(store.path), "out": str(out), "max_length": 48}
+    if method in CONTEXT_METHODS:  # querygen / contrastive read LLM queries (test_expand_pretrain.py)
+        folder = base / "queries"
+        if not folder.is_dir():
+            write_queries(folder, synthetic_texts(len(store)))
+        top["queries"] = str(folder)
+    return build_config(top=top, train=t)
 
 
 @pytest.mark.parametrize("method", list(METHODS))

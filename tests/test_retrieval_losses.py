@@ -119,4 +119,4 @@ def test_losses_fall_when_optimising():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert float(loss) < first
+    assert loss.item() < first

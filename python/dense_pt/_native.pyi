@@ -169,6 +169,18 @@ def build_ngrams(
     spill_dir: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]: ...
+def count_ngrams(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    vocab_size: int,
+    max_n: int = 4,
+    min_count: int = 1,
+    memory_bytes: int = ...,
+    threads: int = 1,
+    spill_dir: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]: ...
 def merge_ngrams(
     parts: list[str], out: str, *, min_count: int = 1, progress: Callable[[str, int, int], None] | None = None
 ) -> list[int]: ...

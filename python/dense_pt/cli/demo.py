@@ -15,7 +15,10 @@ def demo(
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
     force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
     with_expansion: bool = typer.Option(
-        False, "--with-expansion", help="Add an LLM document-expansion stage (SmolLM2 when installed)."
+        False,
+        "--with-expansion",
+        help="Add an LLM document-expansion stage (SmolLM2 when installed), then a short contrastive "
+        "pre-training on its queries.",
     ),
 ) -> None:
     """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
@@ -24,8 +27,8 @@ def demo(
 
     stages = None
     if with_expansion:
-        from dense_pt.expansion.demo import stage_expansion
+        from dense_pt.expansion.demo import stage_expansion, stage_pretrain_expanded
 
-        stages = [*STAGES, ("expansion", stage_expansion)]
+        stages = [*STAGES, ("expansion", stage_expansion), ("pretrain-expanded", stage_pretrain_expanded)]
     with data_warnings():
         run_demo(out=out, corpus=corpus, force=force, stages=stages)

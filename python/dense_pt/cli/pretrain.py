@@ -8,7 +8,9 @@ import typer
 
 from dense_pt.cli import app
 
-METHOD_HELP = "simlm, cdmae, seed, mlm, enc-dec-mlm, enc-dec-rtd, condenser or autoencoder."
+METHOD_HELP = (
+    "simlm, cdmae, seed, mlm, enc-dec-mlm, enc-dec-rtd, condenser, autoencoder, querygen or contrastive."
+)
 
 
 @app.command()
@@ -50,6 +52,18 @@ def pretrain(
     ),
     crop: str | None = typer.Option(None, help="Long passages: a 'random' window each epoch, or the 'head'."),
     condenser_layer: int | None = typer.Option(None, help="condenser: the early layer the head reads."),
+    queries: Path | None = typer.Option(
+        None, help="querygen / contrastive: the queries folder written by `dense-pt expand`."
+    ),
+    curriculum: str | None = typer.Option(
+        None,
+        help='querygen / contrastive: context stages, e.g. "spans:0.75,queries:0.25" '
+        "(default: queries:1 with --queries, else spans:1).",
+    ),
+    stage_schedules: str | None = typer.Option(
+        None, help='Learning-rate schedule per curriculum stage (default "cosine,constant,...").'
+    ),
+    max_query_tokens: int | None = typer.Option(None, help="Tokens kept per LLM query (default 32)."),
     warmup: float | None = typer.Option(None, help="Warmup steps (>= 1) or fraction of the steps (< 1)."),
     schedule: str | None = typer.Option(None, help="linear, cosine or constant."),
     weight_decay: float | None = typer.Option(None, help="AdamW weight decay."),
@@ -67,7 +81,17 @@ def pretrain(
 
     cfg = build_config(
         config,
-        top={"method": method, "model": model, "corpus": corpus, "out": out, "max_length": max_length},
+        top={
+            "method": method,
+            "model": model,
+            "corpus": corpus,
+            "out": out,
+            "max_length": max_length,
+            "queries": queries,
+            "curriculum": curriculum,
+            "stage_schedules": stage_schedules,
+            "max_query_tokens": max_query_tokens,
+        },
         options={
             "generator": generator,
             "projection": projection,

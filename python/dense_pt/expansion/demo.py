@@ -96,3 +96,33 @@ def stage_expansion(ctx: Any, limit: int = 4, prefer_smollm2: bool = True) -> di
     if example:
         summary["example"] = f"{example[0]}: {example[1][0]!r}" if example[1] else example[0]
     return summary
+
+
+def stage_pretrain_expanded(ctx: Any, max_steps: int = 20, batch_size: int = 8) -> dict[str, Any]:
+    """`dense-pt demo --with-expansion`, after the expansion stage: a short contrastive pre-training
+    of a tiny encoder on the demo store with the spans-then-queries curriculum over the generated
+    queries (spans only when fewer than two passages got a query, e.g. from a tiny random LM)."""
+    from dense_pt.pretrain.demo import demo_stage as pretrain_stage
+
+    if ctx.store_path is None or "queries" not in ctx.artifacts:
+        raise RuntimeError("the expanded pre-training stage needs the store and expansion stages before it")
+    folder = ctx.artifacts["queries"]
+    with_queries = len(load_queries(folder))
+    if with_queries >= 2:
+        curriculum, batch = "spans:0.75,queries:0.25", min(batch_size, with_queries)
+    else:
+        curriculum, batch = "spans:1", batch_size
+    summary = pretrain_stage(
+        ctx.store_path,
+        ctx.stage_dir("pretrain-expanded"),
+        method="contrastive",
+        max_steps=max_steps,
+        batch_size=batch,
+        seed=ctx.seed,
+        force=ctx.force,
+        queries=folder,
+        curriculum=curriculum,
+    )
+    ctx.artifacts["expanded_encoder"] = Path(summary["encoder"])
+    summary["curriculum"] = curriculum
+    return summary

@@ -14,9 +14,11 @@ from dense_pt.objectives.autoencoder import AutoEncoder
 from dense_pt.objectives.base import MethodOptions, Objective, SpecialIds
 from dense_pt.objectives.cdmae import CDMAE
 from dense_pt.objectives.condenser import Condenser
+from dense_pt.objectives.contrastive import Contrastive
 from dense_pt.objectives.enc_dec_mlm import EncDecMLM
 from dense_pt.objectives.enc_dec_rtd import EncDecRTD
 from dense_pt.objectives.mlm import MLM
+from dense_pt.objectives.querygen import QueryGen
 from dense_pt.objectives.seed import SEED
 from dense_pt.objectives.simlm import SimLM
 
@@ -29,6 +31,8 @@ METHODS: dict[str, type[Objective]] = {
     "enc-dec-rtd": EncDecRTD,
     "condenser": Condenser,
     "autoencoder": AutoEncoder,
+    "querygen": QueryGen,
+    "contrastive": Contrastive,
 }
 
 # Each paper's settings; p_dec None = the method has no separately masked decoder view.
@@ -43,6 +47,8 @@ METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
     "condenser": dict(p_enc=0.15, projection=False, decoder_layers=2),
     "autoencoder": dict(p_enc=0.0, projection=False, decoder_layers=2),
+    "querygen": dict(p_enc=0.3, projection=False, decoder_layers=1),
+    "contrastive": dict(p_enc=0.15, projection=False, decoder_layers=2),
 }
 
 # Batch keys each method reads (the collator must provide them).
@@ -55,6 +61,15 @@ METHOD_KEYS: dict[str, tuple[str, ...]] = {
     "mlm": ("input_ids", "attention_mask", "labels"),
     "condenser": ("input_ids", "attention_mask", "labels"),
     "autoencoder": ("input_ids", "attention_mask"),
+    "querygen": (
+        "input_ids",
+        "attention_mask",
+        "labels",
+        "dec_input_ids",
+        "dec_attention_mask",
+        "dec_labels",
+    ),
+    "contrastive": ("input_ids", "attention_mask", "labels", "ctx_input_ids", "ctx_attention_mask"),
 }
 
 

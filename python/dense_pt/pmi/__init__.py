@@ -7,7 +7,16 @@ occurrences, ``N_n = sum_p max(0, len_p - n + 1)`` (before pruning), ``p(g) = c(
 where a term past the passage ends or pruned contributes 0.
 """
 
-from dense_pt.pmi.build import build, build_arrays, demo_stage, merge, parse_shard, score
+from dense_pt.pmi.build import build, build_arrays, count_arrays, demo_stage, merge, parse_shard, score
 from dense_pt.pmi.table import NgramTable
 
-__all__ = ["NgramTable", "build", "build_arrays", "demo_stage", "merge", "parse_shard", "score"]
+__all__ = [
+    "NgramTable",
+    "build",
+    "build_arrays",
+    "count_arrays",
+    "demo_stage",
+    "merge",
+    "parse_shard",
+    "score",
+]

@@ -101,6 +101,44 @@ def build_arrays(
     return stats
 
 
+def count_arrays(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    vocab_size: int | None = None,
+    max_n: int = 4,
+    min_count: int = 1,
+    memory_gb: float | None = 8.0,
+    memory_bytes: int | None = None,
+    threads: int | None = None,
+    spill_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """Count the n-grams of a ragged corpus into memory, without writing a table.
+
+    Returns ``(orders, stats)``: ``orders[n - 1] = (keys, counts)``, the ascending distinct
+    n-grams of order n packed into uint64 (token k of the n-gram in bits
+    ``(n - 1 - k) * b .. (n - k) * b`` with ``b = max(1, (vocab_size - 1).bit_length())``) and
+    their counts (orders >= 2 pruned below ``min_count``): the same entries a table built with
+    these options holds. Needs ``max_n * b <= 64``.
+    """
+    values = np.ascontiguousarray(values, dtype=np.uint32)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if vocab_size is None:
+        vocab_size = int(values.max()) + 1 if values.size else 1
+    return _native.count_ngrams(
+        values,
+        offsets,
+        vocab_size=int(vocab_size),
+        max_n=int(max_n),
+        min_count=int(min_count),
+        memory_bytes=_budget(memory_gb, memory_bytes),
+        threads=_threads(threads),
+        spill_dir=None if spill_dir is None else str(spill_dir),
+        progress=progress,
+    )
+
+
 def build(
     store_or_path: Any,
     out: str | Path,

@@ -30,7 +30,7 @@ from dense_pt.errors import FormatError, InvalidArgumentError
 from dense_pt.objectives import MethodOptions, check_method, resolve_options
 from dense_pt.training.config import TrainConfig, dataclass_from_mapping, read_toml
 
-_PATHS = ("model", "corpus", "out")
+_PATHS = ("model", "corpus", "out", "queries")
 
 
 @dataclass
@@ -42,6 +42,11 @@ class PretrainConfig:
     max_length: int = 144
     options: MethodOptions = field(default_factory=MethodOptions)
     train: TrainConfig = field(default_factory=TrainConfig)
+    # querygen / contrastive: the `dense-pt expand` output, the curriculum and its stage schedules
+    queries: str | None = None
+    curriculum: str | None = None
+    stage_schedules: str | None = None
+    max_query_tokens: int = 32
 
     def validate(self) -> PretrainConfig:
         check_method(self.method)
@@ -56,7 +61,30 @@ class PretrainConfig:
         gen = self.options.generator
         if gen not in (None, "joint") and not Path(gen).is_dir():
             raise FileNotFoundError(f"generator {gen} does not exist (a folder, or 'joint')")
+        self._validate_context()
         return self
+
+    def _validate_context(self) -> None:
+        from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
+
+        if self.method not in CONTEXT_METHODS:
+            for key in ("queries", "curriculum", "stage_schedules"):
+                if getattr(self, key) is not None:
+                    raise InvalidArgumentError(
+                        f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {self.method}"
+                    )
+            return
+        if self.queries is not None and not Path(self.queries).is_dir():
+            raise FileNotFoundError(f"queries folder {self.queries} does not exist (run `dense-pt expand`)")
+        if self.max_query_tokens < 1:
+            raise InvalidArgumentError(f"max_query_tokens must be >= 1, got {self.max_query_tokens}")
+        plan(self)  # validates the curriculum against max_steps
+
+    def stages(self) -> list:
+        """The curriculum's stages (context methods only)."""
+        from dense_pt.pretrain.context_data import plan
+
+        return plan(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +95,21 @@ class PretrainConfig:
             "max_length": self.max_length,
             "options": self.options.to_dict(),
             "train": self.train.to_dict(),
+            **self._context_dict(),
+        }
+
+    def _context_dict(self) -> dict[str, Any]:
+        from dense_pt.pretrain.context_data import CONTEXT_METHODS
+
+        if self.method not in CONTEXT_METHODS:
+            return {}
+        # The planned stages are part of the run: a resumed run must switch at the same step.
+        return {
+            "queries": None if self.queries is None else str(self.queries),
+            "curriculum": self.curriculum,
+            "stage_schedules": self.stage_schedules,
+            "max_query_tokens": self.max_query_tokens,
+            "stages": [[s.source, s.start, s.end, s.schedule] for s in self.stages()],
         }
 
 
@@ -85,16 +128,19 @@ def load_config(path: str | Path) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise FormatError("[train] must be a table", path=path)
             out["train"] = dataclass_from_mapping(TrainConfig, value, path=path, section="train")
-        elif key in ("method", "model", "corpus", "out"):
+        elif key in ("method", "model", "corpus", "out", "queries", "curriculum", "stage_schedules"):
             if not isinstance(value, str):
                 raise FormatError(f"key '{key}': expected a string, got {value!r}", path=path)
             out[key] = str(path.parent / value) if key in _PATHS and not Path(value).is_absolute() else value
-        elif key == "max_length":
+        elif key in ("max_length", "max_query_tokens"):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise FormatError(f"key 'max_length': expected an integer, got {value!r}", path=path)
+                raise FormatError(f"key '{key}': expected an integer, got {value!r}", path=path)
             out[key] = value
         else:
-            known = "method, model, corpus, out, max_length, [options], [train]"
+            known = (
+                "method, model, corpus, out, max_length, queries, curriculum, stage_schedules, "
+                "max_query_tokens, [options], [train]"
+            )
             raise FormatError(f"unknown key '{key}' (known: {known})", path=path)
     return out
 
@@ -128,5 +174,9 @@ def build_config(
         max_length=int(merged_top.get("max_length", 144)),
         options=opts,
         train=tcfg,
+        queries=None if merged_top.get("queries") is None else str(merged_top["queries"]),
+        curriculum=merged_top.get("curriculum"),
+        stage_schedules=merged_top.get("stage_schedules"),
+        max_query_tokens=int(merged_top.get("max_query_tokens", 32)),
     )
     return cfg.validate()

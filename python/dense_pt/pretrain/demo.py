@@ -38,11 +38,14 @@ def demo_stage(
     seed: int = 0,
     force: bool = False,
     progress: bool = False,
+    queries: str | Path | None = None,
+    curriculum: str | None = None,
 ) -> dict[str, Any]:
     """Pre-train a tiny encoder on the store; returns a summary with ``encoder`` (its folder).
 
     ``method`` defaults to cdmae when the store has an importance column, else simlm with a joint
     generator. A finished run with the same settings is not redone (``status: up to date``).
+    ``queries`` / ``curriculum``: the LLM queries and the context curriculum of querygen / contrastive.
     """
     from dense_pt.data.store import CorpusStore
     from dense_pt.pretrain.config import build_config
@@ -63,6 +66,8 @@ def demo_stage(
             "corpus": str(store_path),
             "out": str(out),
             "max_length": 128,
+            "queries": None if queries is None else str(queries),
+            "curriculum": curriculum,
         },
         train={
             "max_steps": max_steps,

@@ -24,6 +24,7 @@ from dense_pt import __version__
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.fsutil import write_json_atomic
 from dense_pt.pretrain.config import PretrainConfig
+from dense_pt.pretrain.context_data import CONTEXT_METHODS, build_source, lr_lambda
 from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
@@ -112,16 +113,26 @@ def run_pretrain(
     if Path(cfg.model).is_dir():
         objective.lm_head.init_from_checkpoint(cfg.model)
 
-    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed)
-    source = IndexedBatchSource(
-        len(store),
-        cfg.train.batch_size,
-        make_batch,
-        seed=cfg.train.seed,
-        num_workers=cfg.train.num_workers,
-        prefetch_factor=cfg.train.prefetch_factor,
-        pin_memory=torch.cuda.is_available(),
-    )
+    lr_fn = None
+    if cfg.method in CONTEXT_METHODS and make_batch is None:
+        # querygen / contrastive: context batches, the curriculum switching at its planned step
+        stages = cfg.stages()
+        source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
+        source.rounds_per_epoch(dist.world_size)  # every stage fills a batch, before any training
+        lr_fn = lr_lambda(stages, cfg.train.warmup_steps())
+    else:
+        make_batch = make_batch or make_collate_fn(
+            store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed
+        )
+        source = IndexedBatchSource(
+            len(store),
+            cfg.train.batch_size,
+            make_batch,
+            seed=cfg.train.seed,
+            num_workers=cfg.train.num_workers,
+            prefetch_factor=cfg.train.prefetch_factor,
+            pin_memory=torch.cuda.is_available(),
+        )
     trainer = Trainer(
         objective,
         cfg.train,
@@ -131,6 +142,7 @@ def run_pretrain(
         progress=progress,
         dist_info=dist,
         description=f"pretrain {cfg.method}",
+        lr_lambda=lr_fn,
     )
     started = time.time()
     result = trainer.train(resume=resume)

@@ -4,6 +4,7 @@ schedules: linear warmup followed by linear decay, cosine decay, or a constant r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -62,8 +63,14 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str, min_ratio: floa
     return min_ratio + (1.0 - min_ratio) * decayed
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: TrainConfig, lr_lambda: Callable[[int], float] | None = None
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The config's schedule, or ``lr_lambda(step)`` (a multiplier of the peak rate) when given."""
     total, warmup = cfg.max_steps, cfg.warmup_steps()
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, total, warmup, cfg.schedule, cfg.min_lr_ratio)
-    )
+    if lr_lambda is None:
+
+        def lr_lambda(step: int) -> float:
+            return lr_factor(step, total, warmup, cfg.schedule, cfg.min_lr_ratio)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)

@@ -90,6 +90,7 @@ class Trainer:
         dist_info: DistInfo | None = None,
         device: torch.device | str | None = None,
         description: str = "train",
+        lr_lambda: Callable[[int], float] | None = None,
     ):
         self.config = config.validate()
         if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
@@ -109,7 +110,8 @@ class Trainer:
         self.model = model.to(self.device)
         self.autocast_dtype = resolve_precision(config.precision, self.device)
         self.optimizer = build_optimizer(self.model, config)
-        self.scheduler = build_scheduler(self.optimizer, config)
+        # lr_lambda(step) -> multiplier of the peak rate replaces the config's schedule (a curriculum)
+        self.scheduler = build_scheduler(self.optimizer, config, lr_lambda)
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self.wrapped: nn.Module = self.model
         if self.dist.enabled:

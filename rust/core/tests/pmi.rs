@@ -3,8 +3,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use dense_pt_core::pmi::{
-    ami_passage, ami_ragged, build_table, merge_tables, no_progress, BuildOptions, Corpus,
-    NgramTable,
+    ami_passage, ami_ragged, build_table, count_arrays, merge_tables, no_progress, BuildOptions,
+    Corpus, NgramTable,
 };
 use dense_pt_core::Error;
 use proptest::prelude::*;
@@ -93,6 +93,29 @@ proptest! {
         // Same bytes whatever the budget or thread count.
         let other = build(dir.path(), "u.ngram", &passages, &opts(v, 4, min_count, if tiny { 1 << 30 } else { 0 }, 3 - threads));
         prop_assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&other).unwrap());
+    }
+
+    #[test]
+    fn in_memory_counts_equal_the_table(
+        (v, passages) in corpus_strategy(),
+        min_count in 1u64..4,
+        tiny in any::<bool>(),
+        threads in 1usize..3,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(v, 4, min_count, if tiny { 0 } else { 1 << 30 }, threads);
+        o.spill_dir = Some(dir.path().to_path_buf());
+        let path = build(dir.path(), "t.ngram", &passages, &opts(v, 4, min_count, 1 << 30, 1));
+        let t = NgramTable::open(&path, true).unwrap();
+        let (tok, off) = flatten(&passages);
+        let (orders, stats) = count_arrays(Corpus::new(&tok, &off).unwrap(), &o, &no_progress).unwrap();
+        prop_assert_eq!(stats.totals, t.totals());
+        for n in 1..=4 {
+            let want: Vec<(u128, u64)> = t.records(n).unwrap().collect();
+            let got: Vec<(u128, u64)> = orders[n - 1].keys.iter().zip(&orders[n - 1].counts).map(|(&k, &c)| (k as u128, c)).collect();
+            prop_assert_eq!(orders[n - 1].total, t.totals()[n - 1]);
+            prop_assert_eq!(got, want);
+        }
     }
 
     #[test]
@@ -368,6 +391,44 @@ fn radix_sorted_counts_match_reference_in_memory_and_spilled() {
         }
         assert_eq!(bytes[0], bytes[1]);
     }
+}
+
+#[test]
+fn in_memory_counts_match_reference_with_large_buckets() {
+    // Half the tokens are id 0: its first-token bucket (~50K keys) takes the MSD split path of
+    // the bucket sort; vocab 2^16 packs 4-grams into exactly 64 bits.
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = 1u32 << 16;
+    let passages = random_passages(11, vocab, 700, 1);
+    let (counts, totals) = reference(&passages, 4);
+    let (t, off) = flatten(&passages);
+    for (memory, threads) in [(1u64 << 30, 1usize), (1 << 30, 2), (0, 2)] {
+        let mut o = opts(vocab, 4, 1, memory, threads);
+        o.spill_dir = Some(dir.path().to_path_buf());
+        let (orders, stats) =
+            count_arrays(Corpus::new(&t, &off).unwrap(), &o, &no_progress).unwrap();
+        assert_eq!(stats.totals, totals);
+        if memory == 0 {
+            assert!(stats.spilled_runs > 0, "{stats:?}");
+        }
+        for n in 1..=4 {
+            let oc = &orders[n - 1];
+            assert_eq!(oc.keys.len(), counts[n - 1].len());
+            assert!(oc.keys.windows(2).all(|w| w[0] < w[1]));
+            for (&k, &c) in oc.keys.iter().zip(&oc.counts) {
+                let g = dense_pt_core::pmi::keys::unpack(k as u128, n, 16);
+                assert_eq!(counts[n - 1][&g], c, "{g:?}");
+            }
+        }
+    }
+    // Keys wider than 64 bits are refused with a clear error.
+    let err = count_arrays(
+        Corpus::new(&t, &off).unwrap(),
+        &opts(1 << 17, 4, 1, 1 << 30, 1),
+        &no_progress,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("64 bits"), "{err}");
 }
 
 #[test]

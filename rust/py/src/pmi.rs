@@ -254,6 +254,56 @@ fn build_ngrams<'py>(
         })
     });
     let stats = prog.finish(py, res)?;
+    stats_dict(py, stats)
+}
+
+/// Count n-grams of a ragged corpus into memory: returns `(orders, stats)` where `orders[n-1]`
+/// is `(keys, counts)`, the sorted distinct packed keys (uint64) of order n and their counts.
+#[pyfunction]
+#[pyo3(signature = (tokens, offsets, *, vocab_size, max_n = 4, min_count = 1,
+    memory_bytes = 8 << 30, threads = 1, spill_dir = None, progress = None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn count_ngrams<'py>(
+    py: Python<'py>,
+    tokens: PyReadonlyArray1<'py, u32>,
+    offsets: PyReadonlyArray1<'py, i64>,
+    vocab_size: u32,
+    max_n: usize,
+    min_count: u64,
+    memory_bytes: u64,
+    threads: usize,
+    spill_dir: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(
+    Vec<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)>,
+    Bound<'py, PyDict>,
+)> {
+    let opts = BuildOptions {
+        max_n,
+        min_count,
+        vocab_size,
+        vocab_hash: [0u8; 32],
+        memory_bytes,
+        threads,
+        shard_index: 0,
+        shard_count: 1,
+        spill_dir,
+    };
+    let t = tokens.as_slice()?;
+    let o = offsets.as_slice()?;
+    let prog = Progress::new(progress);
+    let res = run_interruptible(py, &prog, || {
+        pmi::count_arrays(Corpus::new(t, o)?, &opts, &|p, d, n| prog.call(p, d, n))
+    });
+    let (orders, stats) = prog.finish(py, res)?;
+    let arrays = orders
+        .into_iter()
+        .map(|oc| (oc.keys.into_pyarray(py), oc.counts.into_pyarray(py)))
+        .collect();
+    Ok((arrays, stats_dict(py, stats)?))
+}
+
+fn stats_dict(py: Python<'_>, stats: pmi::BuildStats) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("totals", stats.totals)?;
     d.set_item("entries", stats.entries)?;
@@ -292,6 +342,7 @@ fn peak_rss_bytes() -> Option<u64> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyNgramTable>()?;
     m.add_function(wrap_pyfunction!(build_ngrams, m)?)?;
+    m.add_function(wrap_pyfunction!(count_ngrams, m)?)?;
     m.add_function(wrap_pyfunction!(merge_ngrams, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     Ok(())

@@ -2,13 +2,15 @@
 //!
 //! Orders are counted one after another. Order 1 uses a dense array. For order n >= 2 every
 //! n-gram is packed into an integer whose highest bits are its first token, so the key space can
-//! be cut into ranges of first tokens: each *pass* collects the keys of one range (sized from the
-//! first-token histogram to fit the budget), radix-sorts them in parallel and run-length encodes
-//! them straight into the table, in order. When a single first token has more occurrences than
-//! the budget holds (a frequent token on a huge corpus, or a tiny budget), the pass collects the
-//! corpus in groups of blocks, spills each sorted group as a run to disk and k-way merges the
-//! runs. The output is the sorted distinct keys with exact counts, so it does not depend on the
-//! budget or on the thread count.
+//! be cut into ranges of first tokens: each *pass* takes the keys of one range (sized from the
+//! first-token histogram to fit the budget), scatters them from the corpus straight into
+//! per-first-token buckets (a parallel counting sort), sorts each bucket on its remaining bits
+//! with a cache-sized radix sort and run-length encodes it in place (buckets in parallel), then
+//! streams the buckets into the sink (the table file, or arrays in memory), in order. When a
+//! single first token has more occurrences than the budget holds (a frequent token on a huge
+//! corpus, or a tiny budget), the pass takes the corpus in groups of blocks, spills each sorted
+//! group as a run to disk and k-way merges the runs. The output is the sorted distinct keys
+//! with exact counts, so it does not depend on the budget or on the thread count.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -106,6 +108,138 @@ pub struct BuildStats {
 pub const MIN_BUFFER_KEYS: u64 = 64;
 const FIXED_OVERHEAD: u64 = 32 << 20;
 
+/// Where counted n-grams go, order by order (1, 2, ...), keys strictly ascending.
+pub(crate) trait CountSink {
+    fn begin_order(&mut self, n: usize, total: u64) -> Result<()>;
+    fn push(&mut self, key: u128, count: u64) -> Result<()>;
+    /// Distinct keys and their counts (counts stored in the key type).
+    fn push_block<K: Key>(&mut self, keys: &[K], counts: &[K]) -> Result<()> {
+        keys.iter()
+            .zip(counts)
+            .try_for_each(|(&k, &c)| self.push(k.to_u128(), c.to_u128() as u64))
+    }
+    fn end_order(&mut self) -> Result<()>;
+    fn entries(&self) -> Vec<u64>;
+}
+
+impl CountSink for TableWriter {
+    fn begin_order(&mut self, n: usize, total: u64) -> Result<()> {
+        TableWriter::begin_order(self, n, total)
+    }
+    fn push(&mut self, key: u128, count: u64) -> Result<()> {
+        TableWriter::push(self, key, count)
+    }
+    fn end_order(&mut self) -> Result<()> {
+        TableWriter::end_order(self)
+    }
+    fn entries(&self) -> Vec<u64> {
+        TableWriter::entries(self)
+    }
+}
+
+/// The distinct n-grams of one order held in memory: packed keys ([`super::keys::pack`])
+/// ascending, with their counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderCounts {
+    pub n: usize,
+    /// `N_n`, the occurrences of order n before pruning.
+    pub total: u64,
+    pub keys: Vec<u64>,
+    pub counts: Vec<u64>,
+}
+
+struct MemorySink {
+    min_count: u64,
+    orders: Vec<OrderCounts>,
+}
+
+impl CountSink for MemorySink {
+    fn begin_order(&mut self, n: usize, total: u64) -> Result<()> {
+        // Reserve the upper bound (virtual memory only: untouched pages cost nothing), so the
+        // arrays never move while growing.
+        let cap = usize::try_from(total).unwrap_or(usize::MAX);
+        self.orders.push(OrderCounts {
+            n,
+            total,
+            keys: Vec::with_capacity(cap),
+            counts: Vec::with_capacity(cap),
+        });
+        Ok(())
+    }
+    fn push(&mut self, key: u128, count: u64) -> Result<()> {
+        let o = self.orders.last_mut().expect("begun");
+        if o.n == 1 || count >= self.min_count {
+            o.keys.push(key as u64);
+            o.counts.push(count);
+        }
+        Ok(())
+    }
+    fn push_block<K: Key>(&mut self, keys: &[K], counts: &[K]) -> Result<()> {
+        let o = self.orders.last_mut().expect("begun");
+        if self.min_count <= 1 || o.n == 1 {
+            o.keys.extend(keys.iter().map(|k| k.to_u128() as u64));
+            o.counts.extend(counts.iter().map(|c| c.to_u128() as u64));
+        } else {
+            for (&k, &c) in keys.iter().zip(counts) {
+                let c = c.to_u128() as u64;
+                if c >= self.min_count {
+                    o.keys.push(k.to_u128() as u64);
+                    o.counts.push(c);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn end_order(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn entries(&self) -> Vec<u64> {
+        self.orders.iter().map(|o| o.keys.len() as u64).collect()
+    }
+}
+
+/// Count n-grams of orders 1..=max_n of the shard's passages into memory: per order the sorted
+/// distinct packed keys and their counts (orders >= 2 pruned below `min_count`), exactly what
+/// the table file stores. The memory budget bounds the working buffers as in [`build_table`]
+/// (spilling sorted runs to `spill_dir`, default the current folder); the result itself is on
+/// top. Packed keys must fit 64 bits: `max_n * bits(vocab_size) <= 64`.
+pub fn count_arrays(
+    corpus: Corpus<'_>,
+    opts: &BuildOptions,
+    progress: ProgressFn<'_>,
+) -> Result<(Vec<OrderCounts>, BuildStats)> {
+    let t0 = Instant::now();
+    probe_meta(opts, 0).validate()?;
+    let bits = token_bits(opts.vocab_size);
+    if opts.max_n as u64 * bits as u64 > 64 {
+        return Err(Error::invalid(format!(
+            "in-memory counts pack n-grams into 64 bits: max_n={} x {bits} bits per token is too \
+             wide (build a table file instead)",
+            opts.max_n
+        )));
+    }
+    if opts.threads == 0 {
+        return Err(Error::invalid("threads must be >= 1"));
+    }
+    let (p0, p1) = corpus.shard_range(opts.shard_index, opts.shard_count);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot start {} threads: {e}", opts.threads)))?;
+    let spill_dir = opts.spill_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let mut sink = MemorySink {
+        min_count: opts.min_count,
+        orders: Vec::new(),
+    };
+    let mut stats = pool.install(|| {
+        check_tokens(corpus, p0, p1, opts.vocab_size)?;
+        count_into(corpus, p0, p1, opts, &spill_dir, &mut sink, progress)
+    })?;
+    stats.seconds = t0.elapsed().as_secs_f64();
+    stats.peak_rss_bytes = super::peak_rss_bytes();
+    Ok((sink.orders, stats))
+}
+
 /// Count n-grams of orders 1..=max_n of the shard's passages and write the table to `out`.
 pub fn build_table(
     corpus: Corpus<'_>,
@@ -157,8 +291,24 @@ fn build_inner(
     out: &Path,
     progress: ProgressFn<'_>,
 ) -> Result<BuildStats> {
-    let v = opts.vocab_size;
-    let bits = token_bits(v);
+    check_tokens(corpus, p0, p1, opts.vocab_size)?;
+    let meta = probe_meta(opts, (p1 - p0) as u64);
+    let mut writer = TableWriter::create(out, meta)?;
+    let spill_dir = match &opts.spill_dir {
+        Some(d) => d.clone(),
+        None => out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    let stats = count_into(corpus, p0, p1, opts, &spill_dir, &mut writer, progress)?;
+    writer.finish()?;
+    Ok(stats)
+}
+
+/// Refuse token ids outside the vocabulary (they would corrupt packed keys).
+fn check_tokens(corpus: Corpus<'_>, p0: usize, p1: usize, v: u32) -> Result<()> {
     let (t_lo, t_hi) = (
         corpus.offsets[p0] as usize,
         corpus.offsets[p1.max(p0)] as usize,
@@ -179,16 +329,29 @@ fn build_inner(
             corpus.tokens[at]
         )));
     }
+    Ok(())
+}
 
-    let meta = probe_meta(opts, (p1 - p0) as u64);
-    let mut writer = TableWriter::create(out, meta)?;
+/// Count orders 1..=max_n of passages `p0..p1` into `sink`, order by order, keys ascending.
+fn count_into<S: CountSink>(
+    corpus: Corpus<'_>,
+    p0: usize,
+    p1: usize,
+    opts: &BuildOptions,
+    spill_dir: &Path,
+    writer: &mut S,
+    progress: ProgressFn<'_>,
+) -> Result<BuildStats> {
+    let v = opts.vocab_size;
+    let bits = token_bits(v);
+    let span_len = (corpus.offsets[p1.max(p0)] - corpus.offsets[p0]) as u64;
     let mut stats = BuildStats {
         passages: (p1 - p0) as u64,
         ..Default::default()
     };
 
     // Order 1: dense counts, one array per worker, summed.
-    super::report(progress, "order 1", 0, span.len() as u64)?;
+    super::report(progress, "order 1", 0, span_len)?;
     let uni: Vec<u64> = (p0..p1)
         .into_par_iter()
         .fold(
@@ -218,18 +381,10 @@ fn build_inner(
     stats.totals.push(n1);
     super::report(progress, "order 1", n1, n1)?;
 
-    let resident = (span.len() as u64) * 4
+    let resident = span_len * 4
         + (p1 - p0 + 1) as u64 * 8 * 2
-        + (v as u64) * 8 * (rayon::current_num_threads() as u64 + 2)
+        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
         + FIXED_OVERHEAD;
-    let spill_dir = match &opts.spill_dir {
-        Some(d) => d.clone(),
-        None => out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from(".")),
-    };
     let mut b64 = KeyBufs::<u64>::default();
     let mut b128 = KeyBufs::<u128>::default();
     for n in 2..=opts.max_n {
@@ -241,23 +396,22 @@ fn build_inner(
             n,
             bits,
             vocab: v as usize,
-            spill_dir: &spill_dir,
+            spill_dir,
             progress,
         };
         let total = if kw <= 8 {
             let cap = buffer_keys::<u64>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u64>(&ctx, cap, &mut b64, &mut writer, &mut stats)?
+            count_order::<u64, S>(&ctx, cap, &mut b64, writer, &mut stats)?
         } else {
             b64 = KeyBufs::default();
             let cap = buffer_keys::<u128>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u128>(&ctx, cap, &mut b128, &mut writer, &mut stats)?
+            count_order::<u128, S>(&ctx, cap, &mut b128, writer, &mut stats)?
         };
         stats.totals.push(total);
     }
     stats.entries = writer.entries();
-    writer.finish()?;
     Ok(stats)
 }
 
@@ -279,6 +433,25 @@ struct OrderCtx<'a> {
 }
 
 impl OrderCtx<'_> {
+    /// Call `f(first_token)` for each n-gram start with global start index in `[k0, k1)` (like
+    /// [`Self::for_each`] without building keys: the histograms only need the first token).
+    #[inline]
+    fn for_each_first(&self, starts: &[u64], k0: u64, k1: u64, mut f: impl FnMut(u32)) {
+        let mut i = starts.partition_point(|&s| s <= k0) - 1;
+        let mut k = k0;
+        while k < k1 {
+            let p = self.corpus.passage(self.p0 + i);
+            let (s_begin, s_end) = (starts[i], starts[i + 1]);
+            let from = (k - s_begin) as usize;
+            let to = (k1.min(s_end) - s_begin) as usize;
+            for &t in &p[from.min(to)..to] {
+                f(t);
+            }
+            k = s_end.max(k);
+            i += 1;
+        }
+    }
+
     /// Call `f(first_token, key)` for each n-gram start with global start index in `[k0, k1)`;
     /// `starts[i]` is the number of starts in passages `p0..p0+i`.
     #[inline]
@@ -318,11 +491,11 @@ impl OrderCtx<'_> {
     }
 }
 
-fn count_order<K: Key>(
+fn count_order<K: Key, S: CountSink>(
     ctx: &OrderCtx<'_>,
     cap: u64,
     bufs: &mut KeyBufs<K>,
-    writer: &mut TableWriter,
+    writer: &mut S,
     stats: &mut BuildStats,
 ) -> Result<u64> {
     let n = ctx.n;
@@ -346,13 +519,14 @@ fn count_order<K: Key>(
     let block_range = |b: u64| (b * block, ((b + 1) * block).min(total));
 
     // First-token histogram: sizes the passes.
+    let mut tr = Tracer::new(n);
     let hist: Vec<u64> = (0..nblocks)
         .into_par_iter()
         .fold(
             || vec![0u64; ctx.vocab],
             |mut h, b| {
                 let (a, z) = block_range(b);
-                ctx.for_each::<K>(&starts, a, z, |t, _| h[t as usize] += 1);
+                ctx.for_each_first(&starts, a, z, |t| h[t as usize] += 1);
                 h
             },
         )
@@ -363,6 +537,7 @@ fn count_order<K: Key>(
                 a
             },
         );
+    tr.lap("first-token histogram");
     // Greedy ranges of first tokens whose occurrences fit `cap` (a lone token may exceed it).
     let mut ranges: Vec<(u32, u32, u64)> = Vec::new();
     let (mut lo, mut m) = (0usize, 0u64);
@@ -383,60 +558,100 @@ fn count_order<K: Key>(
     for &(lo, hi, m) in &ranges {
         stats.passes += 1;
         let whole = ranges.len() == 1;
-        // Matching keys per block (all of them when one range covers the vocabulary).
-        let counts: Vec<u64> = (0..nblocks)
-            .into_par_iter()
-            .map(|b| {
-                let (a, z) = block_range(b);
-                if whole {
-                    return z - a;
-                }
-                let mut c = 0u64;
-                ctx.for_each::<K>(&starts, a, z, |t, _| c += (t >= lo && t < hi) as u64);
-                c
-            })
-            .collect();
-        // Consecutive groups of blocks that fit the buffer.
+        // Consecutive groups of blocks that fit the buffer: all blocks at once when the range
+        // fits (no need to count per block then), else grouped by their matching keys.
         let mut groups: Vec<(u64, u64, u64)> = Vec::new();
-        let (mut g0, mut gm) = (0u64, 0u64);
-        for b in 0..nblocks {
-            let c = counts[b as usize];
-            if gm > 0 && gm + c > cap {
-                groups.push((g0, b, gm));
-                g0 = b;
-                gm = 0;
+        if m <= cap {
+            groups.push((0, nblocks, m));
+        } else {
+            let counts: Vec<u64> = (0..nblocks)
+                .into_par_iter()
+                .map(|b| {
+                    let (a, z) = block_range(b);
+                    if whole {
+                        return z - a;
+                    }
+                    let mut c = 0u64;
+                    ctx.for_each_first(&starts, a, z, |t| c += (t >= lo && t < hi) as u64);
+                    c
+                })
+                .collect();
+            let (mut g0, mut gm) = (0u64, 0u64);
+            for b in 0..nblocks {
+                let c = counts[b as usize];
+                if gm > 0 && gm + c > cap {
+                    groups.push((g0, b, gm));
+                    g0 = b;
+                    gm = 0;
+                }
+                gm += c;
             }
-            gm += c;
+            groups.push((g0, nblocks, gm));
         }
-        groups.push((g0, nblocks, gm));
-        let collect = |g: &(u64, u64, u64), buf: &mut [K]| {
+        let rest_bits = (n as u32 - 1) * ctx.bits;
+        // Counting sort by first token straight from the corpus into `b`: a few tasks (runs of
+        // blocks) each histogram their first tokens in lo..hi, then write every key to its
+        // bucket position. Returns the bucket starts.
+        let scatter = |g: &(u64, u64, u64), out: &mut [K]| -> Vec<usize> {
             let (b0, b1, _) = *g;
-            let mut slices: Vec<&mut [K]> = Vec::with_capacity((b1 - b0) as usize);
-            let mut rest: &mut [K] = buf;
-            for b in b0..b1 {
-                let (head, tail) = rest.split_at_mut(counts[b as usize] as usize);
-                slices.push(head);
-                rest = tail;
+            let nb = (hi - lo) as usize;
+            let tasks = ((b1 - b0) as usize).clamp(1, 2 * rayon::current_num_threads());
+            let span = |i: usize| {
+                let k = b1 - b0;
+                let x0 = b0 + k * i as u64 / tasks as u64;
+                let x1 = b0 + k * (i as u64 + 1) / tasks as u64;
+                (x0 * block, (x1 * block).min(total))
+            };
+            let mut offs: Vec<Vec<usize>> = (0..tasks)
+                .into_par_iter()
+                .map(|i| {
+                    let (a, z) = span(i);
+                    let mut h = vec![0usize; nb];
+                    ctx.for_each_first(&starts, a, z, |t| {
+                        if whole || (t >= lo && t < hi) {
+                            h[(t - lo) as usize] += 1;
+                        }
+                    });
+                    h
+                })
+                .collect();
+            let mut bucket_starts = Vec::with_capacity(nb + 1);
+            let mut run = 0usize;
+            for d in 0..nb {
+                bucket_starts.push(run);
+                for h in offs.iter_mut() {
+                    let c = h[d];
+                    h[d] = run;
+                    run += c;
+                }
             }
-            slices.into_par_iter().enumerate().for_each(|(i, out)| {
-                let (a, z) = block_range(b0 + i as u64);
-                let mut w = 0;
+            bucket_starts.push(run);
+            assert_eq!(run, out.len(), "key count changed between passes");
+            let dst = SyncPtr(out.as_mut_ptr());
+            let dst = &dst;
+            offs.into_par_iter().enumerate().for_each(|(i, mut off)| {
+                let (a, z) = span(i);
                 ctx.for_each::<K>(&starts, a, z, |t, key| {
                     if whole || (t >= lo && t < hi) {
-                        out[w] = key;
-                        w += 1;
+                        let d = (t - lo) as usize;
+                        // SAFETY: the offsets partition 0..out.len() between tasks and buckets
+                        // (checked above), so every index is written once and is in bounds.
+                        unsafe { dst.0.add(off[d]).write(key) };
+                        off[d] += 1;
                     }
                 });
-                debug_assert_eq!(w, out.len());
             });
+            bucket_starts
         };
-        let key_bits = n as u32 * ctx.bits;
         if groups.len() == 1 {
             let gm = groups[0].2 as usize;
             bufs.ensure(gm);
-            collect(&groups[0], &mut bufs.a[..gm]);
-            let sorted = bufs.sort(gm, key_bits);
-            run_lengths(sorted, |k, c| writer.push(k, c))?;
+            tr.lap("block counts + buffers");
+            let bucket_starts = scatter(&groups[0], &mut bufs.b[..gm]);
+            tr.lap("scatter keys by first token");
+            let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
+            bufs.emit(&buckets, |k, c| writer.push_block(k, c))?;
+            tr.lap("emit");
         } else {
             let mut runs = Vec::with_capacity(groups.len());
             let mut collected = 0u64;
@@ -446,9 +661,15 @@ fn count_order<K: Key>(
                 }
                 let gm = g.2 as usize;
                 bufs.ensure(gm);
-                collect(g, &mut bufs.a[..gm]);
-                let sorted = bufs.sort(gm, key_bits);
-                runs.push(spill_run(ctx.spill_dir, sorted)?);
+                let bucket_starts = scatter(g, &mut bufs.b[..gm]);
+                let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
+                let mut run = RunWriter::new(ctx.spill_dir)?;
+                bufs.emit(&buckets, |k, c| {
+                    k.iter()
+                        .zip(c)
+                        .try_for_each(|(&k, &c)| run.push(k.to_u128(), c.to_u128() as u64))
+                })?;
+                runs.push(run.finish()?);
                 stats.spilled_runs += 1;
                 collected += g.2;
                 // Collecting counts as the first half of the pass, merging as the second.
@@ -483,8 +704,9 @@ fn count_order<K: Key>(
     Ok(total)
 }
 
-/// The key buffer and its radix-sort twin, reused across passes and orders: on virtual machines
-/// first-touch page faults cost as much as a sort pass, so buffers are allocated once.
+/// The key buffer, its radix-sort twin and a count per key, reused across passes and orders: on
+/// virtual machines first-touch page faults cost as much as a sort pass, so buffers are
+/// allocated (and touched) once.
 pub(crate) struct KeyBufs<K> {
     a: Vec<K>,
     b: Vec<K>,
@@ -499,123 +721,272 @@ impl<K: Key> Default for KeyBufs<K> {
     }
 }
 
+struct SyncPtr<K>(*mut K);
+unsafe impl<K> Send for SyncPtr<K> {}
+unsafe impl<K> Sync for SyncPtr<K> {}
+
 impl<K: Key> KeyBufs<K> {
     fn ensure(&mut self, len: usize) {
         if self.a.len() < len {
             self.a = Vec::new();
             self.b = Vec::new();
-            self.a = key_vec(len);
-            self.b = key_vec(len);
+            self.a = touched_vec(len);
+            self.b = touched_vec(len);
         }
     }
 
-    /// Sort `a[..len]`; returns the sorted slice (in `a` or `b`).
-    fn sort(&mut self, len: usize, key_bits: u32) -> &[K] {
-        if len < 1 << 12 {
-            self.a[..len].sort_unstable();
-            return &self.a[..len];
+    /// Sort the keys `b[..len]`, already grouped by first token into buckets starting at
+    /// `starts` (one more entry than buckets), on their remaining `rest_bits` bits, and count
+    /// equal keys. Returns `(start, distinct)` per non-empty bucket, in key order: the distinct
+    /// keys are `b[start..start + distinct]`, their counts `a[start..start + distinct]` (stored
+    /// as keys: the scratch buffer is free once a bucket is sorted, and a count fits any key).
+    ///
+    /// Buckets are sorted in parallel by a cache-sized sort ([`sort_rest`]) and run-length
+    /// encoded in place. Most buckets fit in cache, so only the scatter into buckets streams
+    /// through memory (an LSD sort of the whole buffer would stream it once per digit).
+    fn sort_count(
+        &mut self,
+        len: usize,
+        rest_bits: u32,
+        starts: &[usize],
+        tr: &mut Tracer,
+    ) -> Vec<(usize, usize)> {
+        let (a, b) = (&mut self.a[..len], &mut self.b[..len]);
+        let nb = starts.len() - 1;
+        // Disjoint per-bucket views of the data (b) and scratch (a).
+        let mut jobs = Vec::new();
+        let (mut rb, mut ra) = (b, a);
+        for d in 0..nb {
+            let l = starts[d + 1] - starts[d];
+            if l == 0 {
+                continue;
+            }
+            let (hb, tb) = rb.split_at_mut(l);
+            let (ha, ta) = ra.split_at_mut(l);
+            jobs.push((starts[d], hb, ha));
+            (rb, ra) = (tb, ta);
         }
-        if radix_sort(&mut self.a[..len], &mut self.b[..len], key_bits) {
-            &self.b[..len]
-        } else {
-            &self.a[..len]
+        let buckets = jobs
+            .into_par_iter()
+            .with_min_len(8)
+            .map(|(s, data, tmp)| {
+                sort_rest(data, tmp, rest_bits);
+                (s, run_lengths_in_place(data, tmp))
+            })
+            .collect();
+        tr.lap("sort + count buckets");
+        buckets
+    }
+
+    /// Hand each bucket's distinct keys and counts to `f`, in key order.
+    fn emit(
+        &self,
+        buckets: &[(usize, usize)],
+        mut f: impl FnMut(&[K], &[K]) -> Result<()>,
+    ) -> Result<()> {
+        for &(s, u) in buckets {
+            f(&self.b[s..s + u], &self.a[s..s + u])?;
+        }
+        Ok(())
+    }
+}
+
+/// Phase timings on stderr when `DENSE_PT_PMI_TRACE` is set (for profiling the counting path).
+pub(crate) struct Tracer {
+    n: usize,
+    last: Option<Instant>,
+}
+
+impl Tracer {
+    fn new(n: usize) -> Self {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let on = *ON.get_or_init(|| std::env::var_os("DENSE_PT_PMI_TRACE").is_some());
+        Tracer {
+            n,
+            last: on.then(Instant::now),
+        }
+    }
+
+    fn lap(&mut self, what: &str) {
+        if let Some(t) = self.last {
+            let now = Instant::now();
+            eprintln!(
+                "pmi trace: order {} {what}: {:.1} ms",
+                self.n,
+                (now - t).as_secs_f64() * 1e3
+            );
+            self.last = Some(now);
         }
     }
 }
 
-fn key_vec<K: Key>(len: usize) -> Vec<K> {
-    let mut v: Vec<K> = Vec::with_capacity(len);
-    v.resize(len, K::default());
+fn touched_vec<T: Default + Clone>(len: usize) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    advise_huge_pages(&mut v);
+    v.resize(len, T::default());
     v
 }
 
-/// Widest digit; the actual width spreads the key bits evenly over the fewest passes.
-const MAX_RADIX_BITS: u32 = 12;
+/// Ask Linux to back a large buffer with transparent huge pages: a first touch then faults in
+/// 2 MB instead of 4 KB, and page faults are a large share of counting time on virtual machines
+/// (the system's THP mode is "madvise" on many distributions). A hint only: contents and
+/// results are unaffected, and other systems ignore it.
+pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = v.capacity().saturating_mul(std::mem::size_of::<T>());
+        if bytes < 4 * HUGE {
+            return;
+        }
+        let start = v.as_mut_ptr() as usize;
+        let (a, z) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
+        if z > a {
+            // SAFETY: [a, z) lies inside the vector's own allocation; MADV_HUGEPAGE changes
+            // how it is backed, never its contents.
+            unsafe { libc::madvise(a as *mut libc::c_void, z - a, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
 
-struct SyncPtr<K>(*mut K);
-unsafe impl<K> Send for SyncPtr<K> {}
-unsafe impl<K> Sync for SyncPtr<K> {}
+/// Below this many keys a comparison sort beats clearing radix histograms.
+const SMALL_SORT: usize = 384;
+/// Up to this many keys (a few hundred KB: L2-sized) a bucket is LSD-radix sorted directly;
+/// larger ones are first split on their top digit (MSD) until the pieces fit.
+const LSD_MAX: usize = 1 << 15;
+const MAX_DIGIT_BITS: u32 = 11;
 
-/// Parallel LSD radix sort of `a` using `b` as scratch. Returns true when the result is in `b`.
-/// Passes whose digit is the same for every key are skipped.
-fn radix_sort<K: Key>(a: &mut [K], b: &mut [K], key_bits: u32) -> bool {
-    let len = a.len();
-    let threads = rayon::current_num_threads().max(1);
-    let chunk = len.div_ceil(threads).max(1 << 14);
-    let passes = key_bits.div_ceil(MAX_RADIX_BITS);
+/// Sort `data` on its low `key_bits` bits (the higher bits are equal across `data`), using `tmp`
+/// (same length) as scratch. The result ends in `data`.
+/// LSD digit width for `len` keys: narrower digits for smaller inputs keep the histograms small
+/// next to the data.
+fn lsd_digit_bits(len: usize) -> u32 {
+    (usize::BITS - len.leading_zeros())
+        .saturating_sub(3)
+        .clamp(6, MAX_DIGIT_BITS)
+}
+
+fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
+    let len = data.len();
+    if len <= 1 || key_bits == 0 {
+        return;
+    }
+    if len <= SMALL_SORT {
+        data.sort_unstable();
+        return;
+    }
+    if len <= LSD_MAX || key_bits <= MAX_DIGIT_BITS {
+        lsd_sort(data, tmp, key_bits);
+        return;
+    }
+    // MSD step on the top digit: scatter into tmp, copy back, sort each piece on the rest.
+    let lg = usize::BITS - len.leading_zeros();
+    let d = lg.saturating_sub(2).clamp(4, MAX_DIGIT_BITS).min(key_bits);
+    let shift = key_bits - d;
+    let mask = (1u64 << d) - 1;
+    let mut h = vec![0usize; 1 << d];
+    for &k in data.iter() {
+        h[k.digit(shift, mask)] += 1;
+    }
+    let mut off = vec![0usize; 1 << d];
+    let mut run = 0;
+    for (o, &c) in off.iter_mut().zip(&h) {
+        *o = run;
+        run += c;
+    }
+    for &k in data.iter() {
+        let x = k.digit(shift, mask);
+        tmp[off[x]] = k;
+        off[x] += 1;
+    }
+    data.copy_from_slice(tmp);
+    let mut s = 0;
+    for &c in &h {
+        if c > 1 {
+            sort_rest(&mut data[s..s + c], &mut tmp[s..s + c], shift);
+        }
+        s += c;
+    }
+}
+
+/// Sequential LSD radix sort of `data` on its low `key_bits` bits. All digit histograms come
+/// from one read; digits that are equal in every key are skipped.
+fn lsd_sort<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
+    let len = data.len();
+    let passes = key_bits.div_ceil(lsd_digit_bits(len));
     let digit_bits = key_bits.div_ceil(passes);
     let radix = 1usize << digit_bits;
     let mask = (radix - 1) as u64;
-    let mut in_b = false;
+    let mut hist = vec![0u32; radix * passes as usize];
+    for &k in data.iter() {
+        for p in 0..passes {
+            // SAFETY: p < passes and the digit is <= mask < radix.
+            unsafe {
+                *hist.get_unchecked_mut(p as usize * radix + k.digit(p * digit_bits, mask)) += 1
+            };
+        }
+    }
+    let k0 = data[0];
+    let mut in_tmp = false;
     for p in 0..passes {
         let shift = p * digit_bits;
-        let (src, dst): (&mut [K], &mut [K]) = if in_b {
-            (&mut *b, &mut *a)
-        } else {
-            (&mut *a, &mut *b)
-        };
-        let hists: Vec<Vec<usize>> = src
-            .par_chunks(chunk)
-            .map(|c| {
-                let mut h = vec![0usize; radix];
-                for &k in c {
-                    h[k.digit(shift, mask)] += 1;
-                }
-                h
-            })
-            .collect();
-        let mut totals = vec![0usize; radix];
-        for h in &hists {
-            for d in 0..radix {
-                totals[d] += h[d];
-            }
-        }
-        if totals.contains(&len) {
+        let h = &mut hist[p as usize * radix..(p as usize + 1) * radix];
+        if h[k0.digit(shift, mask)] as usize == len {
             continue;
         }
-        let mut offs: Vec<Vec<usize>> = vec![vec![0; radix]; hists.len()];
-        let mut run = 0usize;
-        for d in 0..radix {
-            for (c, h) in hists.iter().enumerate() {
-                offs[c][d] = run;
-                run += h[d];
+        let mut run = 0u32;
+        for x in h.iter_mut() {
+            let c = *x;
+            *x = run;
+            run += c;
+        }
+        let (src, dst): (&[K], &mut [K]) = if in_tmp {
+            (&*tmp, &mut *data)
+        } else {
+            (&*data, &mut *tmp)
+        };
+        assert!(src.len() == dst.len() && h.len() == radix);
+        for &k in src {
+            let x = k.digit(shift, mask);
+            // SAFETY: x <= mask < radix = h.len(), and the prefix sums of the histogram of
+            // `src` place every key at a distinct index below len = dst.len().
+            unsafe {
+                let slot = h.get_unchecked_mut(x);
+                *dst.get_unchecked_mut(*slot as usize) = k;
+                *slot += 1;
             }
         }
-        let dst_ptr = SyncPtr(dst.as_mut_ptr());
-        let dst_ptr = &dst_ptr;
-        src.par_chunks(chunk)
-            .zip(offs.into_par_iter())
-            .for_each(|(c, mut off)| {
-                for &k in c {
-                    let d = k.digit(shift, mask);
-                    // SAFETY: the offsets partition 0..len between chunks and digits, so every
-                    // index is written exactly once and stays below len.
-                    unsafe { dst_ptr.0.add(off[d]).write(k) };
-                    off[d] += 1;
-                }
-            });
-        in_b = !in_b;
+        in_tmp = !in_tmp;
     }
-    in_b
+    if in_tmp {
+        data.copy_from_slice(tmp);
+    }
 }
 
-/// Emit `(key, run length)` for each distinct key of a sorted slice.
-fn run_lengths<K: Key>(sorted: &[K], mut emit: impl FnMut(u128, u64) -> Result<()>) -> Result<()> {
-    let mut it = sorted.iter();
-    let Some(&first) = it.next() else {
-        return Ok(());
+/// Replace sorted `data` by its distinct keys (at the front) and their run lengths in `counts`
+/// (as keys); returns the number of distinct keys.
+fn run_lengths_in_place<K: Key>(data: &mut [K], counts: &mut [K]) -> usize {
+    let Some(&first) = data.first() else {
+        return 0;
     };
-    let (mut cur, mut c) = (first, 1u64);
-    for &k in it {
+    let (mut cur, mut c, mut u) = (first, 1u64, 0usize);
+    for i in 1..data.len() {
+        let k = data[i];
         if k == cur {
             c += 1;
         } else {
-            emit(cur.to_u128(), c)?;
+            data[u] = cur;
+            counts[u] = K::from_u128(c as u128);
+            u += 1;
             cur = k;
             c = 1;
         }
     }
-    emit(cur.to_u128(), c)
+    data[u] = cur;
+    counts[u] = K::from_u128(c as u128);
+    u + 1
 }
 
 /// Runs merged at once; more are first merged in groups into longer runs.
@@ -658,12 +1029,6 @@ impl RunWriter {
     }
 }
 
-fn spill_run<K: Key>(dir: &Path, sorted: &[K]) -> Result<tempfile::NamedTempFile> {
-    let mut run = RunWriter::new(dir)?;
-    run_lengths(sorted, |k, c| run.push(k, c))?;
-    run.finish()
-}
-
 struct RunReader {
     path: PathBuf,
     r: BufReader<File>,
@@ -692,5 +1057,65 @@ impl Iterator for RunReader {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
             Err(e) => Some(Err(Error::io(&self.path, e))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(seed: u64, len: usize, key_bits: u32, skew: bool) -> Vec<u64> {
+        let mut rng = crate::rng::RowRng::new(seed, len as u64);
+        let mask = if key_bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << key_bits) - 1
+        };
+        (0..len)
+            .map(|_| {
+                let k = rng.next_u64() & mask;
+                // Skewed inputs: many equal keys and constant high digits.
+                if skew && rng.below(2) == 0 {
+                    k & 0xff
+                } else {
+                    k
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bucket_sorts_equal_std_sort_on_every_path() {
+        // Sizes cover the comparison sort, the LSD sort and the MSD split (> LSD_MAX).
+        for len in [0usize, 1, 7, SMALL_SORT + 1, 5_000, LSD_MAX + 1, 100_000] {
+            for key_bits in [1u32, 9, 30, 45, 64] {
+                for skew in [false, true] {
+                    let mut data = keys(len as u64 ^ key_bits as u64, len, key_bits, skew);
+                    let mut want = data.clone();
+                    want.sort_unstable();
+                    let mut tmp = vec![0u64; len];
+                    sort_rest(&mut data, &mut tmp, key_bits);
+                    assert_eq!(data, want, "len {len} bits {key_bits} skew {skew}");
+                    let mut wide: Vec<u128> =
+                        want.iter().rev().map(|&k| (k as u128) << 20).collect();
+                    let mut tmp = vec![0u128; len];
+                    sort_rest(&mut wide, &mut tmp, key_bits + 20);
+                    assert!(wide
+                        .iter()
+                        .zip(&want)
+                        .all(|(&w, &k)| w == (k as u128) << 20));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn run_lengths_in_place_counts_equal_keys() {
+        let mut data = vec![1u64, 1, 2, 5, 5, 5, 9];
+        let mut counts = vec![0u64; data.len()];
+        let u = run_lengths_in_place(&mut data, &mut counts);
+        assert_eq!(&data[..u], &[1, 2, 5, 9]);
+        assert_eq!(&counts[..u], &[2, 1, 3, 1]);
+        assert_eq!(run_lengths_in_place::<u64>(&mut [], &mut []), 0);
     }
 }

@@ -13,7 +13,7 @@ pub mod merge;
 pub mod score;
 pub mod table;
 
-pub use count::{build_table, BuildOptions, BuildStats, Corpus};
+pub use count::{build_table, count_arrays, BuildOptions, BuildStats, Corpus, OrderCounts};
 pub use merge::merge_tables;
 pub use score::{ami_passage, ami_ragged};
 pub use table::{NgramTable, TableMeta};

@@ -1,0 +1,67 @@
+"""``contrastive``: coCondenser-style pre-training. Encoder MLM + Condenser-head MLM (a 2-layer head
+reading the final [CLS] and an early layer's token states) + an in-batch contrastive loss between a
+passage's [CLS] and its context's [CLS]. The context is a random span of the passage (the native
+collator's ``span_input_ids``) or one of its LLM queries (``QueryTokens.context_batch``), both
+given to the objective as ``ctx_input_ids`` / ``ctx_attention_mask``. Under data parallelism the
+passages and contexts of every rank are gathered (with gradients for the local part), so the other
+contexts of the global batch are the negatives; hence gradient accumulation is refused.
+L = L_mlm + L_head + L_con, L_con = cross-entropy over dot-product scores / temperature."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from dense_pt.models.decoders import LayerStack, bidirectional_keep
+from dense_pt.models.heads import mlm_loss
+from dense_pt.objectives.base import Objective
+
+
+def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Concatenate ``x`` over all ranks (autograd flows to the local slice); (all, offset of local)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return x, 0
+    from torch.distributed.nn.functional import all_gather
+
+    parts = all_gather(x)
+    return torch.cat(parts, dim=0), dist.get_rank() * x.shape[0]
+
+
+class Contrastive(Objective):
+    method = "contrastive"
+    accumulation_safe = False
+
+    def __init__(self, encoder, special, opts, temperature: float = 1.0):
+        super().__init__(encoder, special, opts)
+        n = encoder.config.num_hidden_layers
+        self.early = int(opts.condenser_layer) if opts.condenser_layer is not None else max(1, n // 2)
+        if not 1 <= self.early < n:
+            raise ValueError(f"condenser_layer must lie in [1, {n - 1}] for a {n}-layer encoder")
+        self.head = LayerStack(encoder, opts.decoder_layers, init="random")
+        self.temperature = temperature
+
+    def contrastive_loss(self, p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        # local passages against the contexts of every rank; passage i's positive sits at offset + i
+        c_all, offset = gather_with_grad(c)
+        scores = p.float() @ c_all.float().T / self.temperature
+        target = torch.arange(p.shape[0], device=p.device) + offset
+        return F.cross_entropy(scores, target)
+
+    def forward(self, batch):
+        am = batch["attention_mask"]
+        out = self.encode(batch["input_ids"], am, output_hidden_states=True)
+        seq, early = out.last_hidden_state, out.hidden_states[self.early]
+        cls = self.bottleneck(seq[:, 0])
+        head_in = torch.cat([cls[:, None].to(early.dtype), early[:, 1:]], dim=1)
+        head = self.head(head_in, bidirectional_keep(am))
+        l_mlm = mlm_loss(self.lm_head, seq, batch["labels"])
+        l_head = mlm_loss(self.lm_head, head, batch["labels"])
+        ctx = self.encode(batch["ctx_input_ids"], batch["ctx_attention_mask"]).last_hidden_state[:, 0]
+        l_con = self.contrastive_loss(cls, self.bottleneck(ctx))
+        return {
+            "loss": l_mlm + l_head + l_con,
+            "loss_enc": l_mlm.detach(),
+            "loss_dec": l_head.detach(),
+            "loss_con": l_con.detach(),
+        }
