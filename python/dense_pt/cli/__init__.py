@@ -27,14 +27,14 @@ app = typer.Typer(
 GROUPS = [
     "dense_pt.cli.corpus",
     "dense_pt.cli.pmi",
-    "dense_pt.cli.pretrain",
-    "dense_pt.cli.demo",
     "dense_pt.cli.mask",
     "dense_pt.cli.expand",
+    "dense_pt.cli.pretrain",
     "dense_pt.cli.retrieval",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",
     "dense_pt.cli.pipeline",
+    "dense_pt.cli.demo",
 ]
 
 
