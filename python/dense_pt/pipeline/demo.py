@@ -164,7 +164,13 @@ def finetune_config(
 
     train = {"max_steps": steps, "batch_size": 8, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
              "log_every": 10, "precision": "fp32"}  # fmt: skip
-    retriever = {"loss": DEMO_LOSS, "group_size": 4, "query_max_length": 32, "passage_max_length": 128, "train": train}
+    retriever = {
+        "loss": DEMO_LOSS,
+        "group_size": 4,
+        "query_max_length": 32,
+        "passage_max_length": 128,
+        "train": train,
+    }
     raw = {
         "out": str(out),
         "seed": seed,
