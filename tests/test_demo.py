@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -92,11 +93,12 @@ def test_written_beir_folder_reads_back_and_is_small(tmp_path, demo):
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 1_000_000
 
 
-def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path):
+def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch):
     import torch
 
     torch.set_num_threads(1)
-    out = tmp_path / "demo"
+    monkeypatch.chdir(tmp_path)
+    out = Path("demo")  # relative, as `dense-pt demo` is run by default (--out demo-output)
     report = run_demo(out, finetune_steps=3, print_summary=False)  # a few steps: wiring, not quality
     stages = report["stages"]
     assert list(stages) == [name for name, _ in STAGES]

@@ -213,9 +213,10 @@ def run_demo(
 
     from dense_pt.fsutil import write_json_atomic
 
+    # Absolute paths: later stages write configs that resolve paths against their own folders.
     ctx = DemoContext(
-        out=Path(out),
-        corpus=None if corpus is None else Path(corpus),
+        out=Path(out).resolve(),
+        corpus=None if corpus is None else Path(corpus).resolve(),
         force=force,
         vocab_size=vocab_size,
         finetune_steps=finetune_steps,

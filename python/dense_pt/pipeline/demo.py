@@ -162,6 +162,9 @@ def finetune_config(
     re-ranker -> scores -> distill."""
     from dense_pt.pipeline.config import validate_config
 
+    # The config's paths are resolved against its own folder: hand it absolute ones.
+    beir, train_qrels, eval_qrels, encoder = (p.resolve() for p in (beir, train_qrels, eval_qrels, encoder))
+
     train = {"max_steps": steps, "batch_size": 8, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
              "log_every": 10, "precision": "fp32"}  # fmt: skip
     retriever = {
