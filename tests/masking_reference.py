@@ -1,7 +1,7 @@
 """Plain Python/numpy reference of dense_pt.masking, written from the documented algorithms.
 
 It ports the counter-based row streams (SplitMix64, Lemire's bounded draw, the 256-layer
-ziggurat with 64-bit and 32-bit draws) so the native maskers can be checked bit for bit, not only
+ziggurat with 64-bit draws and the indexed 32-bit noise) so the native maskers can be checked bit for bit, not only
 statistically. Selection is the plain definition (sort by score, ties to the earlier unit), not
 the native code's bucket selection.
 """
@@ -98,25 +98,24 @@ def standard_normal(rng: RowRng) -> float:
     return _ziggurat_from(rng, layer, bool(bits & 0x100), ((bits >> 11) * (1.0 / (1 << 53))) * ZIG_X[layer])
 
 
-class NormalStream:
-    """The importance noise: two deviates per 64-bit draw, each from a 32-bit half (low half
-    first; bits 0..8 layer, bit 8 sign, bits 9..32 the abscissa). A half outside its layer's
-    rectangle is finished like ``standard_normal`` on the following draws; the pending high half
-    is used after that."""
+ZIG_W = [x * (1.0 / (1 << 23)) for x in ZIG_X[:256]]
+
+
+class Noise:
+    """The importance noise, indexed: deviate ``i`` starts from a 32-bit half of draw ``i // 2``
+    of the stream (the low half for even ``i``; draw ``j`` is the stream's ``j``-th ``next_u64``):
+    bits 0..8 layer, bit 8 sign, bits 9..32 the abscissa. A half outside its layer's rectangle is
+    finished like ``standard_normal`` on a stream of its own, ``RowRng(stream state, i)``."""
 
     def __init__(self, rng: RowRng):
-        self.rng = rng
-        self.spare: int | None = None
+        self.state = rng.state
 
-    def next(self) -> float:
-        if self.spare is None:
-            bits = self.rng.next_u64()
-            w, self.spare = bits & 0xFFFFFFFF, bits >> 32
-        else:
-            w, self.spare = self.spare, None
+    def deviate(self, i: int) -> float:
+        d = mix64((self.state + (i // 2 + 1) * GOLDEN) & M64)
+        w = d & 0xFFFFFFFF if i % 2 == 0 else d >> 32
         layer = w & 0xFF
-        x = ((w >> 9) * (1.0 / (1 << 23))) * ZIG_X[layer]
-        return _ziggurat_from(self.rng, layer, bool(w & 0x100), x)
+        x = (w >> 9) * ZIG_W[layer]
+        return _ziggurat_from(RowRng(self.state, i), layer, bool(w & 0x100), x)
 
 
 def quota(n: int, p: float) -> int:
@@ -182,7 +181,7 @@ def select_row(positions, word_row, k, seed, key, importance_row=None, sigma=1.0
     us = units(positions, word_row)
     if importance_row is None:
         return _random_order(us, k, RowRng.for_purpose(seed, key, SELECT)), us
-    noise = NormalStream(RowRng.for_purpose(seed, key, NOISE))
+    noise = Noise(RowRng.for_purpose(seed, key, NOISE))
     scored = []
     for ui, u in enumerate(us):
         vals = [float(importance_row[c]) for c in u]
@@ -190,7 +189,7 @@ def select_row(positions, word_row, k, seed, key, importance_row=None, sigma=1.0
             raise ValueError("NaN")
         s = vals[0] if len(u) == 1 else sum(vals) / len(u)
         if sigma > 0:
-            s = s + sigma * noise.next()
+            s = s + sigma * noise.deviate(ui)
         scored.append((-s, ui))
     scored.sort()
     return _greedy([us[ui] for _, ui in scored], k), us

@@ -1,8 +1,11 @@
 //! Counter-based randomness: every row's stream is derived from `(seed, row_key)` only, so results
 //! never depend on thread count, batch composition or platform.
 
+/// SplitMix64's increment (the golden ratio in 64 bits).
+pub const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// SplitMix64 finaliser: a bijective 64-bit mixer.
-#[inline]
+#[inline(always)]
 pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -10,7 +13,7 @@ pub fn mix64(mut z: u64) -> u64 {
 }
 
 /// A small, fast generator (SplitMix64 stream) seeded from `(seed, key)`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct RowRng {
     state: u64,
 }
@@ -28,6 +31,22 @@ impl RowRng {
         RowRng::new(
             mix64(seed ^ purpose.wrapping_mul(0xd1b5_4a32_d192_ed03)),
             key,
+        )
+    }
+
+    /// The stream's state (what `next_u64` advances).
+    #[inline]
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// The `j`-th draw of the stream without advancing it: `next_u64` of a fresh copy called
+    /// `j + 1` times returns the same (SplitMix64 is a counter-based generator).
+    #[inline(always)]
+    pub fn draw_at(&self, j: u64) -> u64 {
+        mix64(
+            self.state
+                .wrapping_add(j.wrapping_add(1).wrapping_mul(GOLDEN)),
         )
     }
 
@@ -80,6 +99,10 @@ mod tests {
             assert_eq!(a.next_u64(), b.next_u64());
         }
         assert_ne!(RowRng::new(7, 3).next_u64(), RowRng::new(7, 4).next_u64());
+        let (fresh, mut c) = (RowRng::new(9, 1), RowRng::new(9, 1));
+        for j in 0..10 {
+            assert_eq!(fresh.draw_at(j), c.next_u64());
+        }
     }
 
     #[test]

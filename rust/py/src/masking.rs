@@ -303,7 +303,7 @@ fn mask_span_crop<'py>(
 
 /// The raw stream behind the maskers, for the reference implementation in the tests:
 /// `kind` "u64" (next_u64), "normal" (64-bit ziggurat deviates), "noise" (the importance noise,
-/// `NormalStream`) for `RowRng::for_purpose(seed, key, purpose)`.
+/// `Noise`, deviates 0..n) for `RowRng::for_purpose(seed, key, purpose)`.
 #[pyfunction]
 fn _rng_stream<'py>(
     py: Python<'py>,
@@ -326,12 +326,9 @@ fn _rng_stream<'py>(
             .into_pyarray(py)
             .into_any()),
         "noise" => {
-            let mut noise = masking::NormalStream::new(rng);
-            Ok((0..n)
-                .map(|_| noise.deviate())
-                .collect::<Vec<_>>()
-                .into_pyarray(py)
-                .into_any())
+            let mut out = vec![0.0; n];
+            masking::Noise::new(rng).fill(&mut out, &mut Vec::new(), &mut Vec::new());
+            Ok(out.into_pyarray(py).into_any())
         }
         other => Err(invalid(py, format!("unknown stream kind {other:?}"))),
     }

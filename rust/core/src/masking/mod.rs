@@ -6,12 +6,15 @@
 //! `(seed, key_r, purpose)` where `key_r` is `row_keys[r]` (default `r`): a row's output depends
 //! only on the seed, its key and its own inputs, never on the batch around it or on threads.
 //! Bad input is an `Error::InvalidArgument`, never a panic.
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod normal;
 mod replace;
 mod select;
+pub mod simd;
 mod view;
 
-pub use normal::{standard_normal, NormalStream};
+pub use normal::{standard_normal, Noise};
 pub use replace::{Replacer, IGNORE_INDEX};
 pub use select::{quota, RowScratch, Selector};
 pub use view::{f16_to_f64, FloatView, IntView};
@@ -124,6 +127,19 @@ impl<'a> MaskRows<'a> {
         );
     }
 
+    /// Prefetch the inputs of `row` (if it exists) that `collect_maskable` reads.
+    #[inline]
+    pub fn prefetch(&self, row: usize) {
+        if row >= self.batch {
+            return;
+        }
+        let (a, b) = (row * self.len, (row + 1) * self.len);
+        view::prefetch(self.attention_mask.bytes(a, b));
+        if let Some(s) = self.special_tokens_mask {
+            view::prefetch(s.bytes(a, b));
+        }
+    }
+
     fn word_ids_of(&self, row: usize) -> Option<IntView<'a>> {
         self.word_ids
             .map(|w| w.slice(row * self.len, (row + 1) * self.len))
@@ -209,6 +225,8 @@ pub fn random_mask(rows: &MaskRows<'_>, p: f64, seed: u64, threads: usize) -> Re
         &mut out,
         None,
         |r, s, o, _| {
+            s.skip_taken = true;
+            rows.prefetch(r + 1);
             rows.collect_maskable(r, s);
             let k = quota(s.maskable.len(), p);
             s.select(
@@ -259,6 +277,11 @@ pub fn importance_mask(
     let mut out = vec![false; rows.batch * rows.len];
     let len = rows.len;
     drive(rows.batch, len, threads, &mut out, None, |r, s, o, _| {
+        s.skip_taken = true;
+        rows.prefetch(r + 1);
+        if r + 1 < rows.batch {
+            view::prefetch(importance.bytes((r + 1) * len, (r + 2) * len));
+        }
         rows.collect_maskable(r, s);
         let k = quota(s.maskable.len(), p);
         let imp = importance.slice(r * len, (r + 1) * len);

@@ -4,7 +4,7 @@
 //! maskers' noise (`NormalStream`) starts two deviates from each draw, one per 32-bit half.
 //! The tables are built once from their defining recurrence (`tests/masking_reference.py`
 //! rebuilds them the same way and checks both streams).
-use crate::rng::RowRng;
+use crate::rng::{mix64, RowRng, GOLDEN};
 use std::sync::OnceLock;
 
 /// Right edge of the base layer.
@@ -18,6 +18,10 @@ struct Tables {
     x: [f64; LAYERS + 1],
     /// f(x[i]) with f(x) = exp(-x^2 / 2).
     f: [f64; LAYERS + 1],
+    /// x[i] * 2^-23 (exact): a 23-bit abscissa times w[i] is the point in layer i.
+    w: [f64; LAYERS],
+    /// x[i + 1]: points of layer i below it are inside the layer's rectangle.
+    edge: [f64; LAYERS],
 }
 
 #[inline]
@@ -40,7 +44,12 @@ fn tables() -> &'static Tables {
         for i in 0..=LAYERS {
             f[i] = density(x[i]);
         }
-        Tables { x, f }
+        let (mut w, mut edge) = ([0.0; LAYERS], [0.0; LAYERS]);
+        for i in 0..LAYERS {
+            w[i] = x[i] * (1.0 / (1u64 << 23) as f64);
+            edge[i] = x[i + 1];
+        }
+        Tables { x, f, w, edge }
     })
 }
 
@@ -60,61 +69,96 @@ pub fn standard_normal(rng: &mut RowRng) -> f64 {
     slow_path(rng, t, bits, x)
 }
 
-/// N(0, 1) deviates at two per 64-bit draw, for the per-token noise of the importance maskers.
-/// Each deviate starts from a 32-bit half of a draw (the low half first): bits 0..8 pick the
-/// layer, bit 8 the sign, bits 9..32 a 23-bit abscissa. A half outside its layer's rectangle
-/// (~1%) continues exactly like `standard_normal`'s slow path (wedge test or tail, then a fresh
-/// 64-bit attempt) on the following draws of the same stream; the pending high half is used
-/// after that.
-#[derive(Clone, Debug)]
-pub struct NormalStream {
+/// The importance maskers' noise: N(0, 1) deviates indexed by position in the stream, so that any
+/// deviate is computed on its own and a row's deviates are computed side by side (SIMD lanes).
+/// Deviate `i` starts from a 32-bit half of draw `i / 2` of the stream (the low half for even
+/// `i`; draw `j` is the stream's `j`-th `next_u64`): bits 0..8 pick the layer, bit 8 the sign,
+/// bits 9..32 a 23-bit abscissa. A half outside its layer's rectangle (~1%) is finished like
+/// `standard_normal`'s slow path (wedge test or tail, else fresh 64-bit attempts) on a stream of
+/// its own, `RowRng::new(stream state, i)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Noise {
     rng: RowRng,
-    spare: u32,
-    has_spare: bool,
 }
 
-impl NormalStream {
+impl Noise {
     pub fn new(rng: RowRng) -> Self {
-        NormalStream {
-            rng,
-            spare: 0,
-            has_spare: false,
-        }
+        Noise { rng }
     }
 
-    #[inline(always)]
-    pub fn deviate(&mut self) -> f64 {
-        let w = if self.has_spare {
-            self.spare
+    /// Deviate `i` (the scalar definition; `fill` computes the same values in bulk).
+    pub fn deviate(&self, i: usize) -> f64 {
+        let d = self.rng.draw_at(i as u64 / 2);
+        let w = if i.is_multiple_of(2) {
+            d as u32
         } else {
-            let b = self.rng.next_u64();
-            self.spare = (b >> 32) as u32;
-            b as u32
+            (d >> 32) as u32
         };
-        self.has_spare = !self.has_spare;
-        self.deviate_from(w)
-    }
-
-    /// The next two deviates, the same as two `deviate` calls when no half is pending.
-    #[inline(always)]
-    pub fn pair(&mut self) -> (f64, f64) {
-        if self.has_spare {
-            return (self.deviate(), self.deviate());
-        }
-        let b = self.rng.next_u64();
-        let first = self.deviate_from(b as u32);
-        (first, self.deviate_from((b >> 32) as u32))
-    }
-
-    #[inline(always)]
-    fn deviate_from(&mut self, w: u32) -> f64 {
         let t = tables();
         let layer = (w & 0xff) as usize;
-        let x = (w >> 9) as f64 * (1.0 / (1u64 << 23) as f64) * t.x[layer];
-        if x < t.x[layer + 1] {
+        let x = (w >> 9) as f64 * t.w[layer];
+        if x < t.edge[layer] {
             return f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
         }
-        slow_path(&mut self.rng, t, w as u64, x)
+        self.finish(i, w, x)
+    }
+
+    /// The slow path of deviate `i`, whose half `w` fell outside its rectangle at abscissa `x`.
+    #[cold]
+    #[inline(never)]
+    fn finish(&self, i: usize, w: u32, x: f64) -> f64 {
+        let mut rng = RowRng::new(self.rng.state(), i as u64);
+        slow_path(&mut rng, tables(), w as u64, x)
+    }
+
+    /// `out[i] = deviate(i)` for every `i`. `words` and `rejected` are scratch. Three passes
+    /// that vectorise: the draws (split into their 32-bit halves, the deviates' order), the fast
+    /// path of every deviate (flagging the halves outside their rectangle in a bit set), then the
+    /// few flagged ones are finished.
+    #[inline(always)]
+    pub fn fill(&self, out: &mut [f64], words: &mut Vec<u32>, rejected: &mut Vec<u64>) {
+        let t = tables();
+        let n = out.len();
+        let draws = n.div_ceil(2);
+        words.clear();
+        words.resize(2 * draws, 0);
+        let state = self.rng.state();
+        for (j, w) in words.chunks_exact_mut(2).enumerate() {
+            let d = mix64(state.wrapping_add((j as u64 + 1).wrapping_mul(GOLDEN)));
+            w[0] = d as u32;
+            w[1] = (d >> 32) as u32;
+        }
+        rejected.clear();
+        rejected.resize(n.div_ceil(64), 0);
+        #[cfg(target_arch = "x86_64")]
+        if super::simd::level() >= super::simd::Level::Avx2 {
+            // SAFETY: the CPU has AVX2; words and rejected are sized above.
+            unsafe { super::avx2::ziggurat_fast(words, &t.w, &t.edge, out, rejected) };
+            self.finish_rejected(out, words, rejected);
+            return;
+        }
+        for (i, (o, &w)) in out.iter_mut().zip(&words[..n]).enumerate() {
+            let layer = (w & 0xff) as usize;
+            // < 2^23, so the signed conversion (one instruction) is exact.
+            let x = ((w >> 9) as i32) as f64 * t.w[layer];
+            rejected[i / 64] |= ((x >= t.edge[layer]) as u64) << (i % 64);
+            *o = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        }
+        self.finish_rejected(out, words, rejected);
+    }
+
+    #[inline(always)]
+    fn finish_rejected(&self, out: &mut [f64], words: &[u32], rejected: &[u64]) {
+        let t = tables();
+        for (c, &bits) in rejected.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = c * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let w = words[i];
+                out[i] = self.finish(i, w, (w >> 9) as f64 * t.w[(w & 0xff) as usize]);
+            }
+        }
     }
 }
 
@@ -182,22 +226,17 @@ mod tests {
     fn moments_and_ks_statistic() {
         let mut rng = RowRng::new(42, 0);
         check_normal((0..200_000).map(|_| standard_normal(&mut rng)).collect());
-        let mut pairs = NormalStream::new(RowRng::new(42, 1));
-        check_normal((0..200_000).map(|_| pairs.deviate()).collect());
-        // `pair` continues the same stream, whatever the parity.
-        let (mut a, mut b) = (
-            NormalStream::new(RowRng::new(5, 6)),
-            NormalStream::new(RowRng::new(5, 6)),
-        );
-        for i in 0..20_000 {
-            if i % 7 == 3 {
-                assert_eq!(a.deviate().to_bits(), b.deviate().to_bits());
-            } else {
-                let (x, y) = a.pair();
-                assert_eq!(x.to_bits(), b.deviate().to_bits());
-                assert_eq!(y.to_bits(), b.deviate().to_bits());
-            }
+        let noise = Noise::new(RowRng::new(42, 1));
+        let mut bulk = vec![0.0; 200_001];
+        noise.fill(&mut bulk, &mut Vec::new(), &mut Vec::new());
+        // `fill` is the scalar definition in bulk, whatever the length's parity.
+        for (i, v) in bulk.iter().enumerate().step_by(97) {
+            assert_eq!(v.to_bits(), noise.deviate(i).to_bits(), "{i}");
         }
+        let mut short = vec![0.0; 1001];
+        noise.fill(&mut short, &mut Vec::new(), &mut Vec::new());
+        assert_eq!(short[..], bulk[..1001]);
+        check_normal(bulk);
     }
 
     fn check_normal(mut v: Vec<f64>) {

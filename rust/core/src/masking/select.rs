@@ -13,8 +13,9 @@
 //! taken so far plus its length are <= k; the visit stops as soon as exactly k tokens are taken.
 //! So the count never exceeds k, equals k whenever single-token words can fill the gap, and with
 //! single-token units the rule is plain "exactly k".
-use super::normal::NormalStream;
+use super::normal::Noise;
 use super::purpose;
+use super::simd::multiversion;
 use super::view::{FloatView, IntView};
 use crate::rng::RowRng;
 use crate::{Error, Result};
@@ -56,8 +57,14 @@ pub struct RowScratch {
     buckets: Vec<u8>,
     cand: Vec<u32>,
     wide_keys: Vec<u128>,
-    /// Unit indices taken by the last `select` (in no particular order).
+    /// Unit indices taken by the last `select` (in no particular order); not recorded when
+    /// `skip_taken` is set (only `subset` needs them).
     taken: Vec<u32>,
+    /// Set by callers that never call `subset` after `select`: saves recording `taken`.
+    pub skip_taken: bool,
+    /// Scratch of `Noise::fill`.
+    words: Vec<u32>,
+    rejected: Vec<u64>,
 }
 
 impl RowScratch {
@@ -70,14 +77,13 @@ impl RowScratch {
         ids: Option<IntView<'_>>,
         special_ids: &[i64],
     ) {
-        self.maskable.clear();
-        match special_mask {
-            Some(s) => attention.push_nonzero_unflagged(s, &mut self.maskable),
-            None => attention.push_nonzero(&mut self.maskable),
-        }
-        if let (Some(ids), false) = (ids, special_ids.is_empty()) {
-            ids.retain_not_in(&mut self.maskable, special_ids);
-        }
+        collect_maskable(
+            &mut self.maskable,
+            attention,
+            special_mask,
+            ids,
+            special_ids,
+        )
     }
 
     #[inline]
@@ -172,6 +178,22 @@ impl RowScratch {
         row: usize,
         out: &mut [bool],
     ) -> Result<usize> {
+        select_dispatch(self, selector, word_ids, importance, k, seed, key, row, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn select_impl(
+        &mut self,
+        selector: Selector,
+        word_ids: Option<IntView<'_>>,
+        importance: Option<FloatView<'_>>,
+        k: usize,
+        seed: u64,
+        key: u64,
+        row: usize,
+        out: &mut [bool],
+    ) -> Result<usize> {
         self.build_units(word_ids);
         self.taken.clear();
         let m = self.n_units();
@@ -189,59 +211,93 @@ impl RowScratch {
                         order.swap(i, j);
                         out[maskable[order[i] as usize] as usize] = true;
                     }
-                    self.taken.extend_from_slice(&self.order[..k]);
+                    if !self.skip_taken {
+                        self.taken.extend_from_slice(&self.order[..k]);
+                    }
                     return Ok(k);
                 }
                 Ok(self.random_greedy(k, &mut rng, true, out))
             }
             Selector::Importance { sigma } => {
                 let imp = importance.ok_or_else(|| Error::invalid("importance is required"))?;
-                let mut noise = NormalStream::new(RowRng::for_purpose(seed, key, purpose::NOISE));
-                let nan = if self.token_level {
-                    score_tokens(&self.maskable, imp, sigma, &mut noise, &mut self.values)
-                } else {
-                    self.values.clear();
-                    imp.gather(&self.maskable, &mut self.values);
-                    self.values.iter().position(|v| v.is_nan())
-                };
-                if let Some(i) = nan {
-                    return Err(Error::invalid(format!(
-                        "importance is NaN at row {row}, position {}",
-                        self.maskable[i]
-                    )));
+                let noise = Noise::new(RowRng::for_purpose(seed, key, purpose::NOISE));
+                if self.token_level {
+                    return self.importance_tokens(imp, sigma, noise, k, row, out);
                 }
-                let count = if self.token_level {
-                    self.top_tokens(k, out)
-                } else {
-                    let c = self.top_words(k, sigma, &mut noise);
-                    for ti in 0..self.taken.len() {
-                        self.mark(self.unit(self.taken[ti]), out);
-                    }
-                    c
-                };
-                Ok(count)
+                self.values.clear();
+                imp.gather(&self.maskable, &mut self.values);
+                if let Some(i) = self.values.iter().position(|v| v.is_nan()) {
+                    return Err(nan_error(row, self.maskable[i]));
+                }
+                let c = self.top_words(k, sigma, noise);
+                for ti in 0..self.taken.len() {
+                    self.mark(self.unit(self.taken[ti]), out);
+                }
+                Ok(c)
             }
         }
     }
 
+    /// Token-level importance selection: scores = importance + sigma * noise (deviate j for
+    /// maskable entry j), then the exact top-k. Dense passes over the row's maskable entries, each
+    /// one branch-free loop that vectorises; a row whose maskable positions are one run (the
+    /// usual padded row) reads and writes contiguous slices instead of gathering.
+    #[inline(always)]
+    fn importance_tokens(
+        &mut self,
+        imp: FloatView<'_>,
+        sigma: f64,
+        noise: Noise,
+        k: usize,
+        row: usize,
+        out: &mut [bool],
+    ) -> Result<usize> {
+        let m = self.maskable.len();
+        if m == 0 {
+            return Ok(0);
+        }
+        let p0 = self.maskable[0] as usize;
+        let run = self.maskable[m - 1] as usize - p0 == m - 1;
+        self.values.clear();
+        self.values.resize(m, 0.0);
+        if sigma > 0.0 {
+            noise.fill(&mut self.values, &mut self.words, &mut self.rejected);
+        }
+        let nan = match imp {
+            FloatView::F16(s) => score(&self.maskable, run, s, sigma, &mut self.values, |h| {
+                super::view::f16_to_f64(h)
+            }),
+            FloatView::F32(s) => score(&self.maskable, run, s, sigma, &mut self.values, |v| {
+                v as f64
+            }),
+            FloatView::F64(s) => score(&self.maskable, run, s, sigma, &mut self.values, |v| v),
+        };
+        if nan {
+            let i = (0..m).position(|i| imp.get(self.maskable[i] as usize).is_nan());
+            return Err(nan_error(row, self.maskable[i.unwrap_or(0)]));
+        }
+        Ok(self.top_tokens(k, run, out))
+    }
+
     /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
-    /// position, marked in `out` and recorded in `taken` (in no particular order). Exact by
-    /// construction: scores are binned by a monotone map (linear over [min, max], rounded down),
-    /// every bin above the one holding the k-th best is wholly taken, and only that bin's few
-    /// members are ordered.
-    fn top_tokens(&mut self, k: usize, out: &mut [bool]) -> usize {
+    /// position, marked in `out` and recorded in `taken` (in no particular order) unless
+    /// `skip_taken`. Exact by construction: scores are binned by a monotone map (linear over
+    /// [min, max], rounded down), every bin above the one holding the k-th best is wholly taken,
+    /// and only that bin's few members are ordered. `run`: the maskable positions are
+    /// consecutive.
+    #[inline(always)]
+    fn top_tokens(&mut self, k: usize, run: bool, out: &mut [bool]) -> usize {
         let m = self.values.len();
         let k = k.min(m);
+        self.taken.clear();
         if k == 0 {
             return 0;
         }
-        let scores = &self.values;
+        let scores = &self.values[..m];
         let (lo, hi) = min_max(scores);
         let scale = BUCKETS as f64 / (hi - lo);
-        self.taken.resize(m, 0);
         if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
             // All scores equal, or infinite ones: order all by (score desc, index asc) (rare).
-            self.taken.clear();
             self.taken.extend(0..m as u32);
             if k < m {
                 self.taken
@@ -253,73 +309,68 @@ impl RowScratch {
             }
             return k;
         }
-        let mut counts = [0u32; BUCKETS];
         self.buckets.clear();
         self.buckets.resize(m, 0);
-        for (b, &v) in self.buckets.iter_mut().zip(scores) {
-            // v >= lo, so x is in [0, BUCKETS] (rounding may reach the top edge): clamp below it.
-            let x = (v - lo) * scale;
-            let x = if x < (BUCKETS - 1) as f64 {
-                x
-            } else {
-                (BUCKETS - 1) as f64
-            };
-            // SAFETY: x is finite and in [0, BUCKETS - 1].
-            let bin = unsafe { x.to_int_unchecked::<u32>() } as usize;
-            *b = bin as u8;
-            counts[bin] += 1;
+        let bins = &mut self.buckets[..m];
+        bin_scores(scores, lo, scale, bins);
+        // Four interleaved histograms: consecutive equal bins do not wait on each other.
+        let mut counts = [[0u32; BUCKETS]; 4];
+        let mut quads = bins.chunks_exact(4);
+        for q in &mut quads {
+            for l in 0..4 {
+                counts[l][q[l] as usize % BUCKETS] += 1;
+            }
+        }
+        for &b in quads.remainder() {
+            counts[0][b as usize % BUCKETS] += 1;
         }
         // Walk down from the top bin until the k-th best is inside.
+        let total = |b: usize| (counts[0][b] + counts[1][b] + counts[2][b] + counts[3][b]) as usize;
         let mut above = 0usize;
         let mut bin = BUCKETS - 1;
-        while bin > 0 && above + (counts[bin] as usize) < k {
-            above += counts[bin] as usize;
+        while bin > 0 && above + total(bin) < k {
+            above += total(bin);
             bin -= 1;
         }
         let bin = bin as u8;
-        // One branch-free pass: take the bins above, collect the boundary bin's members.
-        self.cand.resize(m, 0);
-        let (mut n, mut c) = (0usize, 0usize);
-        // Local slices: stores through them cannot alias the vectors' own fields.
-        let (taken, cands) = (&mut self.taken[..m], &mut self.cand[..m]);
-        for (i, (&b, &pos)) in self.buckets[..m]
-            .iter()
-            .zip(&self.maskable[..m])
-            .enumerate()
-        {
-            let take = b > bin;
-            out[pos as usize] = take;
-            // SAFETY: n and c count subsets of the indices seen so far, so n, c <= i < m.
-            unsafe {
-                *taken.get_unchecked_mut(n) = i as u32;
-                *cands.get_unchecked_mut(c) = i as u32;
+        let bins = &self.buckets[..m];
+        if run {
+            let p0 = self.maskable[0] as usize;
+            for (o, &b) in out[p0..p0 + m].iter_mut().zip(bins) {
+                *o = b > bin;
             }
-            n += take as usize;
-            c += (b == bin) as usize;
+        } else {
+            for (&b, &pos) in bins.iter().zip(&self.maskable[..m]) {
+                out[pos as usize] = b > bin;
+            }
         }
-        self.taken.truncate(n);
-        let cand = &mut self.cand[..c];
+        self.cand.clear();
+        positions_of(bins, bin, &mut self.cand);
+        let cand = &mut self.cand[..];
         let r = k - above;
-        if r < c {
+        if r < cand.len() {
             cand.select_nth_unstable_by(r - 1, |a, b| better(scores, *a, *b));
         }
         for &i in &cand[..r] {
             out[self.maskable[i as usize] as usize] = true;
-            self.taken.push(i);
+        }
+        if !self.skip_taken {
+            super::view::compact(m, &mut self.taken, |j| bins[j] > bin);
+            self.taken.extend_from_slice(&self.cand[..r]);
         }
         k
     }
 
     /// Whole-word top-k: a word scores the mean of its tokens plus one noise draw; words are
     /// visited by decreasing score (ties to the earlier word) under the quota rule.
-    fn top_words(&mut self, k: usize, sigma: f64, noise: &mut NormalStream) -> usize {
+    fn top_words(&mut self, k: usize, sigma: f64, noise: Noise) -> usize {
         self.wide_keys.clear();
         for (ui, u) in self.units.iter().enumerate() {
             let vals = &self.values[u.first as usize..(u.first + u.len) as usize];
             let sum: f64 = vals.iter().sum();
             let mean = if u.len == 1 { sum } else { sum / u.len as f64 };
             let score = if sigma > 0.0 {
-                mean + sigma * noise.deviate()
+                mean + sigma * noise.deviate(ui)
             } else {
                 mean
             };
@@ -354,64 +405,124 @@ impl RowScratch {
     }
 }
 
-/// Scores (importance + sigma * N(0, 1), one deviate of the noise stream per position in order)
-/// of the maskable positions, in one pass; returns the index of the first NaN importance, if any.
-fn score_tokens(
+multiversion! {
+    #[allow(clippy::too_many_arguments)]
+    fn select_dispatch<'a>(
+        s: &mut RowScratch,
+        selector: Selector,
+        word_ids: Option<IntView<'a>>,
+        importance: Option<FloatView<'a>>,
+        k: usize,
+        seed: u64,
+        key: u64,
+        row: usize,
+        out: &mut [bool],
+    ) -> Result<usize> => select_body
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn select_body(
+    s: &mut RowScratch,
+    selector: Selector,
+    word_ids: Option<IntView<'_>>,
+    importance: Option<FloatView<'_>>,
+    k: usize,
+    seed: u64,
+    key: u64,
+    row: usize,
+    out: &mut [bool],
+) -> Result<usize> {
+    s.select_impl(selector, word_ids, importance, k, seed, key, row, out)
+}
+
+multiversion! {
+    fn collect_maskable<'a>(
+        maskable: &mut Vec<u32>,
+        attention: IntView<'a>,
+        special_mask: Option<IntView<'a>>,
+        ids: Option<IntView<'a>>,
+        special_ids: &[i64],
+    ) => collect_maskable_body
+}
+
+#[inline(always)]
+fn collect_maskable_body(
+    maskable: &mut Vec<u32>,
+    attention: IntView<'_>,
+    special_mask: Option<IntView<'_>>,
+    ids: Option<IntView<'_>>,
+    special_ids: &[i64],
+) {
+    maskable.clear();
+    #[cfg(target_arch = "x86_64")]
+    if let (IntView::I64(a), Some(IntView::Bool(s)), true) = (
+        attention,
+        special_mask,
+        super::simd::level() >= super::simd::Level::Avx2,
+    ) {
+        // SAFETY: the CPU has AVX2 (and BMI2, part of the level); the lengths match.
+        unsafe { super::avx2::maskable_i64_bool(a, &s[..a.len()], maskable) };
+        if let (Some(ids), false) = (ids, special_ids.is_empty()) {
+            ids.retain_not_in(maskable, special_ids);
+        }
+        return;
+    }
+    match special_mask {
+        Some(s) => attention.push_nonzero_unflagged(s, maskable),
+        None => attention.push_nonzero(maskable),
+    }
+    if let (Some(ids), false) = (ids, special_ids.is_empty()) {
+        ids.retain_not_in(maskable, special_ids);
+    }
+}
+
+fn nan_error(row: usize, pos: u32) -> Error {
+    Error::invalid(format!("importance is NaN at row {row}, position {pos}"))
+}
+
+/// `values[j] = get(imp[maskable[j]]) + sigma * values[j]` (`values` holds the noise; with
+/// sigma = 0 just the importance). Returns whether an importance was NaN.
+#[inline(always)]
+fn score<T: Copy>(
     maskable: &[u32],
-    imp: FloatView<'_>,
+    run: bool,
+    imp: &[T],
     sigma: f64,
-    noise: &mut NormalStream,
-    scores: &mut Vec<f64>,
-) -> Option<usize> {
-    fn go(
-        maskable: &[u32],
-        get: impl Fn(usize) -> f64,
-        sigma: f64,
-        noise: &mut NormalStream,
-        scores: &mut Vec<f64>,
-    ) -> Option<usize> {
-        scores.clear();
-        scores.resize(maskable.len(), 0.0);
-        let mut nan = false;
+    values: &mut [f64],
+    get: impl Fn(T) -> f64,
+) -> bool {
+    let mut nan = false;
+    if run {
+        let p0 = maskable[0] as usize;
+        let src = &imp[p0..p0 + values.len()];
         if sigma > 0.0 {
-            let mut s2 = scores.chunks_exact_mut(2);
-            let mut p2 = maskable.chunks_exact(2);
-            for (s, p) in (&mut s2).zip(&mut p2) {
-                let (v0, v1) = (get(p[0] as usize), get(p[1] as usize));
-                nan |= v0.is_nan() | v1.is_nan();
-                let (z0, z1) = noise.pair();
-                s[0] = v0 + sigma * z0;
-                s[1] = v1 + sigma * z1;
-            }
-            for (s, &p) in s2.into_remainder().iter_mut().zip(p2.remainder()) {
-                let v = get(p as usize);
-                nan |= v.is_nan();
-                *s = v + sigma * noise.deviate();
+            for (v, &x) in values.iter_mut().zip(src) {
+                let x = get(x);
+                nan |= x.is_nan();
+                *v = x + sigma * *v;
             }
         } else {
-            for (s, &p) in scores.iter_mut().zip(maskable) {
-                let v = get(p as usize);
-                nan |= v.is_nan();
-                *s = v;
+            for (v, &x) in values.iter_mut().zip(src) {
+                let x = get(x);
+                nan |= x.is_nan();
+                *v = x;
             }
         }
-        if nan {
-            maskable.iter().position(|&p| get(p as usize).is_nan())
-        } else {
-            None
+    } else if sigma > 0.0 {
+        for (v, &p) in values.iter_mut().zip(maskable) {
+            let x = get(imp[p as usize]);
+            nan |= x.is_nan();
+            *v = x + sigma * *v;
+        }
+    } else {
+        for (v, &p) in values.iter_mut().zip(maskable) {
+            let x = get(imp[p as usize]);
+            nan |= x.is_nan();
+            *v = x;
         }
     }
-    match imp {
-        FloatView::F16(s) => go(
-            maskable,
-            |i| super::view::f16_to_f64(s[i]),
-            sigma,
-            noise,
-            scores,
-        ),
-        FloatView::F32(s) => go(maskable, |i| s[i] as f64, sigma, noise, scores),
-        FloatView::F64(s) => go(maskable, |i| s[i], sigma, noise, scores),
-    }
+    nan
 }
 
 /// Buckets of the selection histogram.
@@ -426,25 +537,76 @@ fn better(scores: &[f64], a: u32, b: u32) -> std::cmp::Ordering {
         .then(a.cmp(&b))
 }
 
-/// Smallest and largest of `v` (no NaN), with four independent accumulators: a single min/max
-/// chain would serialise the loop.
+/// Smallest and largest of `v` (no NaN), with sixteen independent accumulators (a single
+/// min/max chain would serialise the loop): lane `l` takes the elements `j = l (mod 16)` of the
+/// whole chunks, the remainder goes to lane 0 (the AVX2 twin does the same).
+#[inline(always)]
 fn min_max(v: &[f64]) -> (f64, f64) {
-    let (mut lo, mut hi) = ([f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
-    let chunks = v.chunks_exact(4);
-    for &x in chunks.remainder() {
-        lo[0] = if x < lo[0] { x } else { lo[0] };
-        hi[0] = if x > hi[0] { x } else { hi[0] };
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() >= super::simd::Level::Avx2 {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { super::avx2::min_max(v) };
     }
+    let (mut lo, mut hi) = ([f64::INFINITY; 16], [f64::NEG_INFINITY; 16]);
+    let chunks = v.chunks_exact(16);
+    let rem = chunks.remainder();
     for c in chunks {
-        for l in 0..4 {
+        for l in 0..16 {
             lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
             hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
         }
     }
+    for &x in rem {
+        lo[0] = if x < lo[0] { x } else { lo[0] };
+        hi[0] = if x > hi[0] { x } else { hi[0] };
+    }
     (
-        lo.iter().fold(f64::INFINITY, |a, &b| a.min(b)),
-        hi.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b)),
+        fold16(lo, |a, b| if a < b { a } else { b }),
+        fold16(hi, |a, b| if a > b { a } else { b }),
     )
+}
+
+/// Reduce sixteen lanes pairwise (lane i with lane i + w, w = 8, 4, 2, 1): a short tree instead
+/// of a fifteen-step chain.
+#[inline(always)]
+pub(crate) fn fold16(mut l: [f64; 16], pick: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut w = 8;
+    while w > 0 {
+        for i in 0..w {
+            l[i] = pick(l[i], l[i + w]);
+        }
+        w /= 2;
+    }
+    l[0]
+}
+
+/// Append the indices `j` with `bytes[j] == value` to `out`, ascending.
+#[inline(always)]
+fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() >= super::simd::Level::Avx2 {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { super::avx2::positions_of(bytes, value, out) };
+    }
+    super::view::compact(bytes.len(), out, |j| bytes[j] == value);
+}
+
+/// Histogram bin of each score: the monotone map `min((v - lo) * scale, BUCKETS - 1)` rounded
+/// down (`v >= lo`, so the value is in [0, BUCKETS - 1]; rounding may reach the top edge).
+#[inline(always)]
+fn bin_scores(scores: &[f64], lo: f64, scale: f64, bins: &mut [u8]) {
+    let top = (BUCKETS - 1) as f64;
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() >= super::simd::Level::Avx2 {
+        // SAFETY: the CPU has AVX2; the lengths match.
+        return unsafe { super::avx2::bins(scores, lo, scale, top, bins) };
+    }
+    for (b, &v) in bins.iter_mut().zip(scores) {
+        let x = (v - lo) * scale;
+        let x = if x < top { x } else { top };
+        // SAFETY: x is finite and in [0, BUCKETS - 1].
+        *b = unsafe { x.to_int_unchecked::<i32>() } as u8;
+    }
 }
 
 /// Map an f64 onto a u64 whose unsigned order is the float order (no NaN here); -0.0 and +0.0
@@ -514,7 +676,7 @@ mod tests {
                 ..Default::default()
             };
             let mut out = vec![false; 2 * m];
-            proptest::prop_assert_eq!(s.top_tokens(k, &mut out), k);
+            proptest::prop_assert_eq!(s.top_tokens(k, false, &mut out), k);
             proptest::prop_assert_eq!(&out, &want);
             s.taken.sort_unstable();
             let mut want_taken = idx[..k].to_vec();

@@ -285,3 +285,102 @@ fn spans_fit_their_rows() {
         }
     }
 }
+
+/// The SIMD levels give the same bits as the portable code: every masker on random batches
+/// (holes in the attention mask, runs, ties, f16/f32 importance, long rows), and the noise.
+#[test]
+fn simd_levels_agree() {
+    use super::simd::{force_level, level, Level};
+    let detected = level();
+    let mut rng = RowRng::new(99, 0);
+    let mut cases = Vec::new();
+    for case in 0..60u64 {
+        let batch = 1 + rng.below(9) as usize;
+        let len = rng.below(320) as usize;
+        let mut att = vec![0i64; batch * len];
+        let mut special = vec![false; batch * len];
+        for r in 0..batch {
+            let n = rng.below(len as u64 + 1) as usize;
+            for c in 0..n {
+                // every third case punches holes: rows that are not one run
+                att[r * len + c] = (case % 3 != 0 || rng.below(5) != 0) as i64;
+            }
+            if n > 0 {
+                special[r * len] = true;
+                special[r * len + n - 1] = true;
+            }
+        }
+        let coarse = case % 2 == 0;
+        let imp: Vec<f32> = (0..batch * len)
+            .map(|_| {
+                let v = rng.next_f64() as f32 * 4.0 - 2.0;
+                if coarse {
+                    (v * 2.0).round() / 2.0
+                } else {
+                    v
+                }
+            })
+            .collect();
+        let imp16: Vec<u16> = imp.iter().map(|&v| f32_to_f16_bits(v)).collect();
+        let sigma = [0.0, 1.0, 1e-3, 50.0][case as usize % 4];
+        let p = rng.next_f64();
+        cases.push((batch, len, att, special, imp, imp16, sigma, p, case));
+    }
+    type Outputs = (Vec<bool>, Vec<bool>, Vec<bool>, Vec<bool>, Vec<u64>);
+    let run = || -> Vec<Outputs> {
+        cases
+            .iter()
+            .map(|(batch, len, att, special, imp, imp16, sigma, p, case)| {
+                let mut rows = MaskRows::new(*batch, *len, IntView::I64(att));
+                rows.special_tokens_mask = Some(IntView::Bool(special));
+                let a = importance_mask(&rows, FloatView::F32(imp), *p, *sigma, *case, 1).unwrap();
+                let b =
+                    importance_mask(&rows, FloatView::F16(imp16), *p, *sigma, *case, 1).unwrap();
+                let c = random_mask(&rows, *p, *case, 1).unwrap();
+                let (e, _) = nested_masks(
+                    &rows,
+                    p * 0.5,
+                    *p,
+                    Some(FloatView::F32(imp)),
+                    *sigma,
+                    *case,
+                    1,
+                )
+                .unwrap();
+                let mut z = vec![0.0; (*len * 3) + 1];
+                Noise::new(RowRng::new(*case, 5)).fill(&mut z, &mut Vec::new(), &mut Vec::new());
+                (a, b, c, e, z.iter().map(|v| v.to_bits()).collect())
+            })
+            .collect()
+    };
+    let fast = run();
+    for cap in [Level::Baseline, Level::Avx2] {
+        if cap >= detected {
+            continue;
+        }
+        force_level(Some(cap));
+        let slow = run();
+        force_level(None);
+        for (i, (f, s)) in fast.iter().zip(&slow).enumerate() {
+            assert_eq!(f, s, "case {i}: {detected:?} and {cap:?} differ");
+        }
+    }
+}
+
+/// f32 -> f16 bits, round to nearest even (test data only; values are small and normal).
+fn f32_to_f16_bits(v: f32) -> u16 {
+    let b = v.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let a = v.abs();
+    if a < 6.1e-5 {
+        return sign;
+    }
+    let exp = ((b >> 23) & 0xff) as i32 - 127 + 15;
+    let man = b & 0x7f_ffff;
+    let mut h = ((exp as u32) << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}

@@ -39,6 +39,22 @@ impl<'a> IntView<'a> {
         }
     }
 
+    /// The raw bytes of `[start, end)` (for `prefetch`).
+    #[inline]
+    pub fn bytes(&self, start: usize, end: usize) -> &'a [u8] {
+        fn b<T>(s: &[T]) -> &[u8] {
+            // SAFETY: plain integer data, viewed as bytes for a prefetch hint only.
+            unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+        }
+        match *self {
+            IntView::Bool(s) => b(&s[start..end]),
+            IntView::U8(s) => b(&s[start..end]),
+            IntView::I32(s) => b(&s[start..end]),
+            IntView::U32(s) => b(&s[start..end]),
+            IntView::I64(s) => b(&s[start..end]),
+        }
+    }
+
     /// The sub-view `[start, end)`.
     #[inline]
     pub fn slice(&self, start: usize, end: usize) -> IntView<'a> {
@@ -51,22 +67,14 @@ impl<'a> IntView<'a> {
         }
     }
 
-    /// Append to `out` the positions `offset + i` with a non-zero value (dispatch once, then a
+    /// Append to `out` the positions `i` with a non-zero value (dispatch once, then a
     /// monomorphic loop: this is the hot path of every masker).
+    #[inline(always)]
     pub fn push_nonzero(&self, out: &mut Vec<u32>) {
+        #[inline(always)]
         fn go<T: Copy + PartialEq + Default>(s: &[T], out: &mut Vec<u32>) {
-            // Branch-free: write every index, advance only past the non-zero ones.
             let zero = T::default();
-            let base = out.len();
-            out.resize(base + s.len(), 0);
-            let dst = &mut out[base..];
-            let mut n = 0usize;
-            for (i, &v) in s.iter().enumerate() {
-                // SAFETY: n <= i < dst.len() (n counts a subset of the indices seen so far).
-                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
-                n += (v != zero) as usize;
-            }
-            out.truncate(base + n);
+            compact(s.len(), out, |i| s[i] != zero);
         }
         match self {
             IntView::Bool(s) => go(s, out),
@@ -79,25 +87,18 @@ impl<'a> IntView<'a> {
 
     /// Append to `out` the positions that are non-zero here and zero in `special` (one fused
     /// pass: the maskable positions of a row).
+    #[inline(always)]
     pub fn push_nonzero_unflagged(&self, special: IntView<'_>, out: &mut Vec<u32>) {
+        #[inline(always)]
         fn go<A: Copy + PartialEq + Default, S: Copy + PartialEq + Default>(
             a: &[A],
             s: &[S],
             out: &mut Vec<u32>,
         ) {
             let (za, zs) = (A::default(), S::default());
-            let base = out.len();
-            out.resize(base + a.len(), 0);
-            let dst = &mut out[base..];
-            let mut n = 0usize;
             let len = a.len().min(s.len());
             let (a, s) = (&a[..len], &s[..len]);
-            for i in 0..len {
-                // SAFETY: n <= i < len <= dst.len() (n counts a subset of the indices seen).
-                unsafe { *dst.get_unchecked_mut(n) = i as u32 };
-                n += ((a[i] != za) & (s[i] == zs)) as usize;
-            }
-            out.truncate(base + n);
+            compact(len, out, |i| (a[i] != za) & (s[i] == zs));
         }
         macro_rules! with_special {
             ($a:expr) => {
@@ -214,6 +215,78 @@ impl<'a> IntView<'a> {
     }
 }
 
+/// Ask the CPU to pull `bytes` into its caches ahead of use (a hint: no effect on results). The
+/// maskers prefetch row r + 1 while they work on row r: the row's compute hides the latency of
+/// inputs that other work evicted to the last-level cache.
+#[inline(always)]
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut i = 0;
+        while i < bytes.len() {
+            // SAFETY: a prefetch never faults; the address is inside the slice.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    bytes.as_ptr().add(i) as *const i8,
+                )
+            };
+            i += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
+/// For every mask byte, the indices of its set bits, padded with zeros: the compaction table.
+pub(crate) const COMPACT: [[u8; 8]; 256] = {
+    let mut t = [[0u8; 8]; 256];
+    let mut m = 0;
+    while m < 256 {
+        let (mut n, mut b) = (0, 0);
+        while b < 8 {
+            if m & (1 << b) != 0 {
+                t[m][n] = b as u8;
+                n += 1;
+            }
+            b += 1;
+        }
+        m += 1;
+    }
+    t
+};
+
+/// Append to `out` the indices `i < len` with `keep(i)`, ascending. Eight indices at a time: their
+/// flags form a byte, the table gives the kept offsets, all eight slots are written and the
+/// length advances by the popcount (no branch per index, no serial store chain per index).
+#[inline(always)]
+pub(crate) fn compact(len: usize, out: &mut Vec<u32>, keep: impl Fn(usize) -> bool) {
+    let base = out.len();
+    out.resize(base + len + 8, 0);
+    let dst = &mut out[base..];
+    let mut n = 0usize;
+    let mut i = 0usize;
+    while i + 8 <= len {
+        let mut m = 0u8;
+        for b in 0..8 {
+            m |= (keep(i + b) as u8) << b;
+        }
+        let offs = &COMPACT[m as usize];
+        // n + 8 <= i + 8 <= len < dst.len(): the eight slots exist.
+        let slots = &mut dst[n..n + 8];
+        for b in 0..8 {
+            slots[b] = i as u32 + offs[b] as u32;
+        }
+        n += m.count_ones() as usize;
+        i += 8;
+    }
+    while i < len {
+        dst[n] = i as u32;
+        n += keep(i) as usize;
+        i += 1;
+    }
+    out.truncate(base + n);
+}
+
 /// A float array viewed without copying; `F16` holds IEEE binary16 bit patterns.
 #[derive(Clone, Copy, Debug)]
 pub enum FloatView<'a> {
@@ -252,6 +325,20 @@ impl<'a> FloatView<'a> {
             FloatView::F16(s) => out.extend(pos.iter().map(|&p| f16_to_f64(s[p as usize]))),
             FloatView::F32(s) => out.extend(pos.iter().map(|&p| s[p as usize] as f64)),
             FloatView::F64(s) => out.extend(pos.iter().map(|&p| s[p as usize])),
+        }
+    }
+
+    /// The raw bytes of `[start, end)` (for `prefetch`).
+    #[inline]
+    pub fn bytes(&self, start: usize, end: usize) -> &'a [u8] {
+        fn b<T>(s: &[T]) -> &[u8] {
+            // SAFETY: plain float data, viewed as bytes for a prefetch hint only.
+            unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+        }
+        match *self {
+            FloatView::F16(s) => b(&s[start..end]),
+            FloatView::F32(s) => b(&s[start..end]),
+            FloatView::F64(s) => b(&s[start..end]),
         }
     }
 

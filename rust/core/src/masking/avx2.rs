@@ -1,0 +1,191 @@
+//! Explicit AVX2 versions of the loops the compiler does not vectorise by itself (table gathers,
+//! bit masks). Each computes exactly what its portable twin computes, with the same IEEE
+//! operations in the same order (no fused multiply-add), so results are bit-identical;
+//! `tests::simd_levels_agree` and the unit tests below compare them.
+#![cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Ziggurat fast path (see `Noise::fill`): for each 32-bit half `w`, `out = ±(w >> 9) * w_tab[l]`
+/// with `l = w & 0xff`, and bit `i` of `rejected` set where the point is not below `edge[l]`.
+/// `rejected` has `out.len().div_ceil(64)` words, zeroed by the caller.
+///
+/// # Safety
+/// The CPU must have AVX2; `words.len() >= out.len()`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn ziggurat_fast(
+    words: &[u32],
+    w_tab: &[f64; 256],
+    edge: &[f64; 256],
+    out: &mut [f64],
+    rejected: &mut [u64],
+) {
+    let n = out.len();
+    assert!(words.len() >= n && rejected.len() * 64 >= n);
+    let mask_ff = _mm_set1_epi32(0xff);
+    let bit8 = _mm256_set1_epi64x(0x100);
+    let mut i = 0;
+    while i + 4 <= n {
+        let w = _mm_loadu_si128(words.as_ptr().add(i) as *const __m128i);
+        let layer = _mm_and_si128(w, mask_ff);
+        let u = _mm256_cvtepi32_pd(_mm_srli_epi32::<9>(w));
+        let scale = _mm256_i32gather_pd::<8>(w_tab.as_ptr(), layer);
+        let x = _mm256_mul_pd(u, scale);
+        let e = _mm256_i32gather_pd::<8>(edge.as_ptr(), layer);
+        let inside = _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LT_OQ>(x, e)) as u64;
+        rejected[i / 64] |= ((!inside) & 0xf) << (i % 64);
+        let sign = _mm256_slli_epi64::<55>(_mm256_and_si256(_mm256_cvtepu32_epi64(w), bit8));
+        let v = _mm256_or_pd(x, _mm256_castsi256_pd(sign));
+        _mm256_storeu_pd(out.as_mut_ptr().add(i), v);
+        i += 4;
+    }
+    while i < n {
+        let w = words[i];
+        let l = (w & 0xff) as usize;
+        let x = ((w >> 9) as i32) as f64 * w_tab[l];
+        rejected[i / 64] |= ((x >= edge[l]) as u64) << (i % 64);
+        out[i] = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        i += 1;
+    }
+}
+
+/// Smallest and largest of `v` (no NaN): sixteen accumulators, lane `l` taking the elements
+/// `j = l (mod 16)` of the whole chunks, the remainder going to lane 0, then the lanes folded in
+/// order: the portable `min_max` does the same.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn min_max(v: &[f64]) -> (f64, f64) {
+    let mut lo = [_mm256_set1_pd(f64::INFINITY); 4];
+    let mut hi = [_mm256_set1_pd(f64::NEG_INFINITY); 4];
+    let chunks = v.chunks_exact(16);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for q in 0..4 {
+            let x = _mm256_loadu_pd(c.as_ptr().add(4 * q));
+            // min_pd(a, b) = a < b ? a : b, the portable select.
+            lo[q] = _mm256_min_pd(x, lo[q]);
+            hi[q] = _mm256_max_pd(x, hi[q]);
+        }
+    }
+    let (mut l16, mut h16) = ([0.0f64; 16], [0.0f64; 16]);
+    for q in 0..4 {
+        _mm256_storeu_pd(l16.as_mut_ptr().add(4 * q), lo[q]);
+        _mm256_storeu_pd(h16.as_mut_ptr().add(4 * q), hi[q]);
+    }
+    for &x in rem {
+        l16[0] = if x < l16[0] { x } else { l16[0] };
+        h16[0] = if x > h16[0] { x } else { h16[0] };
+    }
+    (
+        super::select::fold16(l16, |a, b| if a < b { a } else { b }),
+        super::select::fold16(h16, |a, b| if a > b { a } else { b }),
+    )
+}
+
+/// Append to `out` the indices `j` with `bytes[j] == value`, ascending (few expected).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
+    let n = bytes.len();
+    let v = _mm256_set1_epi8(value as i8);
+    let mut i = 0;
+    while i + 32 <= n {
+        let x = _mm256_loadu_si256(bytes.as_ptr().add(i) as *const __m256i);
+        let mut bits = _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, v)) as u32;
+        while bits != 0 {
+            out.push((i + bits.trailing_zeros() as usize) as u32);
+            bits &= bits - 1;
+        }
+        i += 32;
+    }
+    while i < n {
+        if bytes[i] == value {
+            out.push(i as u32);
+        }
+        i += 1;
+    }
+}
+
+/// `bins[j] = min((v[j] - lo) * scale, top)` truncated to an integer (`v >= lo`, all finite).
+///
+/// # Safety
+/// The CPU must have AVX2; `bins.len() == v.len()`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn bins(v: &[f64], lo: f64, scale: f64, top: f64, bins: &mut [u8]) {
+    let n = v.len();
+    assert_eq!(bins.len(), n);
+    let (vlo, vscale, vtop) = (
+        _mm256_set1_pd(lo),
+        _mm256_set1_pd(scale),
+        _mm256_set1_pd(top),
+    );
+    let mut i = 0;
+    while i + 8 <= n {
+        let a = _mm256_mul_pd(
+            _mm256_sub_pd(_mm256_loadu_pd(v.as_ptr().add(i)), vlo),
+            vscale,
+        );
+        let b = _mm256_mul_pd(
+            _mm256_sub_pd(_mm256_loadu_pd(v.as_ptr().add(i + 4)), vlo),
+            vscale,
+        );
+        // x < top ? x : top, as the portable clamp.
+        let a = _mm256_cvttpd_epi32(_mm256_min_pd(a, vtop));
+        let b = _mm256_cvttpd_epi32(_mm256_min_pd(b, vtop));
+        let words = _mm_packs_epi32(a, b);
+        let bytes = _mm_packus_epi16(words, words);
+        _mm_storel_epi64(bins.as_mut_ptr().add(i) as *mut __m128i, bytes);
+        i += 8;
+    }
+    while i < n {
+        let x = (v[i] - lo) * scale;
+        let x = if x < top { x } else { top };
+        bins[i] = x.to_int_unchecked::<i32>() as u8;
+        i += 1;
+    }
+}
+
+/// Append to `out` the indices `j < att.len()` with `att[j] != 0` and `!special[j]`.
+///
+/// # Safety
+/// The CPU must have AVX2 and BMI2; `special.len() >= att.len()`.
+#[target_feature(enable = "avx2,bmi2,popcnt")]
+pub unsafe fn maskable_i64_bool(att: &[i64], special: &[bool], out: &mut Vec<u32>) {
+    let len = att.len();
+    assert!(special.len() >= len);
+    let base = out.len();
+    out.reserve(len + 8);
+    let dst = out.as_mut_ptr().add(base);
+    let zero = _mm256_setzero_si256();
+    let sp = special.as_ptr() as *const u8;
+    let mut n = 0usize;
+    let mut i = 0usize;
+    while i + 8 <= len {
+        let a0 = _mm256_loadu_si256(att.as_ptr().add(i) as *const __m256i);
+        let a1 = _mm256_loadu_si256(att.as_ptr().add(i + 4) as *const __m256i);
+        let z0 = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a0, zero))) as u32;
+        let z1 = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a1, zero))) as u32;
+        let zero_att = z0 | (z1 << 4);
+        // bools are 0 or 1 bytes: gather their low bits.
+        let s = _pext_u64(
+            std::ptr::read_unaligned(sp.add(i) as *const u64),
+            0x0101_0101_0101_0101,
+        ) as u32;
+        let m = !(zero_att | s) & 0xff;
+        let offs = _mm_loadl_epi64(super::view::COMPACT[m as usize].as_ptr() as *const __m128i);
+        let idx = _mm256_add_epi32(_mm256_cvtepu8_epi32(offs), _mm256_set1_epi32(i as i32));
+        // n <= i, and the reservation leaves 8 slots past any n.
+        _mm256_storeu_si256(dst.add(n) as *mut __m256i, idx);
+        n += m.count_ones() as usize;
+        i += 8;
+    }
+    while i < len {
+        *dst.add(n) = i as u32;
+        n += ((att[i] != 0) & !special[i]) as usize;
+        i += 1;
+    }
+    out.set_len(base + n);
+}
