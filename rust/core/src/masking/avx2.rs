@@ -12,6 +12,7 @@ use std::arch::x86_64::*;
 /// # Safety
 /// The CPU must have AVX2; `words.len() >= out.len()`.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub unsafe fn ziggurat_fast(
     words: &[u32],
     w_tab: &[f64; 256],
@@ -48,6 +49,100 @@ pub unsafe fn ziggurat_fast(
     }
 }
 
+/// Scores of a run of maskable positions, fused with their min/max: `v[j] = x_j + sigma * v[j]`
+/// (`v` holds the noise; with `sigma == 0`, `v[j] = x_j`) where `x_j = load(j)`, then the
+/// smallest and largest score by the lanes of `min_max`. Returns (any x NaN, lo, hi).
+#[inline(always)]
+unsafe fn score_run(
+    n: usize,
+    load4: impl Fn(usize) -> __m256d,
+    get: impl Fn(usize) -> f64,
+    sigma: f64,
+    v: &mut [f64],
+) -> (bool, f64, f64) {
+    assert!(v.len() == n);
+    let s = _mm256_set1_pd(sigma);
+    let noisy = sigma > 0.0;
+    let mut lo = [_mm256_set1_pd(f64::INFINITY); 4];
+    let mut hi = [_mm256_set1_pd(f64::NEG_INFINITY); 4];
+    let mut nan = _mm256_setzero_pd();
+    let mut i = 0;
+    while i + 16 <= n {
+        for q in 0..4 {
+            let x = load4(i + 4 * q);
+            nan = _mm256_or_pd(nan, _mm256_cmp_pd::<_CMP_UNORD_Q>(x, x));
+            let p = v.as_mut_ptr().add(i + 4 * q);
+            let y = if noisy {
+                _mm256_add_pd(x, _mm256_mul_pd(s, _mm256_loadu_pd(p)))
+            } else {
+                x
+            };
+            _mm256_storeu_pd(p, y);
+            lo[q] = _mm256_min_pd(y, lo[q]);
+            hi[q] = _mm256_max_pd(y, hi[q]);
+        }
+        i += 16;
+    }
+    let (mut l16, mut h16) = ([0.0f64; 16], [0.0f64; 16]);
+    for q in 0..4 {
+        _mm256_storeu_pd(l16.as_mut_ptr().add(4 * q), lo[q]);
+        _mm256_storeu_pd(h16.as_mut_ptr().add(4 * q), hi[q]);
+    }
+    let mut any_nan = _mm256_movemask_pd(nan) != 0;
+    while i < n {
+        let x = get(i);
+        any_nan |= x.is_nan();
+        let y = if noisy { x + sigma * v[i] } else { x };
+        v[i] = y;
+        l16[0] = if y < l16[0] { y } else { l16[0] };
+        h16[0] = if y > h16[0] { y } else { h16[0] };
+        i += 1;
+    }
+    (
+        any_nan,
+        super::select::fold16(l16, |a, b| if a < b { a } else { b }),
+        super::select::fold16(h16, |a, b| if a > b { a } else { b }),
+    )
+}
+
+/// `score_run` for float32 importance.
+///
+/// # Safety
+/// The CPU must have AVX2; `imp.len() == v.len()`.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub unsafe fn score_run_f32(imp: &[f32], sigma: f64, v: &mut [f64]) -> (bool, f64, f64) {
+    assert_eq!(imp.len(), v.len());
+    score_run(
+        imp.len(),
+        |i| _mm256_cvtps_pd(_mm_loadu_ps(imp.as_ptr().add(i))),
+        |i| imp[i] as f64,
+        sigma,
+        v,
+    )
+}
+
+/// `score_run` for float16 importance (bit patterns; F16C converts exactly, like `f16_to_f64`).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C; `imp.len() == v.len()`.
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+pub unsafe fn score_run_f16(imp: &[u16], sigma: f64, v: &mut [f64]) -> (bool, f64, f64) {
+    assert_eq!(imp.len(), v.len());
+    score_run(
+        imp.len(),
+        |i| {
+            _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(
+                imp.as_ptr().add(i) as *const __m128i
+            )))
+        },
+        |i| super::view::f16_to_f64(imp[i]),
+        sigma,
+        v,
+    )
+}
+
 /// Smallest and largest of `v` (no NaN): sixteen accumulators, lane `l` taking the elements
 /// `j = l (mod 16)` of the whole chunks, the remainder going to lane 0, then the lanes folded in
 /// order: the portable `min_max` does the same.
@@ -55,6 +150,7 @@ pub unsafe fn ziggurat_fast(
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub unsafe fn min_max(v: &[f64]) -> (f64, f64) {
     let mut lo = [_mm256_set1_pd(f64::INFINITY); 4];
     let mut hi = [_mm256_set1_pd(f64::NEG_INFINITY); 4];
@@ -83,11 +179,30 @@ pub unsafe fn min_max(v: &[f64]) -> (f64, f64) {
     )
 }
 
+/// The number of `bins` >= `t`; `bins.len()` is a multiple of 32.
+///
+/// # Safety
+/// The CPU must have AVX2 and POPCNT.
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+pub unsafe fn count_at_least(bins: &[u8], t: u8) -> usize {
+    assert_eq!(bins.len() % 32, 0);
+    let th = _mm256_set1_epi8(t as i8);
+    let mut total = 0u32;
+    for c in bins.chunks_exact(32) {
+        let b = _mm256_loadu_si256(c.as_ptr() as *const __m256i);
+        let ge = _mm256_cmpeq_epi8(_mm256_max_epu8(b, th), b);
+        total += (_mm256_movemask_epi8(ge) as u32).count_ones();
+    }
+    total as usize
+}
+
 /// Append to `out` the indices `j` with `bytes[j] == value`, ascending (few expected).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub unsafe fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
     let n = bytes.len();
     let v = _mm256_set1_epi8(value as i8);
@@ -114,6 +229,7 @@ pub unsafe fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
 /// # Safety
 /// The CPU must have AVX2; `bins.len() == v.len()`.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub unsafe fn bins(v: &[f64], lo: f64, scale: f64, top: f64, bins: &mut [u8]) {
     let n = v.len();
     assert_eq!(bins.len(), n);
@@ -153,6 +269,7 @@ pub unsafe fn bins(v: &[f64], lo: f64, scale: f64, top: f64, bins: &mut [u8]) {
 /// # Safety
 /// The CPU must have AVX2 and BMI2; `special.len() >= att.len()`.
 #[target_feature(enable = "avx2,bmi2,popcnt")]
+#[inline]
 pub unsafe fn maskable_i64_bool(att: &[i64], special: &[bool], out: &mut Vec<u32>) {
     let len = att.len();
     assert!(special.len() >= len);

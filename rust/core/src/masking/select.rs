@@ -263,20 +263,47 @@ impl RowScratch {
         if sigma > 0.0 {
             noise.fill(&mut self.values, &mut self.words, &mut self.rejected);
         }
-        let nan = match imp {
-            FloatView::F16(s) => score(&self.maskable, run, s, sigma, &mut self.values, |h| {
-                super::view::f16_to_f64(h)
-            }),
-            FloatView::F32(s) => score(&self.maskable, run, s, sigma, &mut self.values, |v| {
-                v as f64
-            }),
-            FloatView::F64(s) => score(&self.maskable, run, s, sigma, &mut self.values, |v| v),
+        let mut range = None;
+        #[cfg(target_arch = "x86_64")]
+        if run && super::simd::level() >= super::simd::Level::Avx2 {
+            let v = &mut self.values[..m];
+            // SAFETY: the CPU has AVX2 and F16C (part of the level); the lengths match.
+            range = match imp {
+                FloatView::F32(s) => {
+                    Some(unsafe { super::avx2::score_run_f32(&s[p0..p0 + m], sigma, v) })
+                }
+                FloatView::F16(s) => {
+                    Some(unsafe { super::avx2::score_run_f16(&s[p0..p0 + m], sigma, v) })
+                }
+                FloatView::F64(_) => None,
+            };
+        }
+        let (nan, range) = match range {
+            Some((nan, lo, hi)) => (nan, Some((lo, hi))),
+            None => (
+                match imp {
+                    FloatView::F16(s) => {
+                        score(&self.maskable, run, s, sigma, &mut self.values, |h| {
+                            super::view::f16_to_f64(h)
+                        })
+                    }
+                    FloatView::F32(s) => {
+                        score(&self.maskable, run, s, sigma, &mut self.values, |v| {
+                            v as f64
+                        })
+                    }
+                    FloatView::F64(s) => {
+                        score(&self.maskable, run, s, sigma, &mut self.values, |v| v)
+                    }
+                },
+                None,
+            ),
         };
         if nan {
             let i = (0..m).position(|i| imp.get(self.maskable[i] as usize).is_nan());
             return Err(nan_error(row, self.maskable[i.unwrap_or(0)]));
         }
-        Ok(self.top_tokens(k, run, out))
+        Ok(self.top_tokens(k, run, range, out))
     }
 
     /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
@@ -284,9 +311,15 @@ impl RowScratch {
     /// `skip_taken`. Exact by construction: scores are binned by a monotone map (linear over
     /// [min, max], rounded down), every bin above the one holding the k-th best is wholly taken,
     /// and only that bin's few members are ordered. `run`: the maskable positions are
-    /// consecutive.
+    /// consecutive; `range`: the scores' (min, max) when known.
     #[inline(always)]
-    fn top_tokens(&mut self, k: usize, run: bool, out: &mut [bool]) -> usize {
+    fn top_tokens(
+        &mut self,
+        k: usize,
+        run: bool,
+        range: Option<(f64, f64)>,
+        out: &mut [bool],
+    ) -> usize {
         let m = self.values.len();
         let k = k.min(m);
         self.taken.clear();
@@ -294,7 +327,7 @@ impl RowScratch {
             return 0;
         }
         let scores = &self.values[..m];
-        let (lo, hi) = min_max(scores);
+        let (lo, hi) = range.unwrap_or_else(|| min_max(scores));
         let scale = BUCKETS as f64 / (hi - lo);
         if !(scale.is_finite() && hi.is_finite() && lo.is_finite()) {
             // All scores equal, or infinite ones: order all by (score desc, index asc) (rare).
@@ -309,30 +342,23 @@ impl RowScratch {
             }
             return k;
         }
+        // Bins padded with zeros to whole 32-byte blocks (never counted: probes are >= 1).
         self.buckets.clear();
-        self.buckets.resize(m, 0);
-        let bins = &mut self.buckets[..m];
-        bin_scores(scores, lo, scale, bins);
-        // Four interleaved histograms: consecutive equal bins do not wait on each other.
-        let mut counts = [[0u32; BUCKETS]; 4];
-        let mut quads = bins.chunks_exact(4);
-        for q in &mut quads {
-            for l in 0..4 {
-                counts[l][q[l] as usize % BUCKETS] += 1;
-            }
+        self.buckets.resize(m.next_multiple_of(32), 0);
+        bin_scores(scores, lo, scale, &mut self.buckets[..m]);
+        // The bin holding the k-th best is the largest t with at least k scores in bins >= t
+        // (bin 0 holds them all): binary lifting over t with fixed steps and no branch; the
+        // last failing probe is t + 1, whose count is the number of scores above the bin.
+        let bins = &self.buckets[..];
+        let (mut bin, mut above) = (0u8, 0usize);
+        let mut step = BUCKETS as u8 / 2;
+        while step > 0 {
+            let c = count_at_least(bins, bin + step);
+            let ge = c >= k;
+            above = if ge { above } else { c };
+            bin = if ge { bin + step } else { bin };
+            step /= 2;
         }
-        for &b in quads.remainder() {
-            counts[0][b as usize % BUCKETS] += 1;
-        }
-        // Walk down from the top bin until the k-th best is inside.
-        let total = |b: usize| (counts[0][b] + counts[1][b] + counts[2][b] + counts[3][b]) as usize;
-        let mut above = 0usize;
-        let mut bin = BUCKETS - 1;
-        while bin > 0 && above + total(bin) < k {
-            above += total(bin);
-            bin -= 1;
-        }
-        let bin = bin as u8;
         let bins = &self.buckets[..m];
         if run {
             let p0 = self.maskable[0] as usize;
@@ -580,6 +606,27 @@ pub(crate) fn fold16(mut l: [f64; 16], pick: impl Fn(f64, f64) -> f64) -> f64 {
     l[0]
 }
 
+/// The number of `bins` >= `t` (`bins` zero-padded to whole 32-byte blocks).
+#[inline(always)]
+fn count_at_least(bins: &[u8], t: u8) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() >= super::simd::Level::Avx2 {
+        // SAFETY: the CPU has AVX2 and POPCNT (part of the level).
+        return unsafe { super::avx2::count_at_least(bins, t) };
+    }
+    let mut total = 0usize;
+    for block in bins.chunks(32 * 255) {
+        let mut acc = [0u8; 32];
+        for c in block.chunks_exact(32) {
+            for i in 0..32 {
+                acc[i] += (c[i] >= t) as u8;
+            }
+        }
+        total += acc.iter().map(|&a| a as usize).sum::<usize>();
+    }
+    total
+}
+
 /// Append the indices `j` with `bytes[j] == value` to `out`, ascending.
 #[inline(always)]
 fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
@@ -676,7 +723,7 @@ mod tests {
                 ..Default::default()
             };
             let mut out = vec![false; 2 * m];
-            proptest::prop_assert_eq!(s.top_tokens(k, false, &mut out), k);
+            proptest::prop_assert_eq!(s.top_tokens(k, false, None, &mut out), k);
             proptest::prop_assert_eq!(&out, &want);
             s.taken.sort_unstable();
             let mut want_taken = idx[..k].to_vec();

@@ -36,7 +36,11 @@ fn detect_cpu() -> Level {
             && std::arch::is_x86_feature_detected!("avx512dq")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
             && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("lzcnt")
+            && std::arch::is_x86_feature_detected!("f16c")
         {
             return Level::Avx512;
         }
@@ -44,6 +48,8 @@ fn detect_cpu() -> Level {
             && std::arch::is_x86_feature_detected!("bmi1")
             && std::arch::is_x86_feature_detected!("bmi2")
             && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("lzcnt")
+            && std::arch::is_x86_feature_detected!("f16c")
         {
             return Level::Avx2;
         }
@@ -88,10 +94,10 @@ macro_rules! multiversion {
         $vis fn $name $(<$($lt),*>)? ($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+                #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt,f16c")]
                 unsafe fn avx2 $(<$($lt),*>)? ($($arg: $ty),*) $(-> $ret)? { $body($($arg),*) }
                 #[target_feature(
-                    enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,bmi1,bmi2,popcnt,lzcnt"
+                    enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,bmi1,bmi2,popcnt,lzcnt,f16c"
                 )]
                 unsafe fn avx512 $(<$($lt),*>)? ($($arg: $ty),*) $(-> $ret)? { $body($($arg),*) }
                 match $crate::masking::simd::level() {
