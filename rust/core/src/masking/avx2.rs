@@ -306,3 +306,38 @@ pub unsafe fn maskable_i64_bool(att: &[i64], special: &[bool], out: &mut Vec<u32
     }
     out.set_len(base + n);
 }
+
+/// Append to `out` the indices `j` with `mask[j]` set.
+///
+/// # Safety
+/// The CPU must have AVX2 and BMI2.
+#[target_feature(enable = "avx2,bmi2,popcnt")]
+#[inline]
+pub unsafe fn nonzero_bool(mask: &[bool], out: &mut Vec<u32>) {
+    let len = mask.len();
+    let base = out.len();
+    out.reserve(len + 8);
+    let dst = out.as_mut_ptr().add(base);
+    let src = mask.as_ptr() as *const u8;
+    let mut n = 0usize;
+    let mut i = 0usize;
+    while i + 8 <= len {
+        // bools are 0 or 1 bytes: gather their low bits.
+        let m = _pext_u64(
+            std::ptr::read_unaligned(src.add(i) as *const u64),
+            0x0101_0101_0101_0101,
+        ) as usize;
+        let offs = _mm_loadl_epi64(super::view::COMPACT[m].as_ptr() as *const __m128i);
+        let idx = _mm256_add_epi32(_mm256_cvtepu8_epi32(offs), _mm256_set1_epi32(i as i32));
+        // n <= i, and the reservation leaves 8 slots past any n.
+        _mm256_storeu_si256(dst.add(n) as *mut __m256i, idx);
+        n += m.count_ones() as usize;
+        i += 8;
+    }
+    while i < len {
+        *dst.add(n) = i as u32;
+        n += mask[i] as usize;
+        i += 1;
+    }
+    out.set_len(base + n);
+}

@@ -401,7 +401,7 @@ pub fn replace(
     }
     // One pass copies the ids and checks them against the vocabulary.
     let mut ids = Vec::with_capacity(input_ids.len());
-    if !input_ids.extend_i64_below(&mut ids, replacer.vocab_size) {
+    if !copy_ids_below(input_ids, &mut ids, replacer.vocab_size) {
         replacer.check_ids("input_ids", input_ids)?;
     }
     let mut labels = vec![IGNORE_INDEX; ids.len()];
@@ -415,7 +415,8 @@ pub fn replace(
             let key = row_keys.map_or(r as u64, |k| k[r]);
             let mut rng = RowRng::for_purpose(seed, key, purpose::REPLACE);
             let m = mask.slice(r * len, (r + 1) * len);
-            replacer.apply_row(
+            replace_row(
+                replacer,
                 row_ids,
                 m,
                 lab.expect("two outputs"),
@@ -426,6 +427,39 @@ pub fn replace(
         },
     )?;
     Ok((ids, labels))
+}
+
+simd::multiversion! {
+    fn copy_ids_below<'a>(input: IntView<'a>, out: &mut Vec<i64>, bound: i64) -> bool
+        => copy_ids_below_body
+}
+
+#[inline(always)]
+fn copy_ids_below_body(input: IntView<'_>, out: &mut Vec<i64>, bound: i64) -> bool {
+    input.extend_i64_below(out, bound)
+}
+
+simd::multiversion! {
+    fn replace_row<'a>(
+        replacer: &Replacer,
+        ids: &mut [i64],
+        mask: IntView<'a>,
+        labels: &mut [i64],
+        rng: &mut RowRng,
+        positions: &mut Vec<u32>,
+    ) => replace_row_body
+}
+
+#[inline(always)]
+fn replace_row_body(
+    replacer: &Replacer,
+    ids: &mut [i64],
+    mask: IntView<'_>,
+    labels: &mut [i64],
+    rng: &mut RowRng,
+    positions: &mut Vec<u32>,
+) {
+    replacer.apply_row(ids, mask, labels, rng, positions)
 }
 
 /// Draw one span of `length` tokens: span length uniform in [min(min_len, length),

@@ -85,6 +85,7 @@ impl Replacer {
     /// `ids` holds the original ids on entry; `labels` must hold -100 on entry.
     /// One uniform draw per masked position (ascending), plus one id draw for a random token.
     /// `positions` is scratch space.
+    #[inline(always)]
     pub fn apply_row(
         &self,
         ids: &mut [i64],
@@ -94,11 +95,19 @@ impl Replacer {
         positions: &mut Vec<u32>,
     ) {
         positions.clear();
+        #[cfg(target_arch = "x86_64")]
+        if let (IntView::Bool(m), true) = (mask, super::simd::level() >= super::simd::Level::Avx2) {
+            // SAFETY: the CPU has AVX2 and BMI2 (part of the level).
+            unsafe { super::avx2::nonzero_bool(m, positions) };
+            self.apply_positions(ids, positions, labels, rng);
+            return;
+        }
         mask.push_nonzero(positions);
         self.apply_positions(ids, positions, labels, rng);
     }
 
     /// Replace at the given ascending positions; labels are written there only.
+    #[inline(always)]
     pub fn apply_positions(
         &self,
         ids: &mut [i64],

@@ -173,7 +173,9 @@ impl<'a> IntView<'a> {
 
     /// `extend_i64` that also tells whether every value is in [0, bound) (`all_below`), in one
     /// pass.
+    #[inline(always)]
     pub fn extend_i64_below(&self, out: &mut Vec<i64>, bound: i64) -> bool {
+        #[inline(always)]
         fn go<T: Copy + Into<i64>>(s: &[T], out: &mut Vec<i64>, bound: u64) -> bool {
             let mut bad = false;
             out.extend(s.iter().map(|&v| {
