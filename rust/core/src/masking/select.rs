@@ -234,9 +234,8 @@ impl RowScratch {
                             }
                         }
                         let j = i + (x >> 64) as usize;
-                        let oj = order[j];
-                        order[j] = order[i];
-                        order[i] = oj;
+                        order.swap(i, j);
+                        let oj = order[i];
                         out[maskable[oj as usize] as usize] = true;
                     }
                     if !self.skip_taken {
