@@ -49,7 +49,8 @@ _DIRECT_FLOAT = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 
 def _ids2d(name: str, a) -> np.ndarray:
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
     if a.ndim != 2:
         raise InvalidArgumentError(f"{name} must be a 2-d [batch, length] array, got shape {a.shape}")
     if a.shape[0] == 0:
@@ -59,7 +60,8 @@ def _ids2d(name: str, a) -> np.ndarray:
 
 def _ints(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
     """Flat, C-contiguous view (or widened copy) of an integer/bool array of the given shape."""
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
     if a.shape != shape:
         raise InvalidArgumentError(f"{name} has shape {a.shape} but input_ids has shape {shape}")
     if a.dtype not in _DIRECT_INT:
@@ -68,23 +70,26 @@ def _ints(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
         if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
             raise InvalidArgumentError(f"{name} holds values above the int64 range")
         a = a.astype(np.int64)
-    return np.ascontiguousarray(a).reshape(-1)
+    return a.ravel()  # a view when C-contiguous, else a contiguous copy
 
 
 def _floats(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
     if a.shape != shape:
         raise InvalidArgumentError(f"{name} has shape {a.shape} but input_ids has shape {shape}")
+    if a.dtype in _DIRECT_FLOAT:
+        return a.ravel()
     if a.dtype == np.float16:
-        return np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-    if a.dtype not in _DIRECT_FLOAT:
-        if a.dtype.kind not in "biuf":
-            raise InvalidArgumentError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        a = a.astype(np.float64)
-    return np.ascontiguousarray(a).reshape(-1)
+        return a.ravel().view(np.uint16)
+    if a.dtype.kind not in "biuf":
+        raise InvalidArgumentError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    return a.astype(np.float64).ravel()
 
 
 def _seed(seed) -> int:
+    if type(seed) is int and 0 <= seed < 2**64:
+        return seed
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
         raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
     return int(seed)
@@ -102,26 +107,28 @@ def _row_keys(row_keys, batch: int) -> np.ndarray | None:
 
 
 def _special_ids(special_ids: Sequence[int]) -> list[int]:
+    if not special_ids:
+        return []
     try:
         return [int(s) for s in special_ids]
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"special_ids must be a sequence of ints: {exc}") from None
 
 
-def _rows_kwargs(input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys):
+def _rows_args(input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys):
+    """``(shape, attention, (special_tokens_mask, input_ids, special_ids, word_ids, row_keys))``:
+    the native maskers' row arguments, in their positional order."""
     ids = _ids2d("input_ids", input_ids)
     shape = ids.shape
     special = _special_ids(special_ids)
-    kwargs = {
-        "special_tokens_mask": None
-        if special_tokens_mask is None
-        else _ints("special_tokens_mask", special_tokens_mask, shape),
-        "input_ids": _ints("input_ids", ids, shape) if special else None,
-        "special_ids": special,
-        "word_ids": None if word_ids is None else _ints("word_ids", word_ids, shape),
-        "row_keys": _row_keys(row_keys, shape[0]),
-    }
-    return shape, _ints("attention_mask", attention_mask, shape), kwargs
+    rest = (
+        None if special_tokens_mask is None else _ints("special_tokens_mask", special_tokens_mask, shape),
+        _ints("input_ids", ids, shape) if special else None,
+        special,
+        None if word_ids is None else _ints("word_ids", word_ids, shape),
+        None if row_keys is None else _row_keys(row_keys, shape[0]),
+    )
+    return shape, _ints("attention_mask", attention_mask, shape), rest
 
 
 def random_mask(
@@ -140,10 +147,10 @@ def random_mask(
 
     Returns a bool ``[B, L]`` array. With ``word_ids``: whole words (see the module docstring).
     """
-    shape, att, kw = _rows_kwargs(
+    shape, att, rest = _rows_args(
         input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
     )
-    out = _native.mask_random(att, shape[0], shape[1], float(p), _seed(seed), threads=num_threads, **kw)
+    out = _native.mask_random(att, shape[0], shape[1], float(p), _seed(seed), *rest, num_threads)
     return out.reshape(shape)
 
 
@@ -167,12 +174,12 @@ def importance_mask(
     one noise draw. ``importance`` is float16/32/64 ``[B, L]``; NaN at a maskable position is an
     error (padding may hold anything).
     """
-    shape, att, kw = _rows_kwargs(
+    shape, att, rest = _rows_args(
         input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
     )
     imp = _floats("importance", importance, shape)
     out = _native.mask_importance(
-        att, shape[0], shape[1], imp, float(p), _seed(seed), sigma=float(sigma), threads=num_threads, **kw
+        att, shape[0], shape[1], imp, float(p), _seed(seed), float(sigma), *rest, num_threads
     )
     return out.reshape(shape)
 
@@ -199,7 +206,7 @@ def nested_masks(
     uniformly random subset of ``dec`` (of its words, with ``word_ids``) with
     ``floor(n * p_enc)`` tokens. Needs ``p_enc <= p_dec``.
     """
-    shape, att, kw = _rows_kwargs(
+    shape, att, rest = _rows_args(
         input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
     )
     imp = None if importance is None else _floats("importance", importance, shape)
@@ -210,10 +217,10 @@ def nested_masks(
         float(p_enc),
         float(p_dec),
         _seed(seed),
-        importance=imp,
-        sigma=float(sigma),
-        threads=num_threads,
-        **kw,
+        imp,
+        float(sigma),
+        *rest,
+        num_threads,
     )
     return enc.reshape(shape), dec.reshape(shape)
 
@@ -248,11 +255,11 @@ def replace(
         int(mask_token_id),
         int(vocab_size),
         _seed(seed),
-        mask_prob=float(mask_prob),
-        random_prob=float(random_prob),
-        special_ids=_special_ids(special_ids),
-        row_keys=_row_keys(row_keys, shape[0]),
-        threads=num_threads,
+        float(mask_prob),
+        float(random_prob),
+        _special_ids(special_ids),
+        None if row_keys is None else _row_keys(row_keys, shape[0]),
+        num_threads,
     )
     return new.reshape(shape).astype(ids.dtype, copy=False), labels.reshape(shape)
 
