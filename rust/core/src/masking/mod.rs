@@ -127,19 +127,6 @@ impl<'a> MaskRows<'a> {
         );
     }
 
-    /// Prefetch the inputs of `row` (if it exists) that `collect_maskable` reads.
-    #[inline]
-    pub fn prefetch(&self, row: usize) {
-        if row >= self.batch {
-            return;
-        }
-        let (a, b) = (row * self.len, (row + 1) * self.len);
-        view::prefetch(self.attention_mask.bytes(a, b));
-        if let Some(s) = self.special_tokens_mask {
-            view::prefetch(s.bytes(a, b));
-        }
-    }
-
     fn word_ids_of(&self, row: usize) -> Option<IntView<'a>> {
         self.word_ids
             .map(|w| w.slice(row * self.len, (row + 1) * self.len))
@@ -226,7 +213,6 @@ pub fn random_mask(rows: &MaskRows<'_>, p: f64, seed: u64, threads: usize) -> Re
         None,
         |r, s, o, _| {
             s.skip_taken = true;
-            rows.prefetch(r + 1);
             rows.collect_maskable(r, s);
             let k = quota(s.maskable.len(), p);
             s.select(
@@ -278,10 +264,6 @@ pub fn importance_mask(
     let len = rows.len;
     drive(rows.batch, len, threads, &mut out, None, |r, s, o, _| {
         s.skip_taken = true;
-        rows.prefetch(r + 1);
-        if r + 1 < rows.batch {
-            view::prefetch(importance.bytes((r + 1) * len, (r + 2) * len));
-        }
         rows.collect_maskable(r, s);
         let k = quota(s.maskable.len(), p);
         let imp = importance.slice(r * len, (r + 1) * len);

@@ -120,7 +120,7 @@ impl Noise {
         let t = tables();
         let n = out.len();
         let draws = n.div_ceil(2);
-        words.clear();
+        // Every word is written below: resizing (not clearing) skips zeroing the reused part.
         words.resize(2 * draws, 0);
         let state = self.rng.state();
         for (j, w) in words.chunks_exact_mut(2).enumerate() {

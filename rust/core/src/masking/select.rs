@@ -40,7 +40,8 @@ pub enum Selector {
 /// The number of tokens a row masks: floor(n * p), computed in f64 like the reference.
 #[inline]
 pub fn quota(n: usize, p: f64) -> usize {
-    ((n as f64 * p).floor() as usize).min(n)
+    // n * p >= 0, so truncation is the floor (and needs no libm call).
+    ((n as f64 * p) as usize).min(n)
 }
 
 /// Reusable buffers for one row at a time (one per thread).
@@ -285,7 +286,7 @@ impl RowScratch {
         }
         let p0 = self.maskable[0] as usize;
         let run = self.maskable[m - 1] as usize - p0 == m - 1;
-        self.values.clear();
+        // Every value is written below: resizing (not clearing) skips zeroing the reused part.
         self.values.resize(m, 0.0);
         if sigma > 0.0 {
             noise.fill(&mut self.values, &mut self.words, &mut self.rejected);
@@ -370,8 +371,9 @@ impl RowScratch {
             return k;
         }
         // Bins padded with zeros to whole 32-byte blocks (never counted: probes are >= 1).
-        self.buckets.clear();
-        self.buckets.resize(m.next_multiple_of(32), 0);
+        let padded = m.next_multiple_of(32);
+        self.buckets.resize(padded, 0);
+        self.buckets[m..padded].fill(0);
         bin_scores(scores, lo, scale, &mut self.buckets[..m]);
         // The bin holding the k-th best is the largest t with at least k scores in bins >= t
         // (bin 0 holds them all): binary lifting over t with fixed steps and no branch; the

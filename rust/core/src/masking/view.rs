@@ -39,22 +39,6 @@ impl<'a> IntView<'a> {
         }
     }
 
-    /// The raw bytes of `[start, end)` (for `prefetch`).
-    #[inline]
-    pub fn bytes(&self, start: usize, end: usize) -> &'a [u8] {
-        fn b<T>(s: &[T]) -> &[u8] {
-            // SAFETY: plain integer data, viewed as bytes for a prefetch hint only.
-            unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
-        }
-        match *self {
-            IntView::Bool(s) => b(&s[start..end]),
-            IntView::U8(s) => b(&s[start..end]),
-            IntView::I32(s) => b(&s[start..end]),
-            IntView::U32(s) => b(&s[start..end]),
-            IntView::I64(s) => b(&s[start..end]),
-        }
-    }
-
     /// The sub-view `[start, end)`.
     #[inline]
     pub fn slice(&self, start: usize, end: usize) -> IntView<'a> {
@@ -217,28 +201,6 @@ impl<'a> IntView<'a> {
     }
 }
 
-/// Ask the CPU to pull `bytes` into its caches ahead of use (a hint: no effect on results). The
-/// maskers prefetch row r + 1 while they work on row r: the row's compute hides the latency of
-/// inputs that other work evicted to the last-level cache.
-#[inline(always)]
-pub fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut i = 0;
-        while i < bytes.len() {
-            // SAFETY: a prefetch never faults; the address is inside the slice.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    bytes.as_ptr().add(i) as *const i8,
-                )
-            };
-            i += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
 /// For every mask byte, the indices of its set bits, padded with zeros: the compaction table.
 pub(crate) const COMPACT: [[u8; 8]; 256] = {
     let mut t = [[0u8; 8]; 256];
@@ -327,20 +289,6 @@ impl<'a> FloatView<'a> {
             FloatView::F16(s) => out.extend(pos.iter().map(|&p| f16_to_f64(s[p as usize]))),
             FloatView::F32(s) => out.extend(pos.iter().map(|&p| s[p as usize] as f64)),
             FloatView::F64(s) => out.extend(pos.iter().map(|&p| s[p as usize])),
-        }
-    }
-
-    /// The raw bytes of `[start, end)` (for `prefetch`).
-    #[inline]
-    pub fn bytes(&self, start: usize, end: usize) -> &'a [u8] {
-        fn b<T>(s: &[T]) -> &[u8] {
-            // SAFETY: plain float data, viewed as bytes for a prefetch hint only.
-            unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
-        }
-        match *self {
-            FloatView::F16(s) => b(&s[start..end]),
-            FloatView::F32(s) => b(&s[start..end]),
-            FloatView::F64(s) => b(&s[start..end]),
         }
     }
 
