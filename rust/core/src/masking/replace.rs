@@ -95,13 +95,6 @@ impl Replacer {
         positions: &mut Vec<u32>,
     ) {
         positions.clear();
-        #[cfg(target_arch = "x86_64")]
-        if let (IntView::Bool(m), true) = (mask, super::simd::level() >= super::simd::Level::Avx2) {
-            // SAFETY: the CPU has AVX2 and BMI2 (part of the level).
-            unsafe { super::avx2::nonzero_bool(m, positions) };
-            self.apply_positions(ids, positions, labels, rng);
-            return;
-        }
         mask.push_nonzero(positions);
         self.apply_positions(ids, positions, labels, rng);
     }

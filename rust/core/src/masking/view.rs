@@ -55,6 +55,11 @@ impl<'a> IntView<'a> {
     /// monomorphic loop: this is the hot path of every masker).
     #[inline(always)]
     pub fn push_nonzero(&self, out: &mut Vec<u32>) {
+        #[cfg(target_arch = "x86_64")]
+        if let (IntView::Bool(m), true) = (self, super::simd::level() >= super::simd::Level::Avx2) {
+            // SAFETY: the CPU has AVX2 and BMI2 (part of the level).
+            return unsafe { super::avx2::nonzero_bool(m, out) };
+        }
         #[inline(always)]
         fn go<T: Copy + PartialEq + Default>(s: &[T], out: &mut Vec<u32>) {
             let zero = T::default();
