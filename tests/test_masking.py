@@ -294,3 +294,89 @@ def test_import_does_not_pull_torch():
 
     code = "import sys, dense_pt.masking; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _long_batch(seed: int, rows: int = 4, length: int = 300):
+    """Long rows (the native code's vector loops run whole blocks), one with holes in the
+    attention mask (not one run), float32 importance with ties."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, VOCAB, size=(rows, length))
+    att = np.zeros((rows, length), dtype=np.int64)
+    special = np.zeros((rows, length), dtype=bool)
+    for r in range(rows):
+        n = int(rng.integers(length // 2, length + 1))
+        att[r, :n] = 1
+        special[r, 0] = special[r, n - 1] = True
+    att[0] *= rng.random(length) < 0.8  # holes
+    imp = (np.round(rng.normal(size=(rows, length)) * 4) / 4).astype(np.float32)
+    return ids, att, special, imp
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_long_rows_match_reference(seed):
+    ids, att, special, imp = _long_batch(seed)
+    for sigma in (0.0, 1.0, 1e-3):
+        for dtype in (np.float32, np.float16):
+            x = imp.astype(dtype)
+            got = importance_mask(ids, att, x, 0.45, seed, sigma, special)
+            assert np.array_equal(got, ref.importance_mask(ids, att, x, 0.45, seed, sigma, special))
+    got = random_mask(ids, att, 0.3, seed, special)
+    assert np.array_equal(got, ref.random_mask(ids, att, 0.3, seed, special))
+    new, labels = replace(ids, got, 4, VOCAB, seed, special_ids=SPECIALS)
+    r_new, r_labels = ref.replace(ids, got, 4, VOCAB, seed, special_ids=SPECIALS)
+    assert np.array_equal(new, r_new) and np.array_equal(labels, r_labels)
+
+
+_LEVEL_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+from test_masking import _long_batch
+from dense_pt.masking import importance_mask, nested_masks, random_mask, replace
+out = []
+for seed in range(6):
+    ids, att, special, imp = _long_batch(seed, rows=8, length=200 + 37 * seed)
+    for sigma in (0.0, 1.0):
+        out.append(importance_mask(ids, att, imp, 0.5, seed, sigma, special))
+        out.append(importance_mask(ids, att, imp.astype(np.float16), 0.5, seed, sigma, special))
+    m = random_mask(ids, att, 0.3, seed, special)
+    out += [m, *nested_masks(ids, att, 0.2, 0.4, seed, imp, special)]
+    out += list(replace(ids, m, 4, 60, seed, special_ids=[0, 1, 2, 3, 4]))
+np.savez({path!r}, *out)
+"""
+
+
+def test_simd_levels_give_the_same_bits(tmp_path):
+    """The run-time dispatched SIMD paths against the portable code, through the installed
+    extension: the same script with DENSE_PT_SIMD=baseline (no vector kernels) and without."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    results = {}
+    for level in ("baseline", "native"):
+        path = tmp_path / f"{level}.npz"
+        env = dict(os.environ)
+        env.pop("DENSE_PT_SIMD", None)
+        if level == "baseline":
+            env["DENSE_PT_SIMD"] = "baseline"
+        script = _LEVEL_SCRIPT.format(tests=str(Path(__file__).parent), path=str(path))
+        subprocess.run([sys.executable, "-c", script], check=True, env=env)
+        with np.load(path) as z:
+            results[level] = [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
+    assert len(results["baseline"]) == len(results["native"]) > 0
+    for a, b in zip(results["baseline"], results["native"], strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_noise_is_standard_normal():
+    """Moments and the Kolmogorov-Smirnov statistic of the importance noise (indexed stream)."""
+    z = np.sort(_native._rng_stream("noise", 11, 12, 2, 200_001))
+    n = len(z)
+    assert abs(z.mean()) < 0.01 and abs(z.var() - 1) < 0.015
+    kurt = ((z - z.mean()) ** 4).mean() / z.var() ** 2
+    assert abs(kurt - 3) < 0.06
+    cdf = 0.5 * (1 + np.array([math.erf(v / math.sqrt(2)) for v in z]))
+    d = max((np.arange(1, n + 1) / n - cdf).max(), (cdf - np.arange(n) / n).max())
+    assert d < 1.63 / math.sqrt(n)  # the 1% critical value
+    assert z[0] < -ref.ZIG_R and z[-1] > ref.ZIG_R  # the tail is reached on both sides
