@@ -341,3 +341,46 @@ pub unsafe fn nonzero_bool(mask: &[bool], out: &mut Vec<u32>) {
     }
     out.set_len(base + n);
 }
+
+/// `ziggurat_fast` eight lanes at a time (AVX-512 gathers fetch eight table entries per
+/// instruction); the same values and flags.
+///
+/// # Safety
+/// The CPU must have AVX-512F and AVX2; `words.len() >= out.len()`.
+#[target_feature(enable = "avx512f,avx2")]
+pub unsafe fn ziggurat_fast_avx512(
+    words: &[u32],
+    w_tab: &[f64; 256],
+    edge: &[f64; 256],
+    out: &mut [f64],
+    rejected: &mut [u64],
+) {
+    let n = out.len();
+    assert!(words.len() >= n && rejected.len() * 64 >= n);
+    let mask_ff = _mm256_set1_epi32(0xff);
+    let bit8 = _mm512_set1_epi64(0x100);
+    let mut i = 0;
+    while i + 8 <= n {
+        let w = _mm256_loadu_si256(words.as_ptr().add(i) as *const __m256i);
+        let layer = _mm256_and_si256(w, mask_ff);
+        let u = _mm512_cvtepi32_pd(_mm256_srli_epi32::<9>(w));
+        let scale = _mm512_i32gather_pd::<8>(layer, w_tab.as_ptr());
+        let x = _mm512_mul_pd(u, scale);
+        let e = _mm512_i32gather_pd::<8>(layer, edge.as_ptr());
+        let inside = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(x, e) as u64;
+        // i is a multiple of 8: the eight flags sit in one word.
+        rejected[i / 64] |= ((!inside) & 0xff) << (i % 64);
+        let sign = _mm512_slli_epi64::<55>(_mm512_and_si512(_mm512_cvtepu32_epi64(w), bit8));
+        let v = _mm512_or_si512(_mm512_castpd_si512(x), sign);
+        _mm512_storeu_pd(out.as_mut_ptr().add(i), _mm512_castsi512_pd(v));
+        i += 8;
+    }
+    while i < n {
+        let w = words[i];
+        let l = (w & 0xff) as usize;
+        let x = ((w >> 9) as i32) as f64 * w_tab[l];
+        rejected[i / 64] |= ((x >= edge[l]) as u64) << (i % 64);
+        out[i] = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        i += 1;
+    }
+}

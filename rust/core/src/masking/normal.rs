@@ -131,11 +131,21 @@ impl Noise {
         rejected.clear();
         rejected.resize(n.div_ceil(64), 0);
         #[cfg(target_arch = "x86_64")]
-        if super::simd::level() >= super::simd::Level::Avx2 {
-            // SAFETY: the CPU has AVX2; words and rejected are sized above.
-            unsafe { super::avx2::ziggurat_fast(words, &t.w, &t.edge, out, rejected) };
-            self.finish_rejected(out, words, rejected);
-            return;
+        {
+            use super::simd::{level, Level};
+            let lv = level();
+            if lv >= Level::Avx2 {
+                // SAFETY: the CPU has the level's features; words and rejected are sized above.
+                unsafe {
+                    if lv >= Level::Avx512 {
+                        super::avx2::ziggurat_fast_avx512(words, &t.w, &t.edge, out, rejected)
+                    } else {
+                        super::avx2::ziggurat_fast(words, &t.w, &t.edge, out, rejected)
+                    }
+                };
+                self.finish_rejected(out, words, rejected);
+                return;
+            }
         }
         for (i, (o, &w)) in out.iter_mut().zip(&words[..n]).enumerate() {
             let layer = (w & 0xff) as usize;
