@@ -10,6 +10,16 @@ __version__: str
 def _raise_core_error(kind: str, message: str) -> None: ...
 
 # --- masking (rust/py/src/masking.rs); arrays are flat and C-contiguous, see dense_pt.masking ---
+def mask_fast(
+    input_ids: object,
+    attention_mask: object,
+    importance: object | None,
+    special_tokens_mask: object | None,
+    p: object,
+    seed: object,
+    sigma: object,
+    threads: int,
+) -> npt.NDArray[np.bool_] | None: ...
 def mask_random(
     attention_mask: npt.NDArray[np.generic],
     batch: int,

@@ -115,6 +115,10 @@ def _special_ids(special_ids: Sequence[int]) -> list[int]:
         raise InvalidArgumentError(f"special_ids must be a sequence of ints: {exc}") from None
 
 
+def _no_ids(special_ids) -> bool:
+    return type(special_ids) in (tuple, list) and not special_ids
+
+
 def _rows_args(input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys):
     """``(shape, attention, (special_tokens_mask, input_ids, special_ids, word_ids, row_keys))``:
     the native maskers' row arguments, in their positional order."""
@@ -147,6 +151,12 @@ def random_mask(
 
     Returns a bool ``[B, L]`` array. With ``word_ids``: whole words (see the module docstring).
     """
+    if word_ids is None and row_keys is None and _no_ids(special_ids):
+        out = _native.mask_fast(
+            input_ids, attention_mask, None, special_tokens_mask, p, seed, 0.0, num_threads
+        )
+        if out is not None:
+            return out
     shape, att, rest = _rows_args(
         input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
     )
@@ -174,6 +184,12 @@ def importance_mask(
     one noise draw. ``importance`` is float16/32/64 ``[B, L]``; NaN at a maskable position is an
     error (padding may hold anything).
     """
+    if word_ids is None and row_keys is None and _no_ids(special_ids):
+        out = _native.mask_fast(
+            input_ids, attention_mask, importance, special_tokens_mask, p, seed, sigma, num_threads
+        )
+        if out is not None:
+            return out
     shape, att, rest = _rows_args(
         input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
     )

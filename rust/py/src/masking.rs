@@ -4,33 +4,38 @@ use crate::errors::IntoPyResult;
 use dense_pt_core::masking::{self, FloatView, IntView, MaskRows, Replacer};
 use dense_pt_core::rng::RowRng;
 use numpy::{
-    IntoPyArray, PyArray1, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1,
+    PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 
 /// A borrowed integer (or bool) numpy array of one of the dtypes the core reads directly.
 pub(crate) enum IntArr<'py> {
-    Bool(PyReadonlyArray1<'py, bool>),
-    U8(PyReadonlyArray1<'py, u8>),
-    I32(PyReadonlyArray1<'py, i32>),
-    U32(PyReadonlyArray1<'py, u32>),
-    I64(PyReadonlyArray1<'py, i64>),
+    Bool(PyReadonlyArrayDyn<'py, bool>),
+    U8(PyReadonlyArrayDyn<'py, u8>),
+    I32(PyReadonlyArrayDyn<'py, i32>),
+    U32(PyReadonlyArrayDyn<'py, u32>),
+    I64(PyReadonlyArrayDyn<'py, i64>),
 }
 
 impl<'py> IntArr<'py> {
     /// Dispatch on the dtype first, so that only the matching extraction runs (a failed
     /// extraction builds an exception: microseconds per call on the hot path).
     pub(crate) fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
-        let err = || {
+        Self::with_ndim(obj, 1).ok_or_else(|| {
             invalid(
                 obj.py(),
                 format!("{name} must be a 1-d bool/uint8/int32/uint32/int64 array"),
             )
-        };
-        let Ok(arr) = obj.cast::<PyUntypedArray>() else {
-            return Err(err());
-        };
+        })
+    }
+
+    /// A C-contiguous array of `ndim` dimensions and a directly readable dtype, else None.
+    pub(crate) fn with_ndim(obj: &Bound<'py, PyAny>, ndim: usize) -> Option<Self> {
+        let arr = obj.cast::<PyUntypedArray>().ok()?;
+        if arr.ndim() != ndim || !arr.is_c_contiguous() {
+            return None;
+        }
         let dt = arr.dtype();
         let got = match (dt.kind(), dt.itemsize()) {
             (b'b', 1) => obj.extract().map(IntArr::Bool).ok(),
@@ -40,7 +45,7 @@ impl<'py> IntArr<'py> {
             (b'i', 8) => obj.extract().map(IntArr::I64).ok(),
             _ => None,
         };
-        got.ok_or_else(err)
+        got
     }
 
     pub(crate) fn view(&self) -> PyResult<IntView<'_>> {
@@ -56,22 +61,28 @@ impl<'py> IntArr<'py> {
 
 /// A borrowed float array: float32, float64, or float16 passed as its uint16 bit patterns.
 pub(crate) enum FloatArr<'py> {
-    F16(PyReadonlyArray1<'py, u16>),
-    F32(PyReadonlyArray1<'py, f32>),
-    F64(PyReadonlyArray1<'py, f64>),
+    F16(PyReadonlyArrayDyn<'py, u16>),
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
 }
 
 impl<'py> FloatArr<'py> {
     pub(crate) fn new(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Self> {
-        let err = || {
+        Self::with_ndim(obj, 1).ok_or_else(|| {
             invalid(
                 obj.py(),
                 format!("{name} must be a 1-d float32/float64 array or float16 bits as uint16"),
             )
-        };
-        let Ok(arr) = obj.cast::<PyUntypedArray>() else {
-            return Err(err());
-        };
+        })
+    }
+
+    /// A C-contiguous float32/float64 array (or uint16 float16 bits) of `ndim` dimensions, else
+    /// None.
+    pub(crate) fn with_ndim(obj: &Bound<'py, PyAny>, ndim: usize) -> Option<Self> {
+        let arr = obj.cast::<PyUntypedArray>().ok()?;
+        if arr.ndim() != ndim || !arr.is_c_contiguous() {
+            return None;
+        }
         let dt = arr.dtype();
         let got = match (dt.kind(), dt.itemsize()) {
             (b'f', 4) => obj.extract().map(FloatArr::F32).ok(),
@@ -79,7 +90,7 @@ impl<'py> FloatArr<'py> {
             (b'f', 8) => obj.extract().map(FloatArr::F64).ok(),
             _ => None,
         };
-        got.ok_or_else(err)
+        got
     }
 
     pub(crate) fn view(&self) -> PyResult<FloatView<'_>> {
@@ -343,7 +354,90 @@ fn _rng_stream<'py>(
     }
 }
 
+/// The shape `[B, L]` shared by the fast path's arrays, or None.
+fn shape2(arrays: &[Option<&Bound<'_, PyAny>>]) -> Option<(usize, usize)> {
+    let mut shape = None;
+    for a in arrays.iter().flatten() {
+        let a = a.cast::<PyUntypedArray>().ok()?;
+        if a.ndim() != 2 {
+            return None;
+        }
+        let s = (a.shape()[0], a.shape()[1]);
+        if *shape.get_or_insert(s) != s {
+            return None;
+        }
+    }
+    shape
+}
+
+/// A seed the general path accepts as is: a Python int in [0, 2^64).
+fn plain_seed(seed: &Bound<'_, PyAny>) -> Option<u64> {
+    seed.is_exact_instance_of::<pyo3::types::PyInt>()
+        .then(|| seed.extract::<u64>().ok())
+        .flatten()
+}
+
+/// The maskers' fast path: 2-d C-contiguous arrays of directly readable dtypes, token-level,
+/// no special ids or row keys. None when anything needs the general path (conversions, error
+/// messages), which the Python wrapper then takes.
+#[pyfunction]
+#[pyo3(signature = (input_ids, attention_mask, importance, special_tokens_mask, p, seed, sigma, threads))]
+#[allow(clippy::too_many_arguments)]
+fn mask_fast<'py>(
+    py: Python<'py>,
+    input_ids: &Bound<'py, PyAny>,
+    attention_mask: &Bound<'py, PyAny>,
+    importance: Option<&Bound<'py, PyAny>>,
+    special_tokens_mask: Option<&Bound<'py, PyAny>>,
+    p: &Bound<'py, PyAny>,
+    seed: &Bound<'py, PyAny>,
+    sigma: &Bound<'py, PyAny>,
+    threads: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some((batch, len)) = shape2(&[
+        Some(input_ids),
+        Some(attention_mask),
+        importance,
+        special_tokens_mask,
+    ]) else {
+        return Ok(None);
+    };
+    let (Ok(p), Ok(sigma), Some(seed)) =
+        (p.extract::<f64>(), sigma.extract::<f64>(), plain_seed(seed))
+    else {
+        return Ok(None);
+    };
+    let Some(att) = IntArr::with_ndim(attention_mask, 2) else {
+        return Ok(None);
+    };
+    let special = match special_tokens_mask {
+        Some(s) => match IntArr::with_ndim(s, 2) {
+            Some(a) => Some(a),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let imp = match importance {
+        Some(i) => match FloatArr::with_ndim(i, 2) {
+            Some(a) => Some(a),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut rows = MaskRows::new(batch, len, att.view()?);
+    rows.special_tokens_mask = special.as_ref().map(|s| s.view()).transpose()?;
+    let imp = imp.as_ref().map(|i| i.view()).transpose()?;
+    let out = py
+        .detach(|| match imp {
+            Some(imp) => masking::importance_mask(&rows, imp, p, sigma, seed, threads),
+            None => masking::random_mask(&rows, p, seed, threads),
+        })
+        .py_err(py)?;
+    Ok(Some(out.into_pyarray(py).reshape([batch, len])?.into_any()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(mask_fast, m)?)?;
     m.add_function(wrap_pyfunction!(mask_random, m)?)?;
     m.add_function(wrap_pyfunction!(mask_importance, m)?)?;
     m.add_function(wrap_pyfunction!(mask_nested, m)?)?;
