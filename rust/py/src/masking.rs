@@ -427,13 +427,18 @@ fn mask_fast<'py>(
     let mut rows = MaskRows::new(batch, len, att.view()?);
     rows.special_tokens_mask = special.as_ref().map(|s| s.view()).transpose()?;
     let imp = imp.as_ref().map(|i| i.view()).transpose()?;
-    let out = py
-        .detach(|| match imp {
-            Some(imp) => masking::importance_mask(&rows, imp, p, sigma, seed, threads),
-            None => masking::random_mask(&rows, p, seed, threads),
+    // Written in place into a fresh zeroed [B, L] array: no vector to hand over, no reshape.
+    let out = numpy::PyArray2::<bool>::zeros(py, [batch, len], false);
+    {
+        let mut view = out.readwrite();
+        let o = view.as_slice_mut()?;
+        py.detach(|| match imp {
+            Some(imp) => masking::importance_mask_into(&rows, imp, p, sigma, seed, threads, o),
+            None => masking::random_mask_into(&rows, p, seed, threads, o),
         })
         .py_err(py)?;
-    Ok(Some(out.into_pyarray(py).reshape([batch, len])?.into_any()))
+    }
+    Ok(Some(out.into_any()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -202,33 +202,51 @@ where
 /// Exactly floor(n * p) maskable positions per row, uniformly without replacement (whole words
 /// with `word_ids`, by the quota rule of `select`).
 pub fn random_mask(rows: &MaskRows<'_>, p: f64, seed: u64, threads: usize) -> Result<Vec<bool>> {
+    let mut out = vec![false; rows.batch * rows.len];
+    random_mask_into(rows, p, seed, threads, &mut out)?;
+    Ok(out)
+}
+
+/// `random_mask` into `out` (`[batch * len]`, all false on entry).
+pub fn random_mask_into(
+    rows: &MaskRows<'_>,
+    p: f64,
+    seed: u64,
+    threads: usize,
+    out: &mut [bool],
+) -> Result<()> {
     rows.validate()?;
     check_probability("p", p)?;
-    let mut out = vec![false; rows.batch * rows.len];
-    drive(
-        rows.batch,
-        rows.len,
-        threads,
-        &mut out,
-        None,
-        |r, s, o, _| {
-            s.skip_taken = true;
-            rows.collect_maskable(r, s);
-            let k = quota(s.maskable.len(), p);
-            s.select(
-                Selector::Random,
-                rows.word_ids_of(r),
-                None,
-                k,
-                seed,
-                rows.key(r),
-                r,
-                o,
-            )?;
-            Ok(())
-        },
-    )?;
-    Ok(out)
+    check_out(rows, out)?;
+    drive(rows.batch, rows.len, threads, out, None, |r, s, o, _| {
+        s.skip_taken = true;
+        rows.collect_maskable(r, s);
+        let k = quota(s.maskable.len(), p);
+        s.select(
+            Selector::Random,
+            rows.word_ids_of(r),
+            None,
+            k,
+            seed,
+            rows.key(r),
+            r,
+            o,
+        )?;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+fn check_out(rows: &MaskRows<'_>, out: &[bool]) -> Result<()> {
+    if out.len() != rows.batch * rows.len {
+        return Err(Error::invalid(format!(
+            "the output has {} elements for [{}, {}]",
+            out.len(),
+            rows.batch,
+            rows.len
+        )));
+    }
+    Ok(())
 }
 
 fn check_importance(rows: &MaskRows<'_>, importance: &FloatView<'_>, sigma: f64) -> Result<()> {
@@ -257,12 +275,27 @@ pub fn importance_mask(
     seed: u64,
     threads: usize,
 ) -> Result<Vec<bool>> {
+    let mut out = vec![false; rows.batch * rows.len];
+    importance_mask_into(rows, importance, p, sigma, seed, threads, &mut out)?;
+    Ok(out)
+}
+
+/// `importance_mask` into `out` (`[batch * len]`, all false on entry).
+pub fn importance_mask_into(
+    rows: &MaskRows<'_>,
+    importance: FloatView<'_>,
+    p: f64,
+    sigma: f64,
+    seed: u64,
+    threads: usize,
+    out: &mut [bool],
+) -> Result<()> {
     rows.validate()?;
     check_probability("p", p)?;
     check_importance(rows, &importance, sigma)?;
-    let mut out = vec![false; rows.batch * rows.len];
+    check_out(rows, out)?;
     let len = rows.len;
-    drive(rows.batch, len, threads, &mut out, None, |r, s, o, _| {
+    drive(rows.batch, len, threads, out, None, |r, s, o, _| {
         s.skip_taken = true;
         rows.collect_maskable(r, s);
         let k = quota(s.maskable.len(), p);
@@ -280,7 +313,7 @@ pub fn importance_mask(
         )?;
         Ok(())
     })?;
-    Ok(out)
+    Ok(())
 }
 
 /// SimLM's nested pair: dec masks floor(n * p_dec) positions (randomly, or by importance when
