@@ -83,6 +83,21 @@ unsafe fn score_run(
         }
         i += 16;
     }
+    // Whole groups of four left: lanes 0..4.
+    while i + 4 <= n {
+        let x = load4(i);
+        nan = _mm256_or_pd(nan, _mm256_cmp_pd::<_CMP_UNORD_Q>(x, x));
+        let p = v.as_mut_ptr().add(i);
+        let y = if noisy {
+            _mm256_add_pd(x, _mm256_mul_pd(s, _mm256_loadu_pd(p)))
+        } else {
+            x
+        };
+        _mm256_storeu_pd(p, y);
+        lo[0] = _mm256_min_pd(y, lo[0]);
+        hi[0] = _mm256_max_pd(y, hi[0]);
+        i += 4;
+    }
     let (mut l16, mut h16) = ([0.0f64; 16], [0.0f64; 16]);
     for q in 0..4 {
         _mm256_storeu_pd(l16.as_mut_ptr().add(4 * q), lo[q]);
@@ -144,8 +159,8 @@ pub unsafe fn score_run_f16(imp: &[u16], sigma: f64, v: &mut [f64]) -> (bool, f6
 }
 
 /// Smallest and largest of `v` (no NaN): sixteen accumulators, lane `l` taking the elements
-/// `j = l (mod 16)` of the whole chunks, the remainder going to lane 0, then the lanes folded in
-/// order: the portable `min_max` does the same.
+/// `j = l (mod 16)` of the whole chunks of 16, then lanes 0..4 the whole groups of four left,
+/// lane 0 the rest, then the lanes folded as a tree: the portable `min_max` does the same.
 ///
 /// # Safety
 /// The CPU must have AVX2.
@@ -163,6 +178,13 @@ pub unsafe fn min_max(v: &[f64]) -> (f64, f64) {
             lo[q] = _mm256_min_pd(x, lo[q]);
             hi[q] = _mm256_max_pd(x, hi[q]);
         }
+    }
+    let quads = rem.chunks_exact(4);
+    let rem = quads.remainder();
+    for c in quads {
+        let x = _mm256_loadu_pd(c.as_ptr());
+        lo[0] = _mm256_min_pd(x, lo[0]);
+        hi[0] = _mm256_max_pd(x, hi[0]);
     }
     let (mut l16, mut h16) = ([0.0f64; 16], [0.0f64; 16]);
     for q in 0..4 {
@@ -255,6 +277,20 @@ pub unsafe fn bins(v: &[f64], lo: f64, scale: f64, top: f64, bins: &mut [u8]) {
         let bytes = _mm_packus_epi16(words, words);
         _mm_storel_epi64(bins.as_mut_ptr().add(i) as *mut __m128i, bytes);
         i += 8;
+    }
+    if i + 4 <= n {
+        let a = _mm256_mul_pd(
+            _mm256_sub_pd(_mm256_loadu_pd(v.as_ptr().add(i)), vlo),
+            vscale,
+        );
+        let a = _mm256_cvttpd_epi32(_mm256_min_pd(a, vtop));
+        let words = _mm_packs_epi32(a, a);
+        let bytes = _mm_packus_epi16(words, words);
+        std::ptr::write_unaligned(
+            bins.as_mut_ptr().add(i) as *mut i32,
+            _mm_cvtsi128_si32(bytes),
+        );
+        i += 4;
     }
     while i < n {
         let x = (v[i] - lo) * scale;

@@ -594,7 +594,8 @@ fn better(scores: &[f64], a: u32, b: u32) -> std::cmp::Ordering {
 
 /// Smallest and largest of `v` (no NaN), with sixteen independent accumulators (a single
 /// min/max chain would serialise the loop): lane `l` takes the elements `j = l (mod 16)` of the
-/// whole chunks, the remainder goes to lane 0 (the AVX2 twin does the same).
+/// whole chunks of 16, lanes 0..4 the whole groups of four left, lane 0 the rest (the AVX2 twins
+/// do the same).
 #[inline(always)]
 fn min_max(v: &[f64]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
@@ -607,6 +608,14 @@ fn min_max(v: &[f64]) -> (f64, f64) {
     let rem = chunks.remainder();
     for c in chunks {
         for l in 0..16 {
+            lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
+            hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
+        }
+    }
+    let quads = rem.chunks_exact(4);
+    let rem = quads.remainder();
+    for c in quads {
+        for l in 0..4 {
             lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
             hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
         }
