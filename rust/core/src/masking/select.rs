@@ -63,8 +63,6 @@ pub struct RowScratch {
     taken: Vec<u32>,
     /// Set by callers that never call `subset` after `select`: saves recording `taken`.
     pub skip_taken: bool,
-    /// Precomputed stream draws (random selection).
-    draws: Vec<u64>,
     /// Scratch of `Noise::fill`.
     words: Vec<u32>,
     rejected: Vec<u64>,
@@ -207,37 +205,12 @@ impl RowScratch {
                 self.order.extend(0..m as u32);
                 if self.token_level {
                     // Partial Fisher-Yates: the same draws as the greedy visit of single tokens.
-                    // The stream's draws are computed side by side first (SplitMix64 is
-                    // counter-based); `below`'s rare rejection (probability < m / 2^64) moves
-                    // on to the next draw exactly as the sequential stream would.
                     let k = k.min(m);
-                    self.draws.clear();
-                    self.draws.extend((0..k as u64).map(|j| rng.draw_at(j)));
-                    let draws = &self.draws[..];
-                    let draw = |c: usize| {
-                        if c < draws.len() {
-                            draws[c]
-                        } else {
-                            rng.draw_at(c as u64)
-                        }
-                    };
                     let (order, maskable) = (&mut self.order[..m], &self.maskable[..m]);
-                    let mut next = 0usize;
                     for i in 0..k {
-                        let n = (m - i) as u64;
-                        let mut x = draw(next) as u128 * n as u128;
-                        next += 1;
-                        if (x as u64) < n {
-                            let threshold = n.wrapping_neg() % n;
-                            while (x as u64) < threshold {
-                                x = draw(next) as u128 * n as u128;
-                                next += 1;
-                            }
-                        }
-                        let j = i + (x >> 64) as usize;
+                        let j = i + rng.below((m - i) as u64) as usize;
                         order.swap(i, j);
-                        let oj = order[i];
-                        out[maskable[oj as usize] as usize] = true;
+                        out[maskable[order[i] as usize] as usize] = true;
                     }
                     if !self.skip_taken {
                         self.taken.extend_from_slice(&self.order[..k]);
