@@ -1,7 +1,7 @@
 //! Explicit AVX2 versions of the loops the compiler does not vectorise by itself (table gathers,
 //! bit masks). Each computes exactly what its portable twin computes, with the same IEEE
 //! operations in the same order (no fused multiply-add), so results are bit-identical;
-//! `tests::simd_levels_agree` and the unit tests below compare them.
+//! `tests::simd_levels_agree` compares every masker's output at each level with the portable code.
 #![cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 

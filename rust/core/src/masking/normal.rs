@@ -1,7 +1,7 @@
 //! Standard normal deviates by the ziggurat method (Marsaglia & Tsang 2000, 256 layers): one
 //! 64-bit draw and one comparison for ~99% of samples, an order of magnitude cheaper than
 //! Box-Muller. Bits of a draw: 0..8 layer, 8 sign, 11..64 the uniform abscissa. The importance
-//! maskers' noise (`NormalStream`) starts two deviates from each draw, one per 32-bit half.
+//! maskers' noise (`Noise`) is indexed: deviate i starts from 32-bit half i % 2 of draw i / 2.
 //! The tables are built once from their defining recurrence (`tests/masking_reference.py`
 //! rebuilds them the same way and checks both streams).
 use crate::rng::{mix64, RowRng, GOLDEN};

@@ -1,8 +1,9 @@
 //! Run-time choice of the instruction set for the maskers' hot loops. The loops are plain Rust
 //! written to auto-vectorise; each dispatching function compiles one body several times (baseline,
-//! AVX2, AVX-512) and picks the widest the CPU has. Same source, integer ops and IEEE float ops
-//! without contraction (Rust never fuses a * b + c): every level gives the same bits, which
-//! `tests::simd_levels_agree` checks by forcing the baseline.
+//! AVX2, AVX-512) and picks the widest the CPU has; what the compiler does not vectorise has
+//! explicit kernels in `avx2.rs`. Integer ops and IEEE float ops without contraction (Rust never
+//! fuses a * b + c): every level gives the same bits, which `tests::simd_levels_agree` checks by
+//! forcing each lower level (and the Python tests through `DENSE_PT_SIMD=baseline`).
 use std::sync::atomic::{AtomicU8, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
