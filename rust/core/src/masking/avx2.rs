@@ -420,3 +420,144 @@ pub unsafe fn ziggurat_fast_avx512(
         i += 1;
     }
 }
+
+/// The noise fast path fused with the scores of a run (AVX-512, eight lanes): for deviate `j`
+/// from half `words[j]`, `v[j] = x_j + sigma * z_j` with `x_j = get(j)` (`load8` loads eight),
+/// flagging in `rejected` the deviates outside their rectangle (their `v` is finished by the
+/// caller) and keeping the min/max of the accepted scores in `lo`/`hi` (16 lanes, the first
+/// eight used). Returns whether an importance was NaN.
+///
+/// # Safety
+/// The CPU must have AVX-512F; `words.len() >= v.len()`, `rejected` zeroed and long enough.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn noise_scores_avx512(
+    words: &[u32],
+    w_tab: &[f64; 256],
+    edge: &[f64; 256],
+    load8: impl Fn(usize) -> __m512d,
+    get: impl Fn(usize) -> f64,
+    sigma: f64,
+    v: &mut [f64],
+    rejected: &mut [u64],
+    lo: &mut [f64; 16],
+    hi: &mut [f64; 16],
+) -> bool {
+    let n = v.len();
+    assert!(words.len() >= n && rejected.len() * 64 >= n);
+    let mask_ff = _mm256_set1_epi32(0xff);
+    let bit8 = _mm512_set1_epi64(0x100);
+    let s = _mm512_set1_pd(sigma);
+    let mut vlo = _mm512_set1_pd(f64::INFINITY);
+    let mut vhi = _mm512_set1_pd(f64::NEG_INFINITY);
+    let mut nan: __mmask8 = 0;
+    let mut i = 0;
+    while i + 8 <= n {
+        let w = _mm256_loadu_si256(words.as_ptr().add(i) as *const __m256i);
+        let layer = _mm256_and_si256(w, mask_ff);
+        let u = _mm512_cvtepi32_pd(_mm256_srli_epi32::<9>(w));
+        let x = _mm512_mul_pd(u, _mm512_i32gather_pd::<8>(layer, w_tab.as_ptr()));
+        let e = _mm512_i32gather_pd::<8>(layer, edge.as_ptr());
+        let inside = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(x, e);
+        rejected[i / 64] |= ((!inside) as u64 & 0xff) << (i % 64);
+        let sign = _mm512_slli_epi64::<55>(_mm512_and_si512(_mm512_cvtepu32_epi64(w), bit8));
+        let z = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(x), sign));
+        let imp = load8(i);
+        nan |= _mm512_cmp_pd_mask::<_CMP_UNORD_Q>(imp, imp);
+        let y = _mm512_add_pd(imp, _mm512_mul_pd(s, z));
+        _mm512_storeu_pd(v.as_mut_ptr().add(i), y);
+        // min_pd(a, b) = a < b ? a : b, on the accepted lanes only.
+        vlo = _mm512_mask_min_pd(vlo, inside, y, vlo);
+        vhi = _mm512_mask_max_pd(vhi, inside, y, vhi);
+        i += 8;
+    }
+    _mm512_storeu_pd(lo.as_mut_ptr(), vlo);
+    _mm512_storeu_pd(hi.as_mut_ptr(), vhi);
+    let mut any_nan = nan != 0;
+    while i < n {
+        let w = words[i];
+        let l = (w & 0xff) as usize;
+        let x = ((w >> 9) as i32) as f64 * w_tab[l];
+        let z = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        let imp = get(i);
+        any_nan |= imp.is_nan();
+        let y = imp + sigma * z;
+        v[i] = y;
+        if x >= edge[l] {
+            rejected[i / 64] |= 1 << (i % 64);
+        } else {
+            lo[0] = if y < lo[0] { y } else { lo[0] };
+            hi[0] = if y > hi[0] { y } else { hi[0] };
+        }
+        i += 1;
+    }
+    any_nan
+}
+
+/// `noise_scores_avx512` for float32 importance.
+///
+/// # Safety
+/// As `noise_scores_avx512`; `imp.len() == v.len()`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx2")]
+pub unsafe fn noise_scores_f32(
+    words: &[u32],
+    w_tab: &[f64; 256],
+    edge: &[f64; 256],
+    imp: &[f32],
+    sigma: f64,
+    v: &mut [f64],
+    rejected: &mut [u64],
+    lo: &mut [f64; 16],
+    hi: &mut [f64; 16],
+) -> bool {
+    assert_eq!(imp.len(), v.len());
+    noise_scores_avx512(
+        words,
+        w_tab,
+        edge,
+        |i| _mm512_cvtps_pd(_mm256_loadu_ps(imp.as_ptr().add(i))),
+        |i| imp[i] as f64,
+        sigma,
+        v,
+        rejected,
+        lo,
+        hi,
+    )
+}
+
+/// `noise_scores_avx512` for float16 importance (bit patterns, converted exactly by F16C).
+///
+/// # Safety
+/// As `noise_scores_avx512`, and F16C; `imp.len() == v.len()`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx2,f16c")]
+pub unsafe fn noise_scores_f16(
+    words: &[u32],
+    w_tab: &[f64; 256],
+    edge: &[f64; 256],
+    imp: &[u16],
+    sigma: f64,
+    v: &mut [f64],
+    rejected: &mut [u64],
+    lo: &mut [f64; 16],
+    hi: &mut [f64; 16],
+) -> bool {
+    assert_eq!(imp.len(), v.len());
+    noise_scores_avx512(
+        words,
+        w_tab,
+        edge,
+        |i| {
+            _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(
+                imp.as_ptr().add(i) as *const __m128i
+            )))
+        },
+        |i| super::view::f16_to_f64(imp[i]),
+        sigma,
+        v,
+        rejected,
+        lo,
+        hi,
+    )
+}

@@ -24,6 +24,13 @@ struct Tables {
     edge: [f64; LAYERS],
 }
 
+/// The ziggurat's per-layer scale `w` and rectangle edge, for the fused AVX-512 kernel.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn zig_tables() -> (&'static [f64; LAYERS], &'static [f64; LAYERS]) {
+    let t = tables();
+    (&t.w, &t.edge)
+}
+
 #[inline]
 fn density(x: f64) -> f64 {
     (-0.5 * x * x).exp()
@@ -103,6 +110,30 @@ impl Noise {
         self.finish(i, w, x)
     }
 
+    /// The 32-bit halves of the first `n` deviates into `words` (the draws side by side).
+    #[inline(always)]
+    pub fn words(&self, n: usize, words: &mut Vec<u32>) {
+        let draws = n.div_ceil(2);
+        // Every word is written below: resizing (not clearing) skips zeroing the reused part.
+        words.resize(2 * draws, 0);
+        let state = self.rng.state();
+        for (j, w) in words.chunks_exact_mut(2).enumerate() {
+            let d = mix64(state.wrapping_add((j as u64 + 1).wrapping_mul(GOLDEN)));
+            w[0] = d as u32;
+            w[1] = (d >> 32) as u32;
+        }
+    }
+
+    /// Deviate `i` whose half `w` fell outside its rectangle (the fused scoring's fix-up).
+    #[inline]
+    pub(crate) fn finish_word(&self, i: usize, w: u32) -> f64 {
+        self.finish(
+            i,
+            w,
+            ((w >> 9) as i32) as f64 * tables().w[(w & 0xff) as usize],
+        )
+    }
+
     /// The slow path of deviate `i`, whose half `w` fell outside its rectangle at abscissa `x`.
     #[cold]
     #[inline(never)]
@@ -119,15 +150,7 @@ impl Noise {
     pub fn fill(&self, out: &mut [f64], words: &mut Vec<u32>, rejected: &mut Vec<u64>) {
         let t = tables();
         let n = out.len();
-        let draws = n.div_ceil(2);
-        // Every word is written below: resizing (not clearing) skips zeroing the reused part.
-        words.resize(2 * draws, 0);
-        let state = self.rng.state();
-        for (j, w) in words.chunks_exact_mut(2).enumerate() {
-            let d = mix64(state.wrapping_add((j as u64 + 1).wrapping_mul(GOLDEN)));
-            w[0] = d as u32;
-            w[1] = (d >> 32) as u32;
-        }
+        self.words(n, words);
         rejected.clear();
         rejected.resize(n.div_ceil(64), 0);
         #[cfg(target_arch = "x86_64")]

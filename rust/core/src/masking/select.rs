@@ -261,12 +261,23 @@ impl RowScratch {
         let run = self.maskable[m - 1] as usize - p0 == m - 1;
         // Every value is written below: resizing (not clearing) skips zeroing the reused part.
         self.values.resize(m, 0.0);
-        if sigma > 0.0 {
+        let mut range = None;
+        let mut fused = false;
+        #[cfg(target_arch = "x86_64")]
+        if sigma > 0.0
+            && run
+            && super::simd::level() >= super::simd::Level::Avx512
+            && !matches!(imp, FloatView::F64(_))
+        {
+            // One pass: the noise fast path and the scores with their min/max (AVX-512).
+            range = Some(self.noise_scores_fused(imp, p0, sigma, noise));
+            fused = true;
+        }
+        if sigma > 0.0 && !fused {
             noise.fill(&mut self.values, &mut self.words, &mut self.rejected);
         }
-        let mut range = None;
         #[cfg(target_arch = "x86_64")]
-        if run && super::simd::level() >= super::simd::Level::Avx2 {
+        if !fused && run && super::simd::level() >= super::simd::Level::Avx2 {
             let v = &mut self.values[..m];
             // SAFETY: the CPU has AVX2 and F16C (part of the level); the lengths match.
             range = match imp {
@@ -281,6 +292,7 @@ impl RowScratch {
         }
         let (nan, range) = match range {
             Some((nan, lo, hi)) => (nan, Some((lo, hi))),
+            None if fused => (false, None),
             None => (
                 match imp {
                     FloatView::F16(s) => {
@@ -305,6 +317,71 @@ impl RowScratch {
             return Err(nan_error(row, self.maskable[i.unwrap_or(0)]));
         }
         Ok(self.top_tokens(k, run, range, out))
+    }
+
+    /// `values[j] = importance + sigma * deviate j` for a run starting at `p0`, with the fast
+    /// path of the noise and the scores in one AVX-512 pass and the rejected deviates finished
+    /// after it. Returns (any importance NaN, min, max).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn noise_scores_fused(
+        &mut self,
+        imp: FloatView<'_>,
+        p0: usize,
+        sigma: f64,
+        noise: Noise,
+    ) -> (bool, f64, f64) {
+        let m = self.values.len();
+        noise.words(m, &mut self.words);
+        self.rejected.clear();
+        self.rejected.resize(m.div_ceil(64), 0);
+        let (w_tab, edge) = super::normal::zig_tables();
+        let (mut lo, mut hi) = ([f64::INFINITY; 16], [f64::NEG_INFINITY; 16]);
+        let v = &mut self.values[..m];
+        // SAFETY: the CPU has AVX-512F and F16C (the level); the lengths match.
+        let nan = unsafe {
+            match imp {
+                FloatView::F32(s) => super::avx2::noise_scores_f32(
+                    &self.words,
+                    w_tab,
+                    edge,
+                    &s[p0..p0 + m],
+                    sigma,
+                    v,
+                    &mut self.rejected,
+                    &mut lo,
+                    &mut hi,
+                ),
+                FloatView::F16(s) => super::avx2::noise_scores_f16(
+                    &self.words,
+                    w_tab,
+                    edge,
+                    &s[p0..p0 + m],
+                    sigma,
+                    v,
+                    &mut self.rejected,
+                    &mut lo,
+                    &mut hi,
+                ),
+                FloatView::F64(_) => unreachable!("f64 importance takes the unfused path"),
+            }
+        };
+        for (c, &bits) in self.rejected.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let j = c * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let y = imp.get(p0 + j) + sigma * noise.finish_word(j, self.words[j]);
+                v[j] = y;
+                lo[0] = if y < lo[0] { y } else { lo[0] };
+                hi[0] = if y > hi[0] { y } else { hi[0] };
+            }
+        }
+        (
+            nan,
+            fold16(lo, |a, b| if a < b { a } else { b }),
+            fold16(hi, |a, b| if a > b { a } else { b }),
+        )
     }
 
     /// Token-level top-k of `values` (noisy scores in sequence order), ties to the earlier
