@@ -820,6 +820,45 @@ mod tests {
         }
     }
 
+    /// The scores themselves (not only the masks, which tolerate tiny differences) are the same
+    /// bits at every SIMD level: fused AVX-512, AVX2 and portable, f32 and f16, with rejections.
+    #[test]
+    fn scores_agree_across_levels() {
+        use super::super::simd::{force_level, Level};
+        let mut rng = RowRng::new(5, 5);
+        for case in 0..40u64 {
+            let m = 1 + rng.below(300) as usize;
+            let imp32: Vec<f32> = (0..m + 3)
+                .map(|_| (rng.next_f64() * 4.0 - 2.0) as f32)
+                .collect();
+            let imp16: Vec<u16> = (0..m + 3)
+                .map(|_| {
+                    ((rng.below(2) << 15) | ((8 + rng.below(14)) << 10) | rng.below(1024)) as u16
+                })
+                .collect();
+            let sigma = [1.0, 0.25, 3.0][case as usize % 3];
+            for imp in [FloatView::F32(&imp32), FloatView::F16(&imp16)] {
+                let run = |cap: Option<Level>| {
+                    force_level(cap);
+                    let mut s = RowScratch {
+                        maskable: (2..2 + m as u32).collect(),
+                        ..Default::default()
+                    };
+                    let mut out = vec![false; m + 3];
+                    let noise = Noise::new(RowRng::new(case, 1));
+                    s.importance_tokens(imp, sigma, noise, m / 2, 0, &mut out)
+                        .unwrap();
+                    force_level(None);
+                    let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();
+                    (bits, out)
+                };
+                let fast = run(None);
+                assert_eq!(fast, run(Some(Level::Avx2)), "case {case}");
+                assert_eq!(fast, run(Some(Level::Baseline)), "case {case}");
+            }
+        }
+    }
+
     #[test]
     fn quota_floors() {
         assert_eq!(quota(10, 0.3), 3);
