@@ -170,12 +170,21 @@ impl Noise {
                 return;
             }
         }
-        for (i, (o, &w)) in out.iter_mut().zip(&words[..n]).enumerate() {
-            let layer = (w & 0xff) as usize;
-            // < 2^23, so the signed conversion (one instruction) is exact.
-            let x = ((w >> 9) as i32) as f64 * t.w[layer];
-            rejected[i / 64] |= ((x >= t.edge[layer]) as u64) << (i % 64);
-            *o = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+        // Flags gathered in a register per 64 deviates (not a read-modify-write per deviate).
+        for ((o64, w64), r) in out
+            .chunks_mut(64)
+            .zip(words[..n].chunks(64))
+            .zip(rejected.iter_mut())
+        {
+            let mut bits = 0u64;
+            for (k, (o, &w)) in o64.iter_mut().zip(w64).enumerate() {
+                let layer = (w & 0xff) as usize;
+                // < 2^23, so the signed conversion (one instruction) is exact.
+                let x = ((w >> 9) as i32) as f64 * t.w[layer];
+                bits |= ((x >= t.edge[layer]) as u64) << k;
+                *o = f64::from_bits(x.to_bits() | (((w & 0x100) as u64) << 55));
+            }
+            *r = bits;
         }
         self.finish_rejected(out, words, rejected);
     }
