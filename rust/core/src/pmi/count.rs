@@ -845,6 +845,22 @@ pub(super) struct SyncPtr<K>(pub(super) *mut K);
 unsafe impl<K> Send for SyncPtr<K> {}
 unsafe impl<K> Sync for SyncPtr<K> {}
 
+impl KeyBufs<u64> {
+    /// Like [`Self::ensure`] without touching the buffers: the fused path uses them once, and
+    /// its parallel scatter and sort then fault the pages in on every thread.
+    pub(super) fn ensure_untouched(&mut self, len: usize) {
+        if self.a.len() < len {
+            self.a = Vec::new();
+            self.b = Vec::new();
+            for v in [&mut self.a, &mut self.b] {
+                // Zeroed allocations this large are fresh mappings: no page is written here.
+                *v = vec![0u64; len];
+                advise_huge_pages(v);
+            }
+        }
+    }
+}
+
 impl<K: Key> KeyBufs<K> {
     pub(super) fn ensure(&mut self, len: usize) {
         if self.a.len() < len {

@@ -53,7 +53,7 @@ pub(crate) fn count_fused<S: CountSink>(
     let len = totals[0] as usize;
     super::report(progress, "order 2", 0, totals[0])?;
     let mut tr = Tracer::named("fused");
-    bufs.ensure(len);
+    bufs.ensure_untouched(len);
     tr.lap("buffers");
     let starts = scatter(
         corpus,
@@ -354,36 +354,49 @@ impl Shape {
         u
     }
 
-    /// The last order, in place: each bucket's kept n-grams are compacted to its start (keys
-    /// in `b`, counts in the free scratch `a`), in parallel, then the buckets are moved
-    /// together and the buffers handed out, cut to length.
+    /// The last order, in place: the sorted keys are cut into one chunk per thread (at bucket
+    /// boundaries: a chunk of consecutive buckets is one sorted run of keys), each chunk's kept
+    /// n-grams are compacted to its start (keys in `b`, counts in the free scratch `a`), the
+    /// chunks are moved together and the buffers handed out, cut to length. With one thread
+    /// nothing moves.
     fn compact_in_place(
         &self,
         bufs: &mut KeyBufs<u64>,
         buckets: &[Bucket],
     ) -> (Vec<u64>, Vec<u64>) {
         let len = buckets.last().map_or(0, |b| b.start + b.len);
-        let mut jobs = Vec::with_capacity(buckets.len());
+        let parts = rayon::current_num_threads().max(1);
+        let mut bounds = vec![0];
+        for i in 1..=parts {
+            let target = len * i / parts;
+            let at = buckets.partition_point(|b| b.start < target);
+            let cut = buckets.get(at).map_or(len, |b| b.start);
+            if cut > *bounds.last().unwrap() {
+                bounds.push(cut);
+            }
+        }
+        let mut jobs = Vec::with_capacity(bounds.len());
         let (mut rb, mut ra) = (&mut bufs.b[..len], &mut bufs.a[..len]);
-        for b in buckets {
-            let (hb, tb) = rb.split_at_mut(b.len);
-            let (ha, ta) = ra.split_at_mut(b.len);
-            jobs.push((hb, ha, b.sizes[self.n - 2]));
+        for w in bounds.windows(2) {
+            let (hb, tb) = rb.split_at_mut(w[1] - w[0]);
+            let (ha, ta) = ra.split_at_mut(w[1] - w[0]);
+            jobs.push((hb, ha));
             (rb, ra) = (tb, ta);
         }
-        jobs.into_par_iter()
-            .with_min_len(8)
-            .for_each(|(data, counts, size)| {
-                let u = self.compact(data, counts);
-                debug_assert_eq!(u, size);
-            });
-        // Close the gaps, front to back (every block moves left, into space already freed).
+        let kept: Vec<usize> = jobs
+            .into_par_iter()
+            .map(|(data, counts)| self.compact(data, counts))
+            .collect();
+        debug_assert_eq!(
+            kept.iter().sum::<usize>(),
+            buckets.iter().map(|b| b.sizes[self.n - 2]).sum::<usize>()
+        );
+        // Close the gaps, front to back (every chunk moves left, into space already freed).
         let (mut keys, mut counts) = (std::mem::take(&mut bufs.b), std::mem::take(&mut bufs.a));
         let move_left = |v: &mut Vec<u64>| {
             let mut to = 0;
-            for b in buckets {
-                let u = b.sizes[self.n - 2];
-                v.copy_within(b.start..b.start + u, to);
+            for (w, &u) in bounds.windows(2).zip(&kept) {
+                v.copy_within(w[0]..w[0] + u, to);
                 to += u;
             }
             v.truncate(to);
