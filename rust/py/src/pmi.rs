@@ -311,6 +311,7 @@ fn stats_dict(py: Python<'_>, stats: pmi::BuildStats) -> PyResult<Bound<'_, PyDi
     d.set_item("buffer_keys", stats.buffer_keys)?;
     d.set_item("passes", stats.passes)?;
     d.set_item("spilled_runs", stats.spilled_runs)?;
+    d.set_item("fused", stats.fused)?;
     d.set_item("seconds", stats.seconds)?;
     d.set_item("peak_rss_bytes", stats.peak_rss_bytes)?;
     Ok(d)
