@@ -48,19 +48,26 @@ impl Progress {
 
 /// Run `job` on a helper thread while this (main) thread checks for Ctrl-C every 100 ms: signals
 /// are only delivered to Python on the main thread, and the job's workers are rayon threads.
+/// The helper reports completion over a channel, so the result is returned as soon as it is
+/// ready (not at the next poll).
 fn run_interruptible<T: Send>(
     py: Python<'_>,
     prog: &Progress,
     job: impl FnOnce() -> dense_pt_core::Result<T> + Send,
 ) -> dense_pt_core::Result<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
     py.detach(|| {
         std::thread::scope(|scope| {
-            let handle = scope.spawn(job);
-            // Poll fast at first (small jobs return at once), then every 100 ms.
-            let mut wait = std::time::Duration::from_millis(1);
-            while !handle.is_finished() {
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(std::time::Duration::from_millis(100));
+            let (done, finished) = channel::<()>();
+            let handle = scope.spawn(move || {
+                let res = job();
+                let _ = done.send(());
+                res
+            });
+            // A panic drops the sender: `Disconnected` ends the wait too.
+            while let Err(RecvTimeoutError::Timeout) =
+                finished.recv_timeout(std::time::Duration::from_millis(100))
+            {
                 Python::attach(|py| {
                     if let Err(e) = py.check_signals() {
                         prog.err.lock().unwrap().get_or_insert(e);
