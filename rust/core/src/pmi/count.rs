@@ -260,6 +260,10 @@ impl CountSink for MemorySink {
         let len: usize = sizes.iter().sum();
         // Zeroed allocations of this size are fresh mappings: nothing is written twice.
         let (mut keys, mut counts) = (vec![0u64; len], vec![0u64; len]);
+        // Faulting them in up front (in parallel) measured ~4% faster than faulting on first
+        // write; huge pages here were slower (the kernel compacts memory to find them).
+        prefault(&mut keys);
+        prefault(&mut counts);
         fill_parallel(0, sizes, &mut keys, &mut counts, fill);
         (o.keys, o.counts) = (keys, counts);
         Ok(())
@@ -1005,6 +1009,38 @@ pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
             // how it is backed, never its contents.
             unsafe { libc::madvise(a as *mut libc::c_void, z - a, libc::MADV_HUGEPAGE) };
         }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
+/// Fault in the pages of a fresh buffer up front, a few megabytes per task on every thread,
+/// with `MADV_POPULATE_WRITE` (Linux >= 5.14): one call per chunk instead of one page fault per
+/// 4 KB page, and the faults are spread over the threads. Contents are unchanged (only absent
+/// pages are filled in, zeroed); where unsupported it does nothing and pages fault in on first
+/// write as usual.
+pub(crate) fn prefault<T: Send>(v: &mut [T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        const CHUNK: usize = 4 << 20;
+        let bytes = std::mem::size_of_val(v);
+        if bytes < 2 * CHUNK {
+            return;
+        }
+        let start = v.as_mut_ptr() as usize;
+        let (a, z) = (start.next_multiple_of(4096), (start + bytes) / 4096 * 4096);
+        (a..z).into_par_iter().step_by(CHUNK).for_each(|c| {
+            // SAFETY: [c, min(c + CHUNK, z)) lies inside `v`'s memory, which we borrow
+            // mutably; populating never changes the contents of a mapped page.
+            unsafe {
+                libc::madvise(
+                    c as *mut libc::c_void,
+                    CHUNK.min(z - c),
+                    MADV_POPULATE_WRITE,
+                )
+            };
+        });
     }
     #[cfg(not(target_os = "linux"))]
     let _ = v;
