@@ -11,6 +11,9 @@
 //! corpus, or a tiny budget), the pass takes the corpus in groups of blocks, spills each sorted
 //! group as a run to disk and k-way merges the runs. The output is the sorted distinct keys
 //! with exact counts, so it does not depend on the budget or on the thread count.
+//!
+//! When every n-gram start fits the buffer at once and padded keys fit 64 bits, orders
+//! 2..=max_n are instead counted together from one sort (`fused.rs`); same output.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
