@@ -114,7 +114,7 @@ pub const MIN_BUFFER_KEYS: u64 = 64;
 const FIXED_OVERHEAD: u64 = 32 << 20;
 
 /// Where counted n-grams go, order by order (1, 2, ...), keys strictly ascending.
-pub(crate) trait CountSink {
+pub(crate) trait CountSink: Send {
     fn begin_order(&mut self, n: usize, total: u64) -> Result<()>;
     fn push(&mut self, key: u128, count: u64) -> Result<()>;
     /// Distinct keys and their counts (counts stored in the key type).
@@ -126,10 +126,10 @@ pub(crate) trait CountSink {
     /// The kept (already pruned) distinct n-grams of the current order as consecutive parts
     /// in key order: part `i` has `sizes[i]` entries and `fill(i, keys, counts)` writes them
     /// into slices of exactly that length, on any thread. By default parts are filled in
-    /// parallel in batches and pushed in order.
+    /// parallel in batches and pushed in order, the next batch filled while this one is pushed.
     fn push_parts(&mut self, sizes: &[usize], fill: &PartFill<'_>) -> Result<()> {
         const BATCH: usize = 1 << 18;
-        let (mut keys, mut counts) = (Vec::new(), Vec::new());
+        let mut batches = Vec::new();
         let mut i = 0;
         while i < sizes.len() {
             let (mut j, mut m) = (i, 0);
@@ -137,11 +137,29 @@ pub(crate) trait CountSink {
                 m += sizes[j];
                 j += 1;
             }
-            keys.resize(m, 0u64);
-            counts.resize(m, 0u64);
-            fill_parallel(i, &sizes[i..j], &mut keys, &mut counts, fill);
-            self.push_block(&keys, &counts)?;
+            batches.push((i, j, m));
             i = j;
+        }
+        let fill_batch = |b: (usize, usize, usize), out: &mut (Vec<u64>, Vec<u64>)| {
+            out.0.resize(b.2, 0);
+            out.1.resize(b.2, 0);
+            fill_parallel(b.0, &sizes[b.0..b.1], &mut out.0, &mut out.1, fill);
+        };
+        let (mut cur, mut next) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        if let Some(&b) = batches.first() {
+            fill_batch(b, &mut cur);
+        }
+        for k in 0..batches.len() {
+            let (pushed, ()) = rayon::join(
+                || self.push_block(&cur.0, &cur.1),
+                || {
+                    if let Some(&b) = batches.get(k + 1) {
+                        fill_batch(b, &mut next);
+                    }
+                },
+            );
+            pushed?;
+            std::mem::swap(&mut cur, &mut next);
         }
         Ok(())
     }
