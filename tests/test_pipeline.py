@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dense_pt.pipeline import dev_split
@@ -66,8 +67,9 @@ def test_killed_pipeline_resumes(tmp_path: Path):
 
 
 def test_pretrain_stage_feeds_r1(tmp_path: Path):
-    """A [pretrain] section: a few MLM steps on the pipeline's store, whose exported encoder is the
-    model that zero-shot retrieval and R1 start from."""
+    """A [pretrain] section: a few CDMAE steps on the pipeline's store (after a pmi stage that adds
+    the importance column cdmae masks by), whose exported encoder is the model that zero-shot
+    retrieval and R1 start from."""
     import torch
 
     from dense_pt.pipeline.config import validate_config
@@ -78,14 +80,26 @@ def test_pretrain_stage_feeds_r1(tmp_path: Path):
     docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)
     beir = write_beir(tmp_path / "data", docs, queries, qrels)
     model = tiny_model(tmp_path / "model", [t for _, t in docs] + list(queries.values()), hidden=16, layers=1)
-    pretrain = {"method": "mlm", "train": {"max_steps": 3, "batch_size": 4, "save_every": 3}}
+    pretrain = {"method": "cdmae", "train": {"max_steps": 3, "batch_size": 4, "save_every": 3},
+                "pmi": {"max_n": 3, "window": 3}}  # fmt: skip
     cfg = demo_config(tmp_path / "pipe", beir, model, steps=2, pretrain=pretrain)
     lines: list[str] = []
     with pytest.raises(StopPipeline):
         run_pipeline(cfg, progress=False, stop_after="r1", log=lines.append)
+    pm = json.loads((tmp_path / "pipe" / "pmi" / "manifest.json").read_text())
+    assert pm["status"] == "done" and len(pm["totals"]) == 3 and pm["params"]["window"] == 3
+    from dense_pt.data.store import CorpusStore
+    from dense_pt.pmi import NgramTable
+
+    store = CorpusStore.open(tmp_path / "pipe" / "store" / "store")
+    table = NgramTable.open(tmp_path / "pipe" / "pmi" / "ngrams.pmi")
+    values, offsets = store.ragged("importance")
+    first = store.tokens(0)
+    np.testing.assert_allclose(values[offsets[0] : offsets[1]], table.ami(first, window=3), rtol=1e-6)
     pt = json.loads((tmp_path / "pipe" / "pretrain" / "manifest.json").read_text())
     encoder = tmp_path / "pipe" / "pretrain" / "run" / "encoder"
-    assert pt["status"] == "done" and pt["steps"] == 3 and pt["method"] == "mlm"
+    assert pt["status"] == "done" and pt["steps"] == 3 and pt["method"] == "cdmae"
+    assert pt["inputs"]["store"] == pm["fingerprint"]
     assert Path(pt["encoder"]) == encoder and (encoder / "tokenizer.json").is_file()
     r1 = json.loads((tmp_path / "pipe" / "r1" / "manifest.json").read_text())
     assert r1["inputs"]["model"] == pt["fingerprint"] and r1["train_steps"] == 2
@@ -97,6 +111,41 @@ def test_pretrain_stage_feeds_r1(tmp_path: Path):
     # a typo in [pretrain] fails when the configuration is read, before any stage runs
     from dense_pt.errors import FormatError
 
+    base = {"out": "x", "data": {"corpus": "c", "queries": "q", "qrels": "r"}, "model": {"init": "m"}}
     with pytest.raises(FormatError, match=r"pretrain\.train\.max_step"):
-        validate_config({"out": "x", "data": {"corpus": "c", "queries": "q", "qrels": "r"}, "model": {"init": "m"},
-                         "pretrain": {"method": "mlm", "train": {"max_step": 3}}}, tmp_path)  # fmt: skip
+        validate_config({**base, "pretrain": {"method": "mlm", "train": {"max_step": 3}}}, tmp_path)
+    with pytest.raises(FormatError, match=r"\[pretrain.pmi\] window 4 needs max_n >= window"):
+        validate_config({**base, "pretrain": {"method": "cdmae", "pmi": {"max_n": 3}}}, tmp_path)
+    with pytest.raises(FormatError, match=r"\[pretrain.pmi\] is only used by cdmae"):
+        validate_config({**base, "pretrain": {"method": "mlm", "pmi": {}}}, tmp_path)
+
+
+def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from dense_pt.cli import app
+    from dense_pt.errors import InvalidArgumentError
+    from dense_pt.pipeline import load_pipeline_config
+
+    cfg_file = tmp_path / "p.toml"
+    cfg_file.write_text(
+        'out = "runs/a"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "r.tsv"\n'
+        '[model]\ninit = "m"\n[r1]\ngroup_size = 8\n'
+    )
+    cfg = load_pipeline_config(
+        cfg_file,
+        ["out=runs/b", "r1.group_size=4", "r1.train.max_steps=7",
+         'pretrain={method="cdmae", train={max_steps=3}}'],
+    )  # fmt: skip
+    assert cfg["out"] == tmp_path / "runs" / "b"
+    assert cfg["r1"]["group_size"] == 4 and cfg["r1"]["train"] == {"max_steps": 7}
+    assert cfg["pretrain"]["method"] == "cdmae" and cfg["pretrain"]["train"] == {"max_steps": 3}
+    assert cfg["pretrain"]["pmi"] == {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
+    # the file itself is untouched by overrides
+    assert load_pipeline_config(cfg_file)["r1"]["group_size"] == 8
+    with pytest.raises(InvalidArgumentError, match=r"expected dotted\.key=VALUE"):
+        load_pipeline_config(cfg_file, ["r1.group_size"])
+    with pytest.raises(InvalidArgumentError, match="out is not a table"):
+        load_pipeline_config(cfg_file, ["out.x=1"])
+    res = CliRunner().invoke(app, ["pipeline", "run", str(cfg_file), "--set", "r1.bogus=1"])
+    assert res.exit_code != 0 and "bogus" in str(res.output) + str(res.exception)

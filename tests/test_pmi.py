@@ -89,6 +89,22 @@ def test_counts_pmi_ami_match_counter_reference(tmp_path_factory, corpus, min_co
         )
 
 
+def test_fused_and_per_order_counting_agree(tmp_path):
+    # Short passages (many shorter than max_n) and min_count > 1: the fused path (one sort for
+    # all orders) and the per-order path (forced by a tiny budget) give the same arrays.
+    rng = np.random.default_rng(1)
+    passages = [list(rng.integers(0, 12, size=rng.integers(0, 9))) for _ in range(300)]
+    values, offsets = flatten(passages)
+    kw = dict(vocab_size=12, max_n=4, min_count=2, spill_dir=tmp_path)
+    fused, fs = count_arrays(values, offsets, memory_gb=1, threads=2, **kw)
+    per_order, ps = count_arrays(values, offsets, memory_bytes=0, threads=1, **kw)
+    assert fs["fused"] and not ps["fused"]
+    assert fs["totals"] == ps["totals"]
+    for (k1, c1), (k2, c2) in zip(fused, per_order, strict=True):
+        np.testing.assert_array_equal(k1, k2)
+        np.testing.assert_array_equal(c1, c2)
+
+
 def test_spill_path_with_tiny_budget_gives_same_bytes(tmp_path):
     rng = np.random.default_rng(0)
     passages = [list(rng.integers(0, 3, size=rng.integers(50, 150))) for _ in range(40)]

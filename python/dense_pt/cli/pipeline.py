@@ -17,8 +17,14 @@ def run(
     config: Path = typer.Argument(..., help="Pipeline TOML (see examples/scifact.toml)."),
     quiet: bool = typer.Option(False, help="No progress bars."),
     stop_after: str | None = typer.Option(None, help="Stop after this stage (re-run to continue)."),
+    set_: list[str] = typer.Option(
+        [],
+        "--set",
+        help="Override one value, dotted.key=VALUE (TOML syntax), e.g. --set r1.group_size=4 "
+        "--set 'pretrain={method=\"cdmae\"}'. Repeatable; paths resolve against the config's folder.",
+    ),
 ) -> None:
     """(pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker -> scores -> distill -> report."""
-    from dense_pt.pipeline import run_pipeline
+    from dense_pt.pipeline import load_pipeline_config, run_pipeline
 
-    run_pipeline(config, progress=not quiet, stop_after=stop_after)
+    run_pipeline(load_pipeline_config(config, set_), progress=not quiet, stop_after=stop_after)

@@ -3,7 +3,8 @@
 Top-level keys: ``out``, ``seed``. Tables: ``[data]`` (corpus, queries, qrels, dev_fraction,
 max_length, and optionally dev_qrels: a fixed dev split instead of drawing dev_fraction of qrels), ``[model]`` (init: a folder, a config.json, or ``pkg:PACKAGE/sub/path`` for a model
 shipped inside an installed Python package; pooling), ``[pretrain]`` (optional: ``method``,
-``max_length`` and the ``options`` / ``train`` sub-tables of ``dense-pt pretrain``; the encoder it
+``max_length``, the ``options`` / ``train`` sub-tables of ``dense-pt pretrain``, and for cdmae a
+``pmi`` sub-table: max_n, min_count, window, memory_gb for the importance column; the encoder it
 writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures), ``[encode]`` (batch_size, query_max_length,
 passage_max_length), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size, tau, alpha,
 query_max_length, passage_max_length, and a ``train`` sub-table for the engine), ``[mine]``
@@ -49,12 +50,38 @@ def resolve_model(value: str, base: Path) -> Path:
     return p if p.is_absolute() else (base / p)
 
 
-def load_pipeline_config(path: str | Path) -> dict[str, Any]:
+def load_pipeline_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """Read and validate a pipeline TOML; ``overrides`` (``"table.key=VALUE"``) replace or add single
+    values first (VALUE in TOML syntax, else taken as a string), so one file serves several runs."""
     from dense_pt.training import read_toml
 
     path = Path(path)
-    raw = read_toml(path)
+    raw = apply_overrides(read_toml(path), overrides)
     return validate_config(raw, path.parent.resolve(), str(path))
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``raw`` with each ``dotted.key=VALUE`` set (tables created as needed); a copy, ``raw`` is kept."""
+    import copy
+    import tomllib
+
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(p.strip() for p in parts):
+            raise InvalidArgumentError(f"--set {item!r}: expected dotted.key=VALUE, e.g. r1.group_size=4")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text  # a bare string: a path, a method name
+        node = out
+        for i, p in enumerate(parts[:-1]):
+            node = node.setdefault(p.strip(), {})
+            if not isinstance(node, dict):
+                raise InvalidArgumentError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a table")
+        node[parts[-1].strip()] = value
+    return out
 
 
 def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> dict[str, Any]:
@@ -97,7 +124,10 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
     return cfg
 
 
-PRETRAIN_KEYS = ("method", "max_length", "options", "train")
+PRETRAIN_KEYS = ("method", "max_length", "options", "train", "pmi")
+# How the pipeline builds the store's importance column for methods that mask by it (cdmae).
+PMI_DEFAULTS: dict[str, Any] = {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
+IMPORTANCE_METHODS = frozenset({"cdmae"})
 
 
 def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> dict[str, Any] | None:
@@ -124,5 +154,28 @@ def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> 
         if not isinstance(sec.get(name, {}), dict):
             raise FormatError(f"[pretrain.{name}] must be a table", where)
         dataclass_from_mapping(cls, sec.get(name, {}), where, f"pretrain.{name}")
+    pmi = sec.get("pmi")
+    if pmi is not None:
+        if not isinstance(pmi, dict):
+            raise FormatError("[pretrain.pmi] must be a table", where)
+        unknown = set(pmi) - set(PMI_DEFAULTS)
+        if unknown:
+            raise FormatError(
+                f"[pretrain.pmi] has unknown key(s) {sorted(unknown)} (known: {', '.join(PMI_DEFAULTS)})",
+                where,
+            )
+        if method not in IMPORTANCE_METHODS:
+            raise FormatError(
+                f"[pretrain.pmi] is only used by {', '.join(sorted(IMPORTANCE_METHODS))}, not {method}", where
+            )
+    if method in IMPORTANCE_METHODS:
+        pmi = {**PMI_DEFAULTS, **(pmi or {})}
+        for key in ("max_n", "min_count", "window"):
+            if isinstance(pmi[key], bool) or not isinstance(pmi[key], int) or pmi[key] < 1:
+                raise FormatError(f"[pretrain.pmi] {key} must be a positive integer, got {pmi[key]!r}", where)
+        if pmi["window"] > pmi["max_n"]:
+            raise FormatError(
+                f"[pretrain.pmi] window {pmi['window']} needs max_n >= window, got {pmi['max_n']}", where
+            )
     return {"method": method, "max_length": max_length, "options": dict(sec.get("options", {})),
-            "train": dict(sec.get("train", {}))}  # fmt: skip
+            "train": dict(sec.get("train", {})), "pmi": pmi}  # fmt: skip

@@ -35,18 +35,34 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
             f"Dev split: the {split.get('dev_queries', '?')} queries of `{cfg['data']['dev_qrels']}`; "
             f"training on the {split.get('train_queries', '?')} of `{cfg['data']['qrels']}`."
         ),
+        _pretrain_line(results),
         "",
         "| stage | " + " | ".join(measures) + " | wall (s) |",
         "|---|" + "---:|" * (len(measures) + 1),
     ]
+    pretrained = "pretrain" in results
     for name, m in rows:
+        label = "zero-shot (the pre-trained encoder)" if name == "zeroshot" and pretrained else LABELS[name]
         vals = " | ".join(f"{m['metrics'].get(k, float('nan')):.4f}" for k in measures)
-        lines.append(f"| {LABELS[name]} | {vals} | {m.get('wall_s', 0):.0f} |")
+        lines.append(f"| {label} | {vals} | {m.get('wall_s', 0):.0f} |")
     lines += ["", "![stages](stages.png)", ""]
     with atomic_file(folder / "report.md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     _plot(folder / "stages.png", rows, measures)
     return folder / "report.md"
+
+
+def _pretrain_line(results: dict[str, dict[str, Any]]) -> str:
+    pt = results.get("pretrain")
+    if pt is None:
+        return "No pre-training stage: every stage starts from the model above."
+    loss = pt.get("final_loss")
+    loss_s = f", final loss {loss:.3f}" if isinstance(loss, int | float) else ""
+    pmi = " (after a pmi stage: AMI importance column)" if "pmi" in results else ""
+    return (
+        f"Pre-training: {pt.get('method')} for {pt.get('steps')} steps{loss_s}{pmi}; its encoder is the "
+        "starting point of every later stage."
+    )
 
 
 def _plot(path: Path, rows: list[tuple[str, dict]], measures: list[str]) -> None:

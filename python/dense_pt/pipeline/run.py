@@ -28,6 +28,7 @@ from dense_pt.fsutil import sha256_file, write_json_atomic
 STAGES = (
     "store",
     "split",
+    "pmi",
     "pretrain",
     "bm25",
     "zeroshot",
@@ -246,6 +247,21 @@ def run_pipeline(
     base_model, base_fp = init, init_h
     if cfg["pretrain"]:
         pcfg = cfg["pretrain"]
+        store_fp = st["fingerprint"]
+        if pcfg["pmi"] is not None:
+            # cdmae masks its decoder by token importance: n-gram counts of this corpus -> AMI column.
+            def do_pmi(folder: Path) -> dict:
+                from dense_pt.pmi import build, score
+
+                p = pcfg["pmi"]
+                built = build(store, folder / "ngrams.pmi", max_n=p["max_n"], min_count=p["min_count"],
+                              memory_gb=p["memory_gb"], spill_dir=folder, progress=None)  # fmt: skip
+                scored = score(store, folder / "ngrams.pmi", window=p["window"], force=True)
+                return {"entries": built["entries"], "totals": built["totals"], "tokens": scored["tokens"],
+                        "mean_ami": scored["mean"], "seconds": built["seconds"] + scored["seconds"]}  # fmt: skip
+
+            pm = ctx.stage("pmi", {"store": st["fingerprint"]}, pcfg["pmi"], do_pmi)
+            store_fp = pm["fingerprint"]
 
         def do_pretrain(folder: Path) -> dict:
             from dense_pt.pretrain import build_config, run_pretrain
@@ -260,7 +276,7 @@ def run_pipeline(
             return {"method": pc.method, "steps": summary["steps"], "final_loss": rec.get("loss"),
                     "encoder": summary["written"]["encoder"]}  # fmt: skip
 
-        pt = ctx.stage("pretrain", {"store": st["fingerprint"], "model": init_h}, pcfg, do_pretrain)
+        pt = ctx.stage("pretrain", {"store": store_fp, "model": init_h}, pcfg, do_pretrain)
         base_model, base_fp = ctx.out / "pretrain" / "run" / "encoder", pt["fingerprint"]
 
     # --- BM25 ---------------------------------------------------------------------------------

@@ -48,19 +48,26 @@ impl Progress {
 
 /// Run `job` on a helper thread while this (main) thread checks for Ctrl-C every 100 ms: signals
 /// are only delivered to Python on the main thread, and the job's workers are rayon threads.
+/// The helper reports completion over a channel, so the result is returned as soon as it is
+/// ready (not at the next poll).
 fn run_interruptible<T: Send>(
     py: Python<'_>,
     prog: &Progress,
     job: impl FnOnce() -> dense_pt_core::Result<T> + Send,
 ) -> dense_pt_core::Result<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
     py.detach(|| {
         std::thread::scope(|scope| {
-            let handle = scope.spawn(job);
-            // Poll fast at first (small jobs return at once), then every 100 ms.
-            let mut wait = std::time::Duration::from_millis(1);
-            while !handle.is_finished() {
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(std::time::Duration::from_millis(100));
+            let (done, finished) = channel::<()>();
+            let handle = scope.spawn(move || {
+                let res = job();
+                let _ = done.send(());
+                res
+            });
+            // A panic drops the sender: `Disconnected` ends the wait too.
+            while let Err(RecvTimeoutError::Timeout) =
+                finished.recv_timeout(std::time::Duration::from_millis(100))
+            {
                 Python::attach(|py| {
                     if let Err(e) = py.check_signals() {
                         prog.err.lock().unwrap().get_or_insert(e);
@@ -311,6 +318,7 @@ fn stats_dict(py: Python<'_>, stats: pmi::BuildStats) -> PyResult<Bound<'_, PyDi
     d.set_item("buffer_keys", stats.buffer_keys)?;
     d.set_item("passes", stats.passes)?;
     d.set_item("spilled_runs", stats.spilled_runs)?;
+    d.set_item("fused", stats.fused)?;
     d.set_item("seconds", stats.seconds)?;
     d.set_item("peak_rss_bytes", stats.peak_rss_bytes)?;
     Ok(d)

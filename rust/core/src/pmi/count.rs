@@ -11,6 +11,9 @@
 //! corpus, or a tiny budget), the pass takes the corpus in groups of blocks, spills each sorted
 //! group as a run to disk and k-way merges the runs. The output is the sorted distinct keys
 //! with exact counts, so it does not depend on the budget or on the thread count.
+//!
+//! When every n-gram start fits the buffer at once and padded keys fit 64 bits, orders
+//! 2..=max_n are instead counted together from one sort (`fused.rs`); same output.
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -100,6 +103,8 @@ pub struct BuildStats {
     pub passes: u64,
     /// Sorted runs written to disk.
     pub spilled_runs: u64,
+    /// Orders >= 2 were counted together from one sort (see `fused.rs`).
+    pub fused: bool,
     pub seconds: f64,
     pub peak_rss_bytes: Option<u64>,
 }
@@ -109,7 +114,7 @@ pub const MIN_BUFFER_KEYS: u64 = 64;
 const FIXED_OVERHEAD: u64 = 32 << 20;
 
 /// Where counted n-grams go, order by order (1, 2, ...), keys strictly ascending.
-pub(crate) trait CountSink {
+pub(crate) trait CountSink: Send {
     fn begin_order(&mut self, n: usize, total: u64) -> Result<()>;
     fn push(&mut self, key: u128, count: u64) -> Result<()>;
     /// Distinct keys and their counts (counts stored in the key type).
@@ -118,8 +123,86 @@ pub(crate) trait CountSink {
             .zip(counts)
             .try_for_each(|(&k, &c)| self.push(k.to_u128(), c.to_u128() as u64))
     }
+    /// The kept (already pruned) distinct n-grams of the current order as consecutive parts
+    /// in key order: part `i` has `sizes[i]` entries and `fill(i, keys, counts)` writes them
+    /// into slices of exactly that length, on any thread. By default parts are filled in
+    /// parallel in batches and pushed in order, the next batch filled while this one is pushed.
+    fn push_parts(&mut self, sizes: &[usize], fill: &PartFill<'_>) -> Result<()> {
+        const BATCH: usize = 1 << 18;
+        let mut batches = Vec::new();
+        let mut i = 0;
+        while i < sizes.len() {
+            let (mut j, mut m) = (i, 0);
+            while j < sizes.len() && (j == i || m + sizes[j] <= BATCH) {
+                m += sizes[j];
+                j += 1;
+            }
+            batches.push((i, j, m));
+            i = j;
+        }
+        let fill_batch = |b: (usize, usize, usize), out: &mut (Vec<u64>, Vec<u64>)| {
+            out.0.resize(b.2, 0);
+            out.1.resize(b.2, 0);
+            fill_parallel(b.0, &sizes[b.0..b.1], &mut out.0, &mut out.1, fill);
+        };
+        let (mut cur, mut next) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        if let Some(&b) = batches.first() {
+            fill_batch(b, &mut cur);
+        }
+        for k in 0..batches.len() {
+            let (pushed, ()) = rayon::join(
+                || self.push_block(&cur.0, &cur.1),
+                || {
+                    if let Some(&b) = batches.get(k + 1) {
+                        fill_batch(b, &mut next);
+                    }
+                },
+            );
+            pushed?;
+            std::mem::swap(&mut cur, &mut next);
+        }
+        Ok(())
+    }
+    /// Whether [`Self::push_owned`] keeps the vectors it is given (in-memory sinks): the fused
+    /// path then hands its key buffers over as the last order instead of copying them.
+    fn takes_owned(&self) -> bool {
+        false
+    }
+    /// The kept (already pruned) n-grams of the current order, all at once.
+    fn push_owned(&mut self, keys: Vec<u64>, counts: Vec<u64>) -> Result<()> {
+        self.push_block(&keys, &counts)
+    }
     fn end_order(&mut self) -> Result<()>;
     fn entries(&self) -> Vec<u64>;
+}
+
+/// Writes part `i` of an order: `(i, keys, counts)`, see [`CountSink::push_parts`].
+pub(crate) type PartFill<'a> = dyn Fn(usize, &mut [u64], &mut [u64]) + Sync + 'a;
+
+/// Fill parts `first..first + sizes.len()` into `keys`/`counts` (their sizes summed), in
+/// parallel: every part gets its own disjoint slices.
+fn fill_parallel(
+    first: usize,
+    sizes: &[usize],
+    keys: &mut [u64],
+    counts: &mut [u64],
+    fill: &PartFill<'_>,
+) {
+    let mut jobs = Vec::with_capacity(sizes.len());
+    let (mut rk, mut rc) = (keys, counts);
+    for (i, &s) in sizes.iter().enumerate() {
+        if s == 0 {
+            continue;
+        }
+        let (hk, tk) = rk.split_at_mut(s);
+        let (hc, tc) = rc.split_at_mut(s);
+        jobs.push((first + i, hk, hc));
+        (rk, rc) = (tk, tc);
+    }
+    assert!(rk.is_empty(), "parts do not cover the output");
+    jobs.into_par_iter()
+        .with_min_len(16)
+        .for_each(|(i, k, c)| fill(i, k, c));
 }
 
 impl CountSink for TableWriter {
@@ -148,9 +231,9 @@ pub struct OrderCounts {
     pub counts: Vec<u64>,
 }
 
-struct MemorySink {
-    min_count: u64,
-    orders: Vec<OrderCounts>,
+pub(crate) struct MemorySink {
+    pub(crate) min_count: u64,
+    pub(crate) orders: Vec<OrderCounts>,
 }
 
 impl CountSink for MemorySink {
@@ -188,6 +271,30 @@ impl CountSink for MemorySink {
                 }
             }
         }
+        Ok(())
+    }
+    /// Exact-size outputs (the sizes are known), filled in parallel: the first touch of the
+    /// output pages, most of this step's cost, is spread over the threads.
+    fn push_parts(&mut self, sizes: &[usize], fill: &PartFill<'_>) -> Result<()> {
+        let o = self.orders.last_mut().expect("begun");
+        debug_assert!(o.keys.is_empty());
+        let len: usize = sizes.iter().sum();
+        // Zeroed allocations of this size are fresh mappings: nothing is written twice.
+        let (mut keys, mut counts) = (vec![0u64; len], vec![0u64; len]);
+        // Faulting them in up front (in parallel) measured ~4% faster than faulting on first
+        // write; huge pages here were slower (the kernel compacts memory to find them).
+        prefault(&mut keys);
+        prefault(&mut counts);
+        fill_parallel(0, sizes, &mut keys, &mut counts, fill);
+        (o.keys, o.counts) = (keys, counts);
+        Ok(())
+    }
+    fn takes_owned(&self) -> bool {
+        true
+    }
+    fn push_owned(&mut self, keys: Vec<u64>, counts: Vec<u64>) -> Result<()> {
+        let o = self.orders.last_mut().expect("begun");
+        (o.keys, o.counts) = (keys, counts);
         Ok(())
     }
     fn end_order(&mut self) -> Result<()> {
@@ -233,7 +340,7 @@ pub fn count_arrays(
     };
     let mut stats = pool.install(|| {
         check_tokens(corpus, p0, p1, opts.vocab_size)?;
-        count_into(corpus, p0, p1, opts, &spill_dir, &mut sink, progress)
+        count_into(corpus, p0, p1, opts, &spill_dir, &mut sink, progress, true)
     })?;
     stats.seconds = t0.elapsed().as_secs_f64();
     stats.peak_rss_bytes = super::peak_rss_bytes();
@@ -302,7 +409,16 @@ fn build_inner(
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from(".")),
     };
-    let stats = count_into(corpus, p0, p1, opts, &spill_dir, &mut writer, progress)?;
+    let stats = count_into(
+        corpus,
+        p0,
+        p1,
+        opts,
+        &spill_dir,
+        &mut writer,
+        progress,
+        true,
+    )?;
     writer.finish()?;
     Ok(stats)
 }
@@ -333,6 +449,9 @@ fn check_tokens(corpus: Corpus<'_>, p0: usize, p1: usize, v: u32) -> Result<()> 
 }
 
 /// Count orders 1..=max_n of passages `p0..p1` into `sink`, order by order, keys ascending.
+/// Orders >= 2 take the fused path (one sort for all orders) when `allow_fused` and it fits,
+/// else one sort per order.
+#[allow(clippy::too_many_arguments)]
 fn count_into<S: CountSink>(
     corpus: Corpus<'_>,
     p0: usize,
@@ -341,6 +460,7 @@ fn count_into<S: CountSink>(
     spill_dir: &Path,
     writer: &mut S,
     progress: ProgressFn<'_>,
+    allow_fused: bool,
 ) -> Result<BuildStats> {
     let v = opts.vocab_size;
     let bits = token_bits(v);
@@ -387,6 +507,31 @@ fn count_into<S: CountSink>(
         + FIXED_OVERHEAD;
     let mut b64 = KeyBufs::<u64>::default();
     let mut b128 = KeyBufs::<u128>::default();
+    if allow_fused && super::fused::key_fits(opts.max_n, v) {
+        let cap = buffer_keys::<u64>(opts.memory_bytes, resident);
+        let keys: u64 = (p0..p1)
+            .map(|p| (corpus.passage(p).len() as u64).saturating_sub(1))
+            .sum();
+        if keys <= cap {
+            stats.buffer_keys = cap;
+            stats.passes += 1;
+            stats.fused = true;
+            let totals = super::fused::count_fused(
+                corpus,
+                p0,
+                p1,
+                opts.max_n,
+                v,
+                opts.min_count,
+                &mut b64,
+                writer,
+                progress,
+            )?;
+            stats.totals.extend(totals);
+            stats.entries = writer.entries();
+            return Ok(stats);
+        }
+    }
     for n in 2..=opts.max_n {
         let kw = key_width(n, bits).expect("validated");
         let ctx = OrderCtx {
@@ -708,8 +853,8 @@ fn count_order<K: Key, S: CountSink>(
 /// virtual machines first-touch page faults cost as much as a sort pass, so buffers are
 /// allocated (and touched) once.
 pub(crate) struct KeyBufs<K> {
-    a: Vec<K>,
-    b: Vec<K>,
+    pub(super) a: Vec<K>,
+    pub(super) b: Vec<K>,
 }
 
 impl<K: Key> Default for KeyBufs<K> {
@@ -721,12 +866,28 @@ impl<K: Key> Default for KeyBufs<K> {
     }
 }
 
-struct SyncPtr<K>(*mut K);
+pub(super) struct SyncPtr<K>(pub(super) *mut K);
 unsafe impl<K> Send for SyncPtr<K> {}
 unsafe impl<K> Sync for SyncPtr<K> {}
 
+impl KeyBufs<u64> {
+    /// Like [`Self::ensure`] without touching the buffers: the fused path uses them once, and
+    /// its parallel scatter and sort then fault the pages in on every thread.
+    pub(super) fn ensure_untouched(&mut self, len: usize) {
+        if self.a.len() < len {
+            self.a = Vec::new();
+            self.b = Vec::new();
+            for v in [&mut self.a, &mut self.b] {
+                // Zeroed allocations this large are fresh mappings: no page is written here.
+                *v = vec![0u64; len];
+                advise_huge_pages(v);
+            }
+        }
+    }
+}
+
 impl<K: Key> KeyBufs<K> {
-    fn ensure(&mut self, len: usize) {
+    pub(super) fn ensure(&mut self, len: usize) {
         if self.a.len() < len {
             self.a = Vec::new();
             self.b = Vec::new();
@@ -791,31 +952,54 @@ impl<K: Key> KeyBufs<K> {
     }
 }
 
-/// Phase timings on stderr when `DENSE_PT_PMI_TRACE` is set (for profiling the counting path).
+/// Phase timings on stderr when `DENSE_PT_PMI_TRACE` is set (for profiling the counting path):
+/// wall time and the process's CPU time (all threads; it tells work from waiting on a busy
+/// machine).
 pub(crate) struct Tracer {
-    n: usize,
-    last: Option<Instant>,
+    label: String,
+    last: Option<(Instant, f64)>,
+}
+
+/// CPU seconds of this process, all threads (0 where unsupported).
+fn process_cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec for the call to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } == 0 {
+            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
+        }
+    }
+    0.0
 }
 
 impl Tracer {
     fn new(n: usize) -> Self {
+        Self::named(&format!("order {n}"))
+    }
+
+    pub(crate) fn named(label: &str) -> Self {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let on = *ON.get_or_init(|| std::env::var_os("DENSE_PT_PMI_TRACE").is_some());
         Tracer {
-            n,
-            last: on.then(Instant::now),
+            label: label.to_string(),
+            last: on.then(|| (Instant::now(), process_cpu_seconds())),
         }
     }
 
-    fn lap(&mut self, what: &str) {
-        if let Some(t) = self.last {
-            let now = Instant::now();
+    pub(crate) fn lap(&mut self, what: &str) {
+        if let Some((t, c)) = self.last {
+            let (now, cpu) = (Instant::now(), process_cpu_seconds());
             eprintln!(
-                "pmi trace: order {} {what}: {:.1} ms",
-                self.n,
-                (now - t).as_secs_f64() * 1e3
+                "pmi trace: {} {what}: {:.1} ms (cpu {:.1} ms)",
+                self.label,
+                (now - t).as_secs_f64() * 1e3,
+                (cpu - c) * 1e3
             );
-            self.last = Some(now);
+            self.last = Some((now, cpu));
         }
     }
 }
@@ -851,6 +1035,38 @@ pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
     let _ = v;
 }
 
+/// Fault in the pages of a fresh buffer up front, a few megabytes per task on every thread,
+/// with `MADV_POPULATE_WRITE` (Linux >= 5.14): one call per chunk instead of one page fault per
+/// 4 KB page, and the faults are spread over the threads. Contents are unchanged (only absent
+/// pages are filled in, zeroed); where unsupported it does nothing and pages fault in on first
+/// write as usual.
+pub(crate) fn prefault<T: Send>(v: &mut [T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        const CHUNK: usize = 4 << 20;
+        let bytes = std::mem::size_of_val(v);
+        if bytes < 2 * CHUNK {
+            return;
+        }
+        let start = v.as_mut_ptr() as usize;
+        let (a, z) = (start.next_multiple_of(4096), (start + bytes) / 4096 * 4096);
+        (a..z).into_par_iter().step_by(CHUNK).for_each(|c| {
+            // SAFETY: [c, min(c + CHUNK, z)) lies inside `v`'s memory, which we borrow
+            // mutably; populating never changes the contents of a mapped page.
+            unsafe {
+                libc::madvise(
+                    c as *mut libc::c_void,
+                    CHUNK.min(z - c),
+                    MADV_POPULATE_WRITE,
+                )
+            };
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
 /// Below this many keys a comparison sort beats clearing radix histograms.
 const SMALL_SORT: usize = 384;
 /// Up to this many keys (a few hundred KB: L2-sized) a bucket is LSD-radix sorted directly;
@@ -868,7 +1084,7 @@ fn lsd_digit_bits(len: usize) -> u32 {
         .clamp(6, MAX_DIGIT_BITS)
 }
 
-fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
+pub(super) fn sort_rest<K: Key>(data: &mut [K], tmp: &mut [K], key_bits: u32) {
     let len = data.len();
     if len <= 1 || key_bits == 0 {
         return;
@@ -1058,6 +1274,48 @@ impl Iterator for RunReader {
             Err(e) => Some(Err(Error::io(&self.path, e))),
         }
     }
+}
+
+/// Counts of passages `p0..p1` into memory through the fused or the per-order path (for the
+/// tests that compare them): `(orders, totals, fused_taken)`.
+#[cfg(test)]
+pub(crate) fn count_into_for_test(
+    corpus: Corpus<'_>,
+    p0: usize,
+    p1: usize,
+    vocab_size: u32,
+    max_n: usize,
+    min_count: u64,
+    fused: bool,
+) -> (Vec<OrderCounts>, Vec<u64>, bool) {
+    let opts = BuildOptions {
+        max_n,
+        min_count,
+        vocab_size,
+        vocab_hash: [0; 32],
+        memory_bytes: 1 << 30,
+        threads: 1,
+        shard_index: 0,
+        shard_count: 1,
+        spill_dir: None,
+    };
+    let mut sink = MemorySink {
+        min_count,
+        orders: Vec::new(),
+    };
+    let dir = std::env::temp_dir();
+    let stats = count_into(
+        corpus,
+        p0,
+        p1,
+        &opts,
+        &dir,
+        &mut sink,
+        &super::no_progress,
+        fused,
+    )
+    .unwrap();
+    (sink.orders, stats.totals, stats.fused)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! `AMI(x_i)` averages the PMI of the `L-1` n-grams ending at `i` and the `L-1` starting at `i`
 //! (each sum divided by `L-1`); a term past a passage end or pruned contributes 0.
 pub mod count;
+mod fused;
 pub mod keys;
 pub mod kmerge;
 pub mod merge;
