@@ -258,16 +258,24 @@ def test_a_raising_progress_callback_cancels_and_leaves_nothing(tmp_path):
 
 def test_ctrl_c_interrupts_a_long_build(tmp_path):
     import _thread
+    import signal
     import threading
     import time
 
     rng = np.random.default_rng(2)
-    values = rng.integers(0, 3, size=400_000).astype(np.uint32)
-    offsets = np.arange(0, 400_001, 1000, dtype=np.int64)
-    # A tiny budget makes this build slow (hundreds of spilled runs): Ctrl-C must stop it early.
-    threading.Timer(0.3, _thread.interrupt_main).start()
-    t0 = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
-    assert time.perf_counter() - t0 < 30
+    values = rng.integers(0, 3, size=1_200_000).astype(np.uint32)
+    offsets = np.arange(0, 1_200_001, 1000, dtype=np.int64)
+    # interrupt_main() does nothing unless Python's own SIGINT handler is installed: make sure it
+    # is, whatever an earlier test or library did to it.
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # A tiny budget makes this build slow (tens of thousands of spilled runs, seconds even on
+        # a fast machine): Ctrl-C must stop it early.
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        t0 = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
+        assert time.perf_counter() - t0 < 30
+    finally:
+        signal.signal(signal.SIGINT, saved)
     assert not list(tmp_path.iterdir())
