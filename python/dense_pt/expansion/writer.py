@@ -18,11 +18,8 @@ differ from the manifest, so one folder never mixes two configurations.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +28,7 @@ import pyarrow.parquet as pq
 
 from dense_pt import __version__
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
-from dense_pt.fsutil import write_json_atomic
+from dense_pt.fsutil import atomic_file, write_json_atomic
 
 MANIFEST = "expansion.json"
 FORMAT = "dense-pt-queries"
@@ -107,17 +104,8 @@ class QueryWriter:
         """Write one shard atomically (temporary file in the folder, fsync, rename)."""
         table = pa.Table.from_pylist(rows, schema=SCHEMA)
         path = self.folder / f"part-{self._next:05d}.parquet"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.folder)
-        os.close(fd)
-        try:
-            pq.write_table(table, tmp, compression="zstd")
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        with atomic_file(path, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
         self._next += 1
         return path
 

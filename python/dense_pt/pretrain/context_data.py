@@ -166,22 +166,9 @@ class CurriculumSource:
         dataset = _Rounds(self, rank, world_size, n)
         if self.num_workers == 0:
             return (dataset[k] for k in range(start, n))
-        import torch
-        from torch.utils.data import DataLoader
+        from dense_pt.training.data import worker_batches
 
-        from dense_pt.training.data import _worker_init
-
-        loader = DataLoader(
-            dataset,
-            batch_size=None,
-            sampler=range(start, n),
-            num_workers=self.num_workers,
-            prefetch_factor=self.prefetch_factor,
-            pin_memory=self.pin_memory,
-            worker_init_fn=_worker_init,
-            generator=torch.Generator().manual_seed(self.seed),
-        )
-        return iter(loader)
+        return worker_batches(self, dataset, start, n)
 
 
 class _Rounds:

@@ -94,19 +94,26 @@ class IndexedBatchSource:
             return iter(())
         if self.num_workers == 0:
             return (dataset[k] for k in range(start, len(dataset)))
-        loader = DataLoader(
-            dataset,
-            batch_size=None,
-            sampler=range(start, len(dataset)),
-            num_workers=self.num_workers,
-            prefetch_factor=self.prefetch_factor,
-            pin_memory=self.pin_memory,
-            worker_init_fn=_worker_init,
-            # A private generator: creating the iterator must not consume the global torch RNG,
-            # whose state is part of the checkpoint.
-            generator=torch.Generator().manual_seed(self.seed),
-        )
-        return iter(loader)
+        return worker_batches(self, dataset, start, len(dataset))
+
+
+def worker_batches(source: Any, dataset: Any, start: int, stop: int) -> Iterator[Batch]:
+    """Items ``start..stop`` of a map-style ``dataset`` of ready batches, built by
+    ``source.num_workers`` DataLoader worker processes (``source`` also gives ``prefetch_factor``,
+    ``pin_memory`` and ``seed``)."""
+    loader = DataLoader(
+        dataset,
+        batch_size=None,
+        sampler=range(start, stop),
+        num_workers=source.num_workers,
+        prefetch_factor=source.prefetch_factor,
+        pin_memory=source.pin_memory,
+        worker_init_fn=_worker_init,
+        # A private generator: creating the iterator must not consume the global torch RNG,
+        # whose state is part of the checkpoint.
+        generator=torch.Generator().manual_seed(source.seed),
+    )
+    return iter(loader)
 
 
 def to_device(batch: Batch, device: torch.device) -> dict[str, Any]:
