@@ -3,13 +3,17 @@
 ``metric="ip"`` is the inner product, ``"cosine"`` L2-normalises both sides first. The passage
 embeddings are searched in chunks of at most ``max_memory_gb`` (as float32, what faiss needs),
 one flat index per chunk, and the per-chunk top-k lists are merged; when everything fits, it is
-one chunk. Results are ordered by score, ties by corpus row, so the chunked and one-shot paths
-agree. A GPU index is used when faiss was built with GPU support and a GPU is visible.
+one chunk. A GPU index is used when faiss was built with GPU support and a GPU is visible.
+
+faiss scores in float32, and its rounding depends on the kernel it picks for a chunk's shape (and
+on the CPU or GPU), so two near-equal passages can swap places between a chunked and a one-shot
+search. The result must not depend on the memory budget or the machine, so faiss only proposes
+candidates (``k`` plus a margin per chunk) and the final candidates are rescored in float64 from the
+stored vectors, one fixed-order dot product per pair, then ranked by (score desc, corpus row asc).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +63,70 @@ def merge_topk(
     return np.take_along_axis(s, order, 1), np.take_along_axis(r, order, 1)
 
 
+def candidate_margin(k: int) -> int:
+    """Extra candidates taken from faiss beyond ``k``: room for float32 near-ties at the cut-off."""
+    return max(16, k // 10)
+
+
+def _gather(shards: list[np.ndarray], offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """float64 vectors of the (unique, sorted) global ``rows``."""
+    out = np.empty((len(rows), shards[0].shape[1]), dtype=np.float64)
+    which = np.searchsorted(offsets, rows, side="right") - 1
+    for s in np.unique(which):
+        sel = which == s
+        out[sel] = shards[s][rows[sel] - offsets[s]]
+    return out
+
+
+def _dot_pairs(cands: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Scores [nq, m] of candidate vectors [nq, m, d] against their queries [nq, d]. einsum
+    (optimize off) runs one contiguous loop over d per pair, so a pair's result depends on neither
+    its position nor the array's shape, unlike BLAS kernels, which pick their accumulation order
+    by shape (tests/test_retrieval.py checks it)."""
+    return np.einsum("qmd,qd->qm", cands, queries, optimize=False)
+
+
+def _norms(x: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.einsum("nd,nd->n", x, x, optimize=False))[:, None]
+
+
+def rescore(
+    queries: np.ndarray,
+    shards: list[np.ndarray],
+    rows: np.ndarray,
+    k: int,
+    metric: str = "ip",
+    max_block_bytes: int = 1 << 27,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of the candidate ``rows`` [nq, m] (-1 = none) by exact float64 scores, ties by row.
+
+    Each score is one dot product over the dimension in a fixed order, so it depends only on the
+    two vectors, not on how the candidates were found."""
+    offsets = np.cumsum([0] + [len(s) for s in shards])
+    dim = queries.shape[1]
+    q = queries.astype(np.float64)
+    if metric == "cosine":
+        q /= np.maximum(_norms(q), 1e-12)
+    out_s = np.full((len(q), min(k, rows.shape[1])), -np.inf)
+    out_r = np.full(out_s.shape, -1, dtype=np.int64)
+    if rows.size == 0:
+        return out_s, out_r
+    block = max(1, max_block_bytes // max(1, rows.shape[1] * dim * 8))
+    for a in range(0, len(q), block):
+        r = rows[a : a + block]
+        valid = r >= 0
+        uniq, inv = np.unique(np.where(valid, r, 0), return_inverse=True)
+        vecs = _gather(shards, offsets, uniq)
+        if metric == "cosine":
+            vecs /= np.maximum(_norms(vecs), 1e-12)
+        s = np.where(valid, _dot_pairs(vecs[inv.reshape(r.shape)], q[a : a + block]), -np.inf)
+        key = np.where(valid, r, np.iinfo(np.int64).max)
+        order = np.lexsort((key, -s), axis=-1)[:, : out_s.shape[1]]
+        out_s[a : a + block] = np.take_along_axis(s, order, 1)
+        out_r[a : a + block] = np.take_along_axis(np.where(valid, r, -1), order, 1)
+    return out_s, out_r
+
+
 def search_arrays(
     queries: np.ndarray,
     shards: list[np.ndarray],
@@ -67,7 +135,7 @@ def search_arrays(
     max_memory_gb: float | None = None,
     use_gpu: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k (scores, global row indices) of each query over the concatenated ``shards``."""
+    """Top-k (float64 scores, global row indices) of each query over the concatenated ``shards``."""
     if metric not in METRICS:
         raise InvalidArgumentError(f"metric must be one of {METRICS}, got {metric!r}")
     if k < 1:
@@ -82,15 +150,16 @@ def search_arrays(
     budget = total if max_memory_gb is None else max(1, int(max_memory_gb * 1e9 // (4 * dim)))
     best_s = np.full((len(q), 0), -np.inf, dtype=np.float32)
     best_r = np.full((len(q), 0), -1, dtype=np.int64)
+    m = k + candidate_margin(k)
     base = 0
     for sh in shards:
         for a in range(0, len(sh), budget):
             chunk = _prep(sh[a : a + budget], metric)
-            s, r = _search_chunk(q, chunk, k, gpu)
+            s, r = _search_chunk(q, chunk, m, gpu)
             r = np.where(r < 0, -1, r + base + a)
-            best_s, best_r = merge_topk(best_s, best_r, s, r, k)
+            best_s, best_r = merge_topk(best_s, best_r, s, r, m)
         base += len(sh)
-    return best_s, best_r
+    return rescore(queries, shards, best_r, k, metric)
 
 
 def search(
@@ -116,9 +185,7 @@ def search(
         pids.extend(ids)
         shards.append(emb)
     scores, rows = search_arrays(q, shards, k, metric, max_memory_gb)
-    run: dict[str, dict[str, float]] = {}
-    for i, qid in enumerate(qids):
-        run[qid] = {pids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True) if r >= 0}
+    run = run_from_arrays(qids, pids, scores, rows)
     if out is not None:
         write_run(out, run, tag)
     return run
@@ -126,7 +193,8 @@ def search(
 
 def run_from_arrays(
     qids: list[str], pids: list[str], scores: np.ndarray, rows: np.ndarray
-) -> Mapping[str, dict[str, float]]:
+) -> dict[str, dict[str, float]]:
+    """``{qid: {pid: score}}`` from search_arrays' output (rows of -1 dropped)."""
     return {
         q: {pids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True) if r >= 0}
         for i, q in enumerate(qids)
