@@ -702,17 +702,25 @@ fn count_at_least(bins: &[u8], t: u8) -> usize {
         // SAFETY: the CPU has AVX2 and POPCNT (part of the level).
         return unsafe { super::avx2::count_at_least(bins, t) };
     }
+    // SWAR on u64 words, 8 bins at a time (the compiler's own vectorisation of a byte loop
+    // transposes blocks through the stack on SSE2). Per byte, b >= t iff the high bits say so,
+    // or they are equal and the low 7 bits compare >= (bit 7 of `(b7 | 0x80) - t7`, no borrow
+    // crosses a byte).
+    const H: u64 = 0x8080_8080_8080_8080;
+    const L7: u64 = !H;
+    let tt = u64::from(t) * 0x0101_0101_0101_0101;
+    let (th, t7) = (tt & H, tt & L7);
+    let (words, rest) = bins.as_chunks::<8>();
     let mut total = 0usize;
-    for block in bins.chunks(32 * 255) {
-        let mut acc = [0u8; 32];
-        for c in block.chunks_exact(32) {
-            for i in 0..32 {
-                acc[i] += (c[i] >= t) as u8;
-            }
-        }
-        total += acc.iter().map(|&a| a as usize).sum::<usize>();
+    for w in words {
+        let x = u64::from_le_bytes(*w);
+        let low_ge = ((x & L7) | H).wrapping_sub(t7) & H;
+        let xh = x & H;
+        let ge = (xh & !th) | (!(xh ^ th) & low_ge);
+        // Bit 7 of each byte set where b >= t: the byte sum lands in the top byte.
+        total += ((ge >> 7).wrapping_mul(0x0101_0101_0101_0101) >> 56) as usize;
     }
-    total
+    total + rest.iter().filter(|&&b| b >= t).count()
 }
 
 /// Append the indices `j` with `bytes[j] == value` to `out`, ascending.
@@ -723,7 +731,7 @@ fn positions_of(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
         // SAFETY: the CPU has AVX2.
         return unsafe { super::avx2::positions_of(bytes, value, out) };
     }
-    super::view::compact(bytes.len(), out, |j| bytes[j] == value);
+    super::view::compact_bytes_equal(bytes, value, out);
 }
 
 /// Histogram bin of each score: the monotone map `min((v - lo) * scale, BUCKETS - 1)` rounded
@@ -773,6 +781,25 @@ mod tests {
         ];
         for w in xs.windows(2) {
             assert!(ordered_bits(w[0]) < ordered_bits(w[1]));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn count_at_least_counts_at_every_level(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            t in proptest::num::u8::ANY,
+        ) {
+            let mut bins = bytes.clone();
+            bins.resize(bytes.len().next_multiple_of(32), 0);
+            let want = bytes.iter().filter(|&&b| b >= t).count() + if t == 0 { bins.len() - bytes.len() } else { 0 };
+            use super::super::simd::{force_level, Level};
+            for cap in [None, Some(Level::Baseline)] {
+                force_level(cap);
+                let got = count_at_least(&bins, t);
+                force_level(None);
+                proptest::prop_assert_eq!(got, want);
+            }
         }
     }
 

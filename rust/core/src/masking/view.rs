@@ -66,8 +66,12 @@ impl<'a> IntView<'a> {
             compact(s.len(), out, |i| s[i] != zero);
         }
         match self {
-            IntView::Bool(s) => go(s, out),
-            IntView::U8(s) => go(s, out),
+            // SAFETY: bool is one byte holding 0 or 1.
+            IntView::Bool(s) => compact_nonzero_bytes(
+                unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, s.len()) },
+                out,
+            ),
+            IntView::U8(s) => compact_nonzero_bytes(s, out),
             IntView::I32(s) => go(s, out),
             IntView::U32(s) => go(s, out),
             IntView::I64(s) => go(s, out),
@@ -123,7 +127,8 @@ impl<'a> IntView<'a> {
         }
     }
 
-    /// Widen the whole view into `out` (cleared first).
+    /// Append the whole view to `out`, widened.
+    #[inline(always)]
     pub fn extend_i64(&self, out: &mut Vec<i64>) {
         match self {
             IntView::Bool(s) => out.extend(s.iter().map(|&v| v as i64)),
@@ -164,27 +169,9 @@ impl<'a> IntView<'a> {
     /// pass.
     #[inline(always)]
     pub fn extend_i64_below(&self, out: &mut Vec<i64>, bound: i64) -> bool {
-        #[inline(always)]
-        fn go<T: Copy + Into<i64>>(s: &[T], out: &mut Vec<i64>, bound: u64) -> bool {
-            let mut bad = false;
-            out.extend(s.iter().map(|&v| {
-                let v: i64 = v.into();
-                bad |= (v as u64) >= bound;
-                v
-            }));
-            !bad
-        }
-        let b = bound as u64;
-        match self {
-            IntView::Bool(s) => {
-                out.extend(s.iter().map(|&v| v as i64));
-                self.all_below(bound)
-            }
-            IntView::U8(s) => go(s, out, b),
-            IntView::I32(s) => go(s, out, b),
-            IntView::U32(s) => go(s, out, b),
-            IntView::I64(s) => go(s, out, b),
-        }
+        let start = out.len();
+        self.extend_i64(out);
+        in_range(&out[start..], bound)
     }
 
     /// Smallest and largest value (None for an empty view).
@@ -224,9 +211,32 @@ pub(crate) const COMPACT: [[u8; 8]; 256] = {
     t
 };
 
+/// Whether every value is in [0, bound): v is in range iff neither v nor bound - 1 - v is negative,
+/// so the sign bit of an OR over both says it for the whole slice. Only 64-bit subtract and OR,
+/// which every vector unit has (SSE2 has no 64-bit compare). A second pass over the copy is
+/// faster than checking while copying.
+#[inline(always)]
+fn in_range(values: &[i64], bound: i64) -> bool {
+    if bound <= 0 {
+        return values.is_empty();
+    }
+    let top = bound - 1;
+    let mut acc = [0i64; 8];
+    let (blocks, rest) = values.as_chunks::<8>();
+    for c in blocks {
+        for l in 0..8 {
+            acc[l] |= c[l] | top.wrapping_sub(c[l]);
+        }
+    }
+    for &v in rest {
+        acc[0] |= v | top.wrapping_sub(v);
+    }
+    acc.iter().fold(0, |a, &b| a | b) >= 0
+}
+
 /// Append to `out` the indices `i < len` with `keep(i)`, ascending. Eight indices at a time: their
 /// flags form a byte, the table gives the kept offsets, all eight slots are written and the
-/// length advances by the popcount (no branch per index, no serial store chain per index).
+/// length advances by the count (no branch per index, no serial store chain per index).
 #[inline(always)]
 pub(crate) fn compact(len: usize, out: &mut Vec<u32>, keep: impl Fn(usize) -> bool) {
     let base = out.len();
@@ -235,17 +245,11 @@ pub(crate) fn compact(len: usize, out: &mut Vec<u32>, keep: impl Fn(usize) -> bo
     let mut n = 0usize;
     let mut i = 0usize;
     while i + 8 <= len {
-        let mut m = 0u8;
-        for b in 0..8 {
-            m |= (keep(i + b) as u8) << b;
+        let mut f = [0u8; 8];
+        for (b, x) in f.iter_mut().enumerate() {
+            *x = keep(i + b) as u8;
         }
-        let offs = &COMPACT[m as usize];
-        // n + 8 <= i + 8 <= len < dst.len(): the eight slots exist.
-        let slots = &mut dst[n..n + 8];
-        for b in 0..8 {
-            slots[b] = i as u32 + offs[b] as u32;
-        }
-        n += m.count_ones() as usize;
+        n = emit8(dst, n, i, u64::from_le_bytes(f));
         i += 8;
     }
     while i < len {
@@ -254,6 +258,80 @@ pub(crate) fn compact(len: usize, out: &mut Vec<u32>, keep: impl Fn(usize) -> bo
         i += 1;
     }
     out.truncate(base + n);
+}
+
+/// Append to `out` the indices of the non-zero bytes, ascending (masks held as bool or u8).
+#[inline(always)]
+pub(crate) fn compact_nonzero_bytes(bytes: &[u8], out: &mut Vec<u32>) {
+    compact_words(
+        bytes.len(),
+        out,
+        |i| bytes[i] != 0,
+        |i| {
+            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+            // Bit 7 of a byte is set iff the byte is non-zero (no carry crosses a byte).
+            ((((w & LOW7) + LOW7) | w) & HIGH) >> 7
+        },
+    )
+}
+
+/// Append to `out` the indices of the bytes equal to `value`, ascending.
+#[inline(always)]
+pub(crate) fn compact_bytes_equal(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
+    let v = u64::from(value) * 0x0101_0101_0101_0101;
+    compact_words(
+        bytes.len(),
+        out,
+        |i| bytes[i] == value,
+        |i| {
+            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()) ^ v;
+            !((((w & LOW7) + LOW7) | w) & HIGH) >> 7 & 0x0101_0101_0101_0101
+        },
+    )
+}
+
+const HIGH: u64 = 0x8080_8080_8080_8080;
+const LOW7: u64 = !HIGH;
+
+/// `compact` over whole words: `word(i)` holds the flags of indices i..i+8 as 0/1 bytes (byte b
+/// for index i + b); `keep` serves the tail.
+#[inline(always)]
+fn compact_words(
+    len: usize,
+    out: &mut Vec<u32>,
+    keep: impl Fn(usize) -> bool,
+    word: impl Fn(usize) -> u64,
+) {
+    let base = out.len();
+    out.resize(base + len + 8, 0);
+    let dst = &mut out[base..];
+    let mut n = 0usize;
+    let mut i = 0usize;
+    while i + 8 <= len {
+        n = emit8(dst, n, i, word(i));
+        i += 8;
+    }
+    while i < len {
+        dst[n] = i as u32;
+        n += keep(i) as usize;
+        i += 1;
+    }
+    out.truncate(base + n);
+}
+
+/// Write the kept indices among i..i+8 (flags `w`, 0/1 bytes) at `dst[n..]`; returns the new
+/// length. One multiply gathers the flags into a byte (bit b from byte b), another sums them
+/// (baseline x86_64 has no popcount instruction). All eight slots are written.
+#[inline(always)]
+fn emit8(dst: &mut [u32], n: usize, i: usize, w: u64) -> usize {
+    let m = (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
+    let offs = &COMPACT[m as usize];
+    // n + 8 <= i + 8 <= len < dst.len(): the eight slots exist.
+    let slots = &mut dst[n..n + 8];
+    for b in 0..8 {
+        slots[b] = i as u32 + offs[b] as u32;
+    }
+    n + (w.wrapping_mul(0x0101_0101_0101_0101) >> 56) as usize
 }
 
 /// A float array viewed without copying; `F16` holds IEEE binary16 bit patterns.
@@ -391,5 +469,45 @@ mod tests {
         assert_eq!(f16_to_f64(0x7c00), f64::INFINITY);
         assert!(f16_to_f64(0x7e00).is_nan());
         assert_eq!(f16_to_f64(0x8000), 0.0);
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time compactions and the range check equal their definitions.
+        #[test]
+        fn word_tricks_equal_their_definitions(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![proptest::num::u8::ANY, 0u8..3],
+                0..100,
+            ),
+            value in 0u8..4,
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![
+                    -3i64..40,
+                    proptest::strategy::Just(i64::MIN),
+                    proptest::strategy::Just(i64::MAX),
+                ],
+                0..40,
+            ),
+            bound in -2i64..45,
+        ) {
+            let mut got = vec![7u32];
+            compact_nonzero_bytes(&bytes, &mut got);
+            let want: Vec<u32> = std::iter::once(7)
+                .chain((0..bytes.len() as u32).filter(|&i| bytes[i as usize] != 0))
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+            let mut got = Vec::new();
+            compact_bytes_equal(&bytes, value, &mut got);
+            let want: Vec<u32> = (0..bytes.len() as u32)
+                .filter(|&i| bytes[i as usize] == value)
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+            let mut copy = vec![5i64];
+            proptest::prop_assert_eq!(
+                IntView::I64(&ids).extend_i64_below(&mut copy, bound),
+                ids.iter().all(|&v| (0..bound).contains(&v))
+            );
+            proptest::prop_assert_eq!(&copy[1..], &ids[..]);
+        }
     }
 }
