@@ -22,21 +22,33 @@ pub unsafe fn ziggurat_fast(
 ) {
     let n = out.len();
     assert!(words.len() >= n && rejected.len() * 64 >= n);
-    let mask_ff = _mm_set1_epi32(0xff);
-    let bit8 = _mm256_set1_epi64x(0x100);
-    let mut i = 0;
-    while i + 4 <= n {
+    // Four deviates from words[i..i + 4] into out[i..i + 4]; returns their rejection flags.
+    let four = |i: usize, out: &mut [f64]| -> u64 {
         let w = _mm_loadu_si128(words.as_ptr().add(i) as *const __m128i);
-        let layer = _mm_and_si128(w, mask_ff);
+        let layer = _mm_and_si128(w, _mm_set1_epi32(0xff));
         let u = _mm256_cvtepi32_pd(_mm_srli_epi32::<9>(w));
         let scale = _mm256_i32gather_pd::<8>(w_tab.as_ptr(), layer);
         let x = _mm256_mul_pd(u, scale);
         let e = _mm256_i32gather_pd::<8>(edge.as_ptr(), layer);
         let inside = _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LT_OQ>(x, e)) as u64;
-        rejected[i / 64] |= ((!inside) & 0xf) << (i % 64);
+        let bit8 = _mm256_set1_epi64x(0x100);
         let sign = _mm256_slli_epi64::<55>(_mm256_and_si256(_mm256_cvtepu32_epi64(w), bit8));
         let v = _mm256_or_pd(x, _mm256_castsi256_pd(sign));
         _mm256_storeu_pd(out.as_mut_ptr().add(i), v);
+        (!inside) & 0xf
+    };
+    let mut i = 0;
+    // Whole words of flags gathered in a register (no read-modify-write per four deviates).
+    while i + 64 <= n {
+        let mut bits = 0u64;
+        for j in (0..64).step_by(4) {
+            bits |= four(i + j, out) << j;
+        }
+        rejected[i / 64] |= bits;
+        i += 64;
+    }
+    while i + 4 <= n {
+        rejected[i / 64] |= four(i, out) << (i % 64);
         i += 4;
     }
     while i < n {
