@@ -267,81 +267,93 @@ fn in_range(values: &[i64], bound: i64) -> bool {
 /// length advances by the count (no branch per index, no serial store chain per index).
 #[inline(always)]
 pub(crate) fn compact(len: usize, out: &mut Vec<u32>, keep: impl Fn(usize) -> bool) {
-    let base = out.len();
-    out.resize(base + len + 8, 0);
-    let dst = &mut out[base..];
-    let mut n = 0usize;
-    let mut i = 0usize;
-    while i + 8 <= len {
-        let mut f = [0u8; 8];
-        for (b, x) in f.iter_mut().enumerate() {
-            *x = keep(i + b) as u8;
-        }
-        n = emit8(dst, n, i, u64::from_le_bytes(f));
-        i += 8;
-    }
-    while i < len {
-        dst[n] = i as u32;
-        n += keep(i) as usize;
-        i += 1;
-    }
-    out.truncate(base + n);
+    compact_words(len, out, ByIndex(keep))
 }
 
 /// Append to `out` the indices of the non-zero bytes, ascending (masks held as bool or u8).
 #[inline(always)]
 pub(crate) fn compact_nonzero_bytes(bytes: &[u8], out: &mut Vec<u32>) {
-    compact_words(
-        bytes.len(),
-        out,
-        |i| bytes[i] != 0,
-        |i| {
-            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
-            // Bit 7 of a byte is set iff the byte is non-zero (no carry crosses a byte).
-            ((((w & LOW7) + LOW7) | w) & HIGH) >> 7
-        },
-    )
+    compact_words(bytes.len(), out, NonZeroBytes(bytes))
 }
 
 /// Append to `out` the indices of the bytes equal to `value`, ascending.
 #[inline(always)]
 pub(crate) fn compact_bytes_equal(bytes: &[u8], value: u8, out: &mut Vec<u32>) {
-    let v = u64::from(value) * 0x0101_0101_0101_0101;
-    compact_words(
-        bytes.len(),
-        out,
-        |i| bytes[i] == value,
-        |i| {
-            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()) ^ v;
-            !((((w & LOW7) + LOW7) | w) & HIGH) >> 7 & 0x0101_0101_0101_0101
-        },
-    )
+    compact_words(bytes.len(), out, EqualBytes(bytes, value))
+}
+
+/// Flags of indices, one at a time (`keep`) or eight at a time as 0/1 bytes (`word(i)`: byte b
+/// for index i + b). A trait rather than closures: a closure calling a closure was not inlined.
+trait Flags {
+    fn keep(&self, i: usize) -> bool;
+    fn word(&self, i: usize) -> u64;
+}
+
+struct ByIndex<F>(F);
+
+impl<F: Fn(usize) -> bool> Flags for ByIndex<F> {
+    #[inline(always)]
+    fn keep(&self, i: usize) -> bool {
+        (self.0)(i)
+    }
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        let mut f = [0u8; 8];
+        for (b, x) in f.iter_mut().enumerate() {
+            *x = (self.0)(i + b) as u8;
+        }
+        u64::from_le_bytes(f)
+    }
+}
+
+struct NonZeroBytes<'a>(&'a [u8]);
+
+impl Flags for NonZeroBytes<'_> {
+    #[inline(always)]
+    fn keep(&self, i: usize) -> bool {
+        self.0[i] != 0
+    }
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        let w = u64::from_le_bytes(self.0[i..i + 8].try_into().unwrap());
+        // Bit 7 of a byte is set iff the byte is non-zero (no carry crosses a byte).
+        ((((w & LOW7) + LOW7) | w) & HIGH) >> 7
+    }
+}
+
+struct EqualBytes<'a>(&'a [u8], u8);
+
+impl Flags for EqualBytes<'_> {
+    #[inline(always)]
+    fn keep(&self, i: usize) -> bool {
+        self.0[i] == self.1
+    }
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        let v = u64::from(self.1) * 0x0101_0101_0101_0101;
+        let w = u64::from_le_bytes(self.0[i..i + 8].try_into().unwrap()) ^ v;
+        !((((w & LOW7) + LOW7) | w) & HIGH) >> 7 & 0x0101_0101_0101_0101
+    }
 }
 
 const HIGH: u64 = 0x8080_8080_8080_8080;
 const LOW7: u64 = !HIGH;
 
-/// `compact` over whole words: `word(i)` holds the flags of indices i..i+8 as 0/1 bytes (byte b
-/// for index i + b); `keep` serves the tail.
+/// `compact` over whole words of flags; the tail one index at a time.
 #[inline(always)]
-fn compact_words(
-    len: usize,
-    out: &mut Vec<u32>,
-    keep: impl Fn(usize) -> bool,
-    word: impl Fn(usize) -> u64,
-) {
+fn compact_words(len: usize, out: &mut Vec<u32>, flags: impl Flags) {
     let base = out.len();
     out.resize(base + len + 8, 0);
     let dst = &mut out[base..];
     let mut n = 0usize;
     let mut i = 0usize;
     while i + 8 <= len {
-        n = emit8(dst, n, i, word(i));
+        n = emit8(dst, n, i, flags.word(i));
         i += 8;
     }
     while i < len {
         dst[n] = i as u32;
-        n += keep(i) as usize;
+        n += flags.keep(i) as usize;
         i += 1;
     }
     out.truncate(base + n);
