@@ -253,3 +253,8 @@ def test_cli_mine(setup, tmp_path):
         man["params"]["num"] == 5 and len(man["run_sha256"]) == 64 and man["stats"]["excluded_positives"] > 0
     )
     assert len((tmp_path / "n.tsv").read_text().splitlines()) == man["stats"]["negatives"]
+
+
+def test_search_of_an_empty_corpus_returns_no_hits():
+    s, r = search_arrays(np.ones((2, 4), np.float32), [np.zeros((0, 4), np.float16)], 5)
+    assert s.shape == r.shape == (2, 0)

@@ -147,7 +147,7 @@ def search_arrays(
             raise MismatchError(f"query dim {dim} differs from passage dim {sh.shape[1]}")
     gpu = _gpu_resources() if use_gpu in (None, True) else None
     total = sum(len(s) for s in shards)
-    budget = total if max_memory_gb is None else max(1, int(max_memory_gb * 1e9 // (4 * dim)))
+    budget = max(1, total) if max_memory_gb is None else max(1, int(max_memory_gb * 1e9 // (4 * dim)))
     best_s = np.full((len(q), 0), -np.inf, dtype=np.float32)
     best_r = np.full((len(q), 0), -1, dtype=np.int64)
     m = k + candidate_margin(k)
