@@ -15,11 +15,19 @@ def evaluate(
     run: Path = typer.Argument(..., help="TREC run file (qid Q0 docid rank score tag)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels: TREC 'qid 0 docid rel' or BEIR tsv."),
     metrics: list[str] = typer.Option(
-        None, "--metrics", "-m", help="ir-measures names (repeatable), e.g. nDCG@10 RR@10 R@100."
+        None,
+        "--metrics",
+        "-m",
+        help="ir-measures names, repeatable or comma-separated: -m nDCG@10,RR@10 -m R@100.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (measures + settings)."),
     tie_break: str = typer.Option(
         "docno", help="Order of equal scores: 'docno' (trec_eval) or 'score-only' (run-file order)."
+    ),
+    rel_level: int = typer.Option(
+        1,
+        help="Lowest grade counted as relevant by binary measures (RR, R@k, P@k, AP), as trec_eval -l. "
+        "TREC DL (graded 0-3): 2. nDCG uses the grades as they are.",
     ),
     drop_self_hits: bool = typer.Option(
         False, "--drop-self-hits", help="Drop hits whose docid equals the query id (BEIR's habit)."
@@ -46,6 +54,7 @@ def evaluate(
         measures=metrics or list(DEFAULT_MEASURES),
         tie_break=tie_break,
         drop_self_hits=drop_self_hits,
+        rel_level=rel_level,
     )
     if answers is not None:
         if corpus is None:
@@ -58,3 +67,6 @@ def evaluate(
             typer.echo(f"{name:<18} {value:.4f}")
         for key, value in result.settings.items():
             typer.echo(f"# {key}: {value}")
+        missing = result.settings["judged_queries_without_results"]
+        if missing:
+            typer.echo(f"# note: {missing} judged queries have no results in the run; each counts as zero")

@@ -200,23 +200,45 @@ def load_run(path: str | Path) -> dict[str, dict[str, float]]:
     return out
 
 
+TIE_BREAKS = ("docno", "score-only")
+DEFAULT_TIE_BREAK = "docno"
+
+
+def rank_hits(hits: Mapping[str, float], tie_break: str = DEFAULT_TIE_BREAK) -> list[tuple[str, float]]:
+    """One query's hits best first. Equal scores are ordered as trec_eval orders them, by passage id
+    descending (``"docno"``, the default), or kept in the mapping's order, i.e. a run file's line
+    order (``"score-only"``). The evaluation and the run writer both rank through here."""
+    if tie_break == "docno":
+        return sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    if tie_break == "score-only":
+        return sorted(hits.items(), key=lambda kv: -kv[1])  # stable: file order among ties
+    raise InvalidArgumentError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+
+
+def format_score(score: float) -> str:
+    """The shortest text that reads back as the same float64 (``repr``): a written run keeps every
+    score bit for bit, so no ties appear that the scores in memory did not have."""
+    return repr(float(score))
+
+
 def write_run(
     path: str | Path, run: Mapping[str, Mapping[str, float]] | Iterable[RunEntry], tag: str = "dense-pt"
 ) -> int:
-    """Write a TREC run atomically. A ``{qid: {pid: score}}`` mapping is ranked by descending score,
-    ties broken by passage id (so the file does not depend on dict order). Returns the line count."""
+    """Write a TREC run atomically. A ``{qid: {pid: score}}`` mapping is ranked by ``rank_hits``
+    (descending score, ties by passage id descending as the evaluation's default), so the rank
+    column is the order the evaluation uses and the file does not depend on dict order. Scores are
+    written exactly (``format_score``). Returns the line count."""
     if any(c.isspace() for c in tag) or not tag:
         raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
     n = 0
     with atomic_file(path, "w", encoding="utf-8") as f:
         if isinstance(run, Mapping):
             for qid in run:
-                ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
-                for rank, (pid, score) in enumerate(ranked, start=1):
-                    f.write(f"{qid} Q0 {pid} {rank} {score:.6f} {tag}\n")
+                for rank, (pid, score) in enumerate(rank_hits(run[qid]), start=1):
+                    f.write(f"{qid} Q0 {pid} {rank} {format_score(score)} {tag}\n")
                     n += 1
         else:
             for e in run:
-                f.write(f"{e.qid} Q0 {e.pid} {e.rank} {e.score:.6f} {e.tag}\n")
+                f.write(f"{e.qid} Q0 {e.pid} {e.rank} {format_score(e.score)} {e.tag}\n")
                 n += 1
     return n
