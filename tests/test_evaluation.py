@@ -395,7 +395,7 @@ def test_cli_json(tmp_path):
     want = evaluate_run(RUN, QRELS, measures=["nDCG@10", "RR@10", "AP"], rel_level=2).measures
     assert {k: obj[k] for k in want} == want
     # text output names the conventions and judged queries without results
-    res = CliRunner().invoke(app, args[:-1] + ["-m", "RR@10", "--rel-level", "2"])
+    res = CliRunner().invoke(app, [*args[:-1], "-m", "RR@10", "--rel-level", "2"])
     assert res.exit_code == 0 and "# rel_level: 2" in res.output and "# tie_break: docno" in res.output
-    bad = CliRunner().invoke(app, args + ["--rel-level", "0"])
+    bad = CliRunner().invoke(app, [*args, "--rel-level", "0"])
     assert isinstance(bad.exception, InvalidArgumentError) and "rel_level" in str(bad.exception)
