@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dense_pt.data import load_queries, load_run, write_run
-from dense_pt.errors import MismatchError
+from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.finetune.data import build_sampler
 from dense_pt.finetune.stages import score, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
@@ -143,3 +143,50 @@ def test_bad_inputs(chain, tmp_path):
         mine_negatives(
             load_run(tmp_path / "r.trec"), qrels, known_ids=set(CorpusStore.open(store).ids.to_pylist())
         )
+
+
+@pytest.mark.parametrize(("loss", "normalize"), [("infonce", False), ("simlm", True)])
+def test_cli_distill_similarity_follows_the_loss(chain, tmp_path, loss, normalize):
+    """`dense-pt train distill --loss infonce` is CDMAE eq. 11 (dot-product student scores + eq. 10):
+    the exported retriever has no Normalize module; with SimLM's cosine loss it has one."""
+    from typer.testing import CliRunner
+
+    from dense_pt.cli import app
+
+    tmp, beir, model, store, qrels = chain
+    table = read_negatives(tmp / "neg.dpneg")
+    rows = {q: [(p, 3.0) for p, r in qrels[q].items() if r > 0] + [(p, -1.0) for p, _ in negs[:3]]
+            for q, negs in table.rows.items()}  # fmt: skip
+    write_negatives(tmp_path / "scores.dpneg", NegativesTable(rows))
+    (tmp_path / "t.toml").write_text(
+        "[train]\nwarmup = 0\nsave_every = 2\nprecision = 'fp32'\nlog_every = 1\n"
+    )
+    args = ["train", "distill", str(model), "--corpus", str(store), "--queries", str(beir / "queries.jsonl"),
+            "--qrels", str(beir / "qrels" / "train.tsv"), "--scores", str(tmp_path / "scores.dpneg"),
+            "--out", str(tmp_path / "d"), "--group-size", "4", "--loss", loss, "--config", str(tmp_path / "t.toml"),
+            "--max-steps", "2", "--batch-size", "4"]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, (res.output, res.exception)
+    man = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    s = man["settings"]
+    assert s["loss"] == f"distill (KL + alpha * {loss})" and s["normalize"] is normalize
+    assert s["similarity"] == ("dot" if loss == "infonce" else "cosine")
+    assert s["tau"] == (1.0 if loss == "infonce" else 0.02) and s["alpha"] == 0.2
+    modules = (tmp_path / "d" / "model" / "modules.json").read_text()
+    assert ("Normalize" in modules) is normalize
+
+
+def test_retriever_temperature_used_and_recorded(chain, tmp_path):
+    tmp, beir, model, store, _qrels = chain
+    common = dict(corpus=store, queries=beir / "queries.jsonl", qrels=beir / "qrels" / "train.tsv",
+                  negatives=tmp / "neg.dpneg", group_size=4, progress=False,
+                  train=TrainConfig(max_steps=1, batch_size=4, warmup=0, precision="fp32"))  # fmt: skip
+    m = train_retriever(model, out=tmp_path / "a", loss="infonce", tau=0.05, **common)
+    assert m["settings"]["tau"] == 0.05 and m["settings"]["normalize"] is False
+    m = train_retriever(model, out=tmp_path / "b", loss="infonce", **common)
+    assert m["settings"]["tau"] == 1.0
+    with pytest.raises(InvalidArgumentError, match="no temperature"):
+        train_retriever(model, out=tmp_path / "c", loss="triplet", tau=0.02, **common)
+    with pytest.raises(InvalidArgumentError, match="contrastive term"):
+        train_distill(model, scores=tmp / "neg.dpneg", out=tmp_path / "d", loss="triplet",
+                      **{k: v for k, v in common.items() if k != "negatives"})  # fmt: skip

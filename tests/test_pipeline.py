@@ -149,3 +149,60 @@ def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
         load_pipeline_config(cfg_file, ["out.x=1"])
     res = CliRunner().invoke(app, ["pipeline", "run", str(cfg_file), "--set", "r1.bogus=1"])
     assert res.exit_code != 0 and "bogus" in str(res.output) + str(res.exception)
+
+
+def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path):
+    """``[eval] rel_level`` / ``tie_break`` and ``[distill] loss`` are pipeline keys, checked when the
+    file is read; a finished stage whose metrics were computed with other evaluation settings gets
+    them recomputed from its run file on the next run, without redoing the stage."""
+    from dense_pt.data import write_run
+    from dense_pt.errors import FormatError
+    from dense_pt.evaluation import evaluate_run
+    from dense_pt.pipeline import load_pipeline_config
+    from dense_pt.pipeline.run import Context
+
+    cfg_file = tmp_path / "p.toml"
+    cfg_file.write_text(
+        'out = "runs/a"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "r.tsv"\n'
+        '[model]\ninit = "m"\n[eval]\nmeasures = ["RR@10", "nDCG@10"]\n[distill]\nloss = "infonce"\n'
+    )
+    cfg = load_pipeline_config(cfg_file)
+    assert cfg["eval"]["rel_level"] == 1 and cfg["eval"]["tie_break"] == "docno"
+    assert cfg["distill"]["loss"] == "infonce" and cfg["distill"]["tau"] is None
+    for bad, what in (
+        (["eval.rel_level=0"], "rel_level"),
+        (["eval.tie_break='random'"], "tie_break"),
+        (["eval.measures=['nDCG@10,RR@@3']"], "unknown measure"),
+        (["distill.loss='triplet'"], r"\[distill\] loss"),
+        (["r1.loss='triplet'", "r1.tau=0.1"], "no temperature"),
+    ):
+        with pytest.raises(FormatError, match=what):
+            load_pipeline_config(cfg_file, bad)
+
+    # a finished stage, evaluated at rel_level 1 ...
+    out = tmp_path / "runs" / "a"
+    (out / "split").mkdir(parents=True)
+    (out / "split" / "dev.qrels").write_text("q1 0 a 1\nq1 0 b 2\nq2 0 c 2\n")
+    run = {"q1": {"a": 3.0, "x": 2.5, "b": 2.0}, "q2": {"y": 1.0, "c": 0.5}}
+    calls = []
+
+    def bm25(folder: Path) -> dict:
+        calls.append(folder)
+        write_run(folder / "run.trec", run)
+        from dense_pt.pipeline.run import _evaluate
+
+        return {"metrics": _evaluate(ctx, run, out / "split" / "dev.qrels")}
+
+    ctx = Context(cfg, False, None, lambda _: None)
+    first = ctx.stage("bm25", {"x": 1}, {"k": 10}, bm25)
+    qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 2}}
+    assert first["metrics"] == evaluate_run(run, qrels, ["RR@10", "nDCG@10"]).measures
+    # ... re-run with rel_level 2: skipped, not redone, metrics recomputed from its run file
+    lines: list[str] = []
+    cfg2 = load_pipeline_config(cfg_file, ["eval.rel_level=2"])
+    ctx = Context(cfg2, False, None, lines.append)
+    again = ctx.stage("bm25", {"x": 1}, {"k": 10}, bm25)
+    assert len(calls) == 1 and "[bm25] up to date, skipped" in lines
+    want = evaluate_run(run, qrels, ["RR@10", "nDCG@10"], rel_level=2).measures
+    assert again["metrics"] == want and want["RR@10"] == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert json.loads((out / "bm25" / "manifest.json").read_text())["evaluation"]["rel_level"] == 2

@@ -42,11 +42,17 @@ def retriever(
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
-    loss: str = typer.Option("simlm", help="simlm (SimLM eq. 3) | infonce (CDMAE eq. 10) | triplet (SEED)."),
+    loss: str = typer.Option(
+        "simlm",
+        help="simlm (SimLM, the authors' code) | simlm-eq3 (SimLM eq. 3 as printed) | "
+        "infonce (CDMAE eq. 10, dot product) | triplet (SEED).",
+    ),
     group_size: int = typer.Option(8, help="1 positive + n-1 negatives per query."),
     query_max_length: int = typer.Option(32),
     passage_max_length: int = typer.Option(144),
-    tau: float = typer.Option(0.02, help="Temperature of the simlm loss."),
+    tau: float | None = typer.Option(
+        None, help="Temperature: default 0.02 for simlm / simlm-eq3, 1 for infonce; triplet has none."
+    ),
     pooling: str = typer.Option(
         "auto", help="cls | mean | auto (from the init's sentence-transformers files)."
     ),
@@ -102,7 +108,13 @@ def distill(
     out: Path = COMMON["out"],
     scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
     group_size: int = typer.Option(8),
-    alpha: float = typer.Option(0.2, help="Weight of the contrastive term (SimLM eq. 5)."),
+    alpha: float = typer.Option(0.2, help="Weight of the contrastive term (SimLM eq. 5, CDMAE eq. 11)."),
+    loss: str = typer.Option(
+        "simlm",
+        help="The contrastive term and the similarity of the student's scores: simlm (SimLM eq. 5, "
+        "cosine / tau) | simlm-eq3 | infonce (CDMAE eq. 11, dot product).",
+    ),
+    tau: float | None = typer.Option(None, help="Temperature: default 0.02 for simlm*, 1 for infonce."),
     query_max_length: int = typer.Option(32),
     passage_max_length: int = typer.Option(144),
     config: Path | None = typer.Option(None, help="TOML with a [train] table."),
@@ -112,11 +124,12 @@ def distill(
     seed: int | None = typer.Option(None),
     resume: bool = typer.Option(True),
 ) -> None:
-    """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive."""
+    """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
+    retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
 
     cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
-    m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha,
+    m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha, loss=loss, tau=tau,
                       query_max_length=query_max_length, passage_max_length=passage_max_length,
                       train=cfg, resume=resume)  # fmt: skip
     typer.echo(f"wrote {out}/model after {m['steps']} steps")

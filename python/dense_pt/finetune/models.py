@@ -9,13 +9,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from dense_pt.errors import InvalidArgumentError
 from dense_pt.objectives.retrieval import (
+    DEFAULT_LOSS,
     LOSSES,
     distill_loss,
-    infonce_loss,
     listwise_rerank_loss,
-    simlm_loss,
+    resolve_loss,
     triplet_loss,
 )
 from dense_pt.retrieval.encoder import pool
@@ -24,24 +23,27 @@ RETRIEVER_LOSSES = tuple(LOSSES)
 
 
 class BiEncoder(nn.Module):
-    """One encoder shared by queries and passages, [CLS] or mean pooling."""
+    """One encoder shared by queries and passages, [CLS] or mean pooling. ``loss`` names a
+    retriever loss (``dense_pt.objectives.retrieval.LOSSES``); with teacher scores in the batch it
+    is distillation's contrastive term. ``tau=None`` takes the loss's own temperature."""
 
     accumulation_safe = False
 
     def __init__(
-        self, backbone: nn.Module, pooling: str = "cls", loss: str = "simlm", tau: float = 0.02,
+        self, backbone: nn.Module, pooling: str = "cls", loss: str = DEFAULT_LOSS, tau: float | None = None,
         margin: float = 1.0, alpha: float = 0.2,
     ):  # fmt: skip
         super().__init__()
-        if loss not in RETRIEVER_LOSSES:
-            raise InvalidArgumentError(f"loss must be one of {RETRIEVER_LOSSES}, got {loss!r}")
+        self.spec = resolve_loss(loss)
         self.backbone, self.pooling, self.loss_name = backbone, pooling, loss
-        self.tau, self.margin, self.alpha = tau, margin, alpha
+        self.tau = self.spec.resolve_tau(tau)
+        self.margin, self.alpha = margin, alpha
 
     @property
     def normalize(self) -> bool:
-        """Cosine-trained models are exported with a Normalize module (scores = cosine)."""
-        return self.loss_name == "simlm"
+        """Cosine-trained models are exported with a Normalize module (scores = cosine): it follows
+        the similarity the loss trains, for distillation too."""
+        return self.spec.similarity == "cosine"
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         hidden = self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -51,14 +53,11 @@ class BiEncoder(nn.Module):
         q = self.encode(batch["q_ids"], batch["q_mask"]).float()
         p = self.encode(batch["p_ids"], batch["p_mask"]).float()
         if "teacher" in batch:
-            loss = distill_loss(q, p, batch["teacher"].float(), self.alpha, self.tau)
-            return {"loss": loss}
-        if self.loss_name == "simlm":
-            loss = simlm_loss(q, p, self.tau)
-        elif self.loss_name == "infonce":
-            loss = infonce_loss(q, p)
-        else:
+            loss = distill_loss(q, p, batch["teacher"].float(), self.alpha, self.tau, self.loss_name)
+        elif self.loss_name == "triplet":
             loss = triplet_loss(q, p, self.margin)
+        else:
+            loss = self.spec.fn(q, p, self.tau)
         return {"loss": loss}
 
 
@@ -94,4 +93,4 @@ def load_cross_encoder(init: str, num_labels: int = 1) -> nn.Module:
     )
 
 
-__all__ = ["RETRIEVER_LOSSES", "BiEncoder", "CrossEncoder", "load_cross_encoder", "simlm_loss"]
+__all__ = ["RETRIEVER_LOSSES", "BiEncoder", "CrossEncoder", "load_cross_encoder"]

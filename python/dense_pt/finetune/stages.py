@@ -1,11 +1,13 @@
 """The fine-tuning stages as Python functions (the CLI and the pipeline call these).
 
-* ``train_retriever``: bi-encoder with the ``simlm`` / ``infonce`` / ``triplet`` loss over groups
-  of 1 positive + n-1 negatives (negatives file) plus in-batch and cross-device negatives;
+* ``train_retriever``: bi-encoder with a retriever loss (``simlm``, ``simlm-eq3``, ``infonce``,
+  ``triplet``; ``dense_pt.objectives.retrieval``) over groups of 1 positive + n-1 negatives
+  (negatives file) plus in-batch and cross-device negatives;
 * ``train_reranker``: cross-encoder with SimLM's listwise loss over groups drawn from a
   retriever's mined top-k;
 * ``score``: the re-ranker's raw logits for (query, positives + mined negatives);
-* ``train_distill``: the retriever trained with KL(p_ranker || p_ret) + alpha * SimLM eq. 3.
+* ``train_distill``: the retriever trained with KL(p_ranker || p_ret) + alpha * its contrastive
+  loss (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with ``infonce``).
 
 Every stage writes ``OUT/checkpoints`` (the engine's, resumable), ``OUT/log.jsonl``, the final
 model in ``OUT/model`` (retrievers load with ``SentenceTransformer(OUT/model)``; the re-ranker
@@ -93,8 +95,9 @@ def _train_config(train: Any) -> Any:
 
 
 def _finish(
-    out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None
-) -> dict:
+    out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None,
+    write: bool = True,
+) -> dict:  # fmt: skip
     manifest = {
         "stage": stage,
         "inputs": {k: {"path": None if v is None else str(v), "sha256": _hash(v)} for k, v in inputs.items()},
@@ -106,7 +109,8 @@ def _finish(
         "code_version": __version__,
         **(extra or {}),
     }
-    write_json_atomic(out / "manifest.json", manifest)
+    if write:  # under torchrun only the main process (the one that logs and saves) writes it
+        write_json_atomic(out / "manifest.json", manifest)
     return manifest
 
 
@@ -121,7 +125,7 @@ def train_retriever(
     group_size: int = 8,
     query_max_length: int = 32,
     passage_max_length: int = 144,
-    tau: float = 0.02,
+    tau: float | None = None,
     margin: float = 1.0,
     pooling: str = "auto",
     train: Any = None,
@@ -131,10 +135,12 @@ def train_retriever(
     resume: bool = True,
     progress: bool = True,
 ) -> dict:
-    """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5). Returns the manifest."""
+    """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5 / CDMAE eq. 11, ``loss``
+    then being its contrastive term). ``tau=None``: the loss's own temperature. Returns the manifest."""
     from dense_pt.finetune.data import build_sampler
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
+    from dense_pt.objectives.retrieval import DISTILL_LOSSES, resolve_loss
     from dense_pt.retrieval.encoder import detect_spec, save_sentence_transformer
     from dense_pt.retrieval.encoder import pad_arrays as pad
     from dense_pt.retrieval.negatives import read_negatives
@@ -142,6 +148,11 @@ def train_retriever(
 
     out = Path(out)
     cfg = _train_config(train)
+    resolve_loss(loss).resolve_tau(tau)  # bad names and temperatures fail before any loading
+    if teacher_scores is not None and loss not in DISTILL_LOSSES:
+        raise InvalidArgumentError(
+            f"distillation's contrastive term must be one of {DISTILL_LOSSES}, got {loss!r}"
+        )
     if query_max_length < 3 or passage_max_length < 3:
         raise InvalidArgumentError("query_max_length and passage_max_length must be >= 3")
     store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
@@ -195,19 +206,22 @@ def train_retriever(
             module.backbone, tok, out / "model", spec.pooling, module.normalize, passage_max_length
         )
     settings = {
-        "loss": "distill (KL + alpha * simlm)" if teacher is not None else loss,
+        "loss": f"distill (KL + alpha * {loss})" if teacher is not None else loss,
+        "loss_source": module.spec.source, "similarity": module.spec.similarity,
         "group_size": group_size, "query_max_length": query_max_length,
-        "passage_max_length": passage_max_length, "tau": tau, "margin": margin, "alpha": alpha,
+        "passage_max_length": passage_max_length, "tau": module.tau,
+        "margin": margin if loss == "triplet" else None, "alpha": alpha if teacher is not None else None,
         "pooling": spec.pooling, "normalize": module.normalize, "train": cfg.to_dict(),
         "rows": sampler.stats,
     }  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels,
               "negatives": negatives, "teacher_scores": teacher_scores}  # fmt: skip
-    return _finish(out, stage, inputs, settings, result)
+    return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
 
 
 def train_distill(model, corpus, queries, qrels, scores, out, **kw) -> dict:
-    """SimLM eq. 5: distil the re-ranker's ``scores`` file into a retriever started from ``model``."""
+    """Distil the re-ranker's ``scores`` file into a retriever started from ``model``: KL + alpha *
+    the ``loss`` keyword's contrastive term (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with ``infonce``)."""
     return train_retriever(model, corpus, queries, qrels, out, teacher_scores=scores, **kw)
 
 
@@ -267,7 +281,7 @@ def train_reranker(
     settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
                 "max_length": max_length, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
-    return _finish(out, "reranker", inputs, settings, result)
+    return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
 
 
 def _load_reranker(path: str | Path, device: str):

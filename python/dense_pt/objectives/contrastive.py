@@ -3,29 +3,18 @@ reading the final [CLS] and an early layer's token states) + an in-batch contras
 passage's [CLS] and its context's [CLS]. The context is a random span of the passage (the native
 collator's ``span_input_ids``) or one of its LLM queries (``QueryTokens.context_batch``), both
 given to the objective as ``ctx_input_ids`` / ``ctx_attention_mask``. Under data parallelism the
-passages and contexts of every rank are gathered (with gradients for the local part), so the other
-contexts of the global batch are the negatives; hence gradient accumulation is refused.
+passages and contexts of every rank are gathered (``dense_pt.objectives.gather``: exact gradients),
+so the other contexts of the global batch are the negatives; hence gradient accumulation is refused.
 L = L_mlm + L_head + L_con, L_con = cross-entropy over dot-product scores / temperature."""
 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
 
 from dense_pt.models.decoders import LayerStack, bidirectional_keep
 from dense_pt.models.heads import mlm_loss
 from dense_pt.objectives.base import Objective
-
-
-def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Concatenate ``x`` over all ranks (autograd flows to the local slice); (all, offset of local)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return x, 0
-    from torch.distributed.nn.functional import all_gather
-
-    parts = all_gather(x)
-    return torch.cat(parts, dim=0), dist.get_rank() * x.shape[0]
+from dense_pt.objectives.retrieval import infonce_loss
 
 
 class Contrastive(Objective):
@@ -42,11 +31,8 @@ class Contrastive(Objective):
         self.temperature = temperature
 
     def contrastive_loss(self, p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        # local passages against the contexts of every rank; passage i's positive sits at offset + i
-        c_all, offset = gather_with_grad(c)
-        scores = p.float() @ c_all.float().T / self.temperature
-        target = torch.arange(p.shape[0], device=p.device) + offset
-        return F.cross_entropy(scores, target)
+        # InfoNCE over the global batch (passage i's positive is context i), exact under DDP
+        return infonce_loss(p.float(), c.float(), self.temperature)
 
     def forward(self, batch):
         am = batch["attention_mask"]

@@ -2,95 +2,125 @@
 
 Shapes: ``q`` is [B, d] (queries), ``p`` is [B * n, d] (passages in groups of n per query: the
 positive first, then n - 1 hard negatives). "In-batch negatives" of query i are every passage of
-the batch except its own positive, i.e. its hard negatives plus the other queries' positives and
-hard negatives. With ``gather=True`` (the default) the batch is the global batch across devices
-(``gather_with_grad``): gradients flow through the local part only, which DDP's gradient
-averaging turns into the full gradient.
+the batch except its own positive. With ``gather=True`` (the default) the batch is the global
+batch across processes and the gradient is exact under DDP (``dense_pt.objectives.gather``).
 
-* ``simlm_loss`` (SimLM eq. 3), with s(x, y) = cos(x, y) / tau, tau = 0.02 and N_i the hard and
-  in-batch negatives of query i:
+Retriever losses (``LOSSES``; s(x, y) = cos(x, y) / tau for the cosine ones, x . y / tau for the
+dot-product ones; d_i+ is query i's positive):
 
-      L = -log  exp(s(q_i, d_i+)) / ( exp(s(q_i, d_i+))
-                                      + sum_{n in N_i} [ exp(s(q_i, n)) + exp(s(d_i+, n)) ] )
+* ``simlm`` (default) -- SimLM as the authors' released code trains it
+  (``full_contrastive_scores_and_labels`` in unilm/simlm ``src/utils.py``, the code behind the
+  paper's numbers): cross-entropy of query i over
 
-  i.e. the denominator also holds the positive passage against every negative.
-* ``infonce_loss`` (CDMAE eq. 10): -log softmax of the dot products q_i . p over the positive, the
-  hard and the in-batch negatives (optionally divided by a temperature).
-* ``triplet_loss`` (SEED-Encoder's margin loss): mean over the hard negatives n of
-  max(0, margin - q . d+ + q . n).
-* ``listwise_rerank_loss`` (SimLM eq. 4): -log softmax over a group of re-ranker logits
-  [g(q, d+), g(q, n_1), ...], positive at index 0.
-* ``distill_loss`` (SimLM eq. 5): KL(p_ranker || p_ret) over the group (p = softmax of the
-  re-ranker logits and of the retriever's scaled cosine scores) + alpha * simlm_loss, alpha 0.2.
+      [ s(q_i, p) for every passage p ]  +  [ s(d_i+, q_j), s(q_i, q_j), s(d_i+, d_j+)  for j != i ]
+
+  i.e. the query against all passages, its positive against the other queries, the query against
+  the other queries and its positive against the other positives; the positive is never scored
+  against its own (or any) hard negative. tau = 0.02 (the authors' scripts and Table 13).
+* ``simlm-eq3`` -- SimLM eq. 3 as the paper's text writes it, N_i the hard and in-batch negatives:
+
+      L = -log  exp(s(q_i, d_i+)) / ( exp(s(q_i, d_i+)) + sum_{n in N_i} [ exp(s(q_i, n)) + exp(s(d_i+, n)) ] )
+
+* ``infonce`` -- CDMAE eq. 10: -log softmax of q_i . p / tau over the positive, the hard and the
+  in-batch negatives; tau = 1 (the paper's plain dot product) unless given.
+* ``triplet`` -- SEED-Encoder's margin loss over the query's own group: mean over its hard
+  negatives n of max(0, margin - q . d+ + q . n); no temperature, no in-batch negatives.
+
+Also ``listwise_rerank_loss`` (SimLM eq. 4) and ``distill_loss``: KL(p_ranker || p_ret) over each
+group + alpha * a contrastive loss. With ``contrastive="simlm"`` it is SimLM eq. 5 as the authors
+train it (``kd_cont_loss_weight`` 0.2, hard negatives kept); with ``"infonce"`` CDMAE eq. 11 (the
+retriever's group scores are dot products, the contrastive term is eq. 10).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
+from dense_pt.errors import InvalidArgumentError
+from dense_pt.objectives.gather import gathered_loss
+
 TAU = 0.02
 
-
-def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """All-gather ``x`` along dim 0 across processes, keeping the autograd graph of the local
-    slice; returns (gathered, index of the local slice's first row). Without an initialised
-    process group (or with one process) it is ``(x, 0)``."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return x, 0
-    world, rank = dist.get_world_size(), dist.get_rank()
-    parts = [torch.empty_like(x) for _ in range(world)]
-    dist.all_gather(parts, x.contiguous())
-    parts[rank] = x  # the local slice carries gradients; the others are constants
-    return torch.cat(parts, 0), rank * x.shape[0]
+__all__ = [
+    "DEFAULT_LOSS",
+    "DISTILL_LOSSES",
+    "LOSSES",
+    "TAU",
+    "RetrieverLoss",
+    "distill_loss",
+    "eq3_loss",
+    "group_scores",
+    "infonce_loss",
+    "listwise_rerank_loss",
+    "resolve_loss",
+    "simlm_loss",
+    "triplet_loss",
+]
 
 
 def _group_size(q: torch.Tensor, p: torch.Tensor) -> int:
-    if p.shape[0] % q.shape[0]:
+    if q.shape[0] == 0 or p.shape[0] % q.shape[0]:
         raise ValueError(f"{p.shape[0]} passages do not form groups for {q.shape[0]} queries")
     return p.shape[0] // q.shape[0]
 
 
-def _gathered(p: torch.Tensor, n: int, gather: bool) -> tuple[torch.Tensor, int]:
-    """All passages of the global batch and the global index of the first local query."""
-    if not gather:
-        return p, 0
-    pa, start = gather_with_grad(p)
-    return pa, start // n
+def _off_diagonal(scores: torch.Tensor) -> torch.Tensor:
+    return scores.masked_fill(
+        torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device), float("-inf")
+    )
 
 
-def simlm_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
-    """SimLM eq. 3 (see the module docstring); mean over the local queries."""
+def _full_contrastive(q: torch.Tensor, p: torch.Tensor, tau: float) -> torch.Tensor:
     n = _group_size(q, p)
-    pa, start = _gathered(p, n, gather)
+    qn, pn = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
+    pos = pn[::n]  # [B, d]: each query's positive
+    scores = torch.cat(
+        [qn @ pn.T, _off_diagonal(pos @ qn.T), _off_diagonal(qn @ qn.T), _off_diagonal(pos @ pos.T)], dim=1
+    )
+    labels = torch.arange(q.shape[0], device=q.device) * n
+    return F.cross_entropy(scores / tau, labels)
+
+
+def _eq3(q: torch.Tensor, p: torch.Tensor, tau: float) -> torch.Tensor:
+    n = _group_size(q, p)
     b = q.shape[0]
-    qn = F.normalize(q, dim=-1)
-    pn = F.normalize(pa, dim=-1)
-    rows = torch.arange(b, device=q.device) + start  # global query index of each local query
-    pos_idx = rows * n
-    pos = pn[pos_idx]  # [b, d]
-    s_q = qn @ pn.T / tau  # [b, P]
-    s_d = pos @ pn.T / tau  # [b, P]
+    qn, pn = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
+    pos_idx = torch.arange(b, device=q.device) * n
+    s_q = qn @ pn.T / tau  # [B, P]
+    s_d = pn[pos_idx] @ pn.T / tau  # [B, P]
     is_pos = torch.zeros_like(s_q, dtype=torch.bool)
-    is_pos[torch.arange(b), pos_idx] = True
-    s_pos = s_q[torch.arange(b), pos_idx]
+    is_pos[torch.arange(b, device=q.device), pos_idx] = True
+    s_pos = s_q[is_pos]
     neg_q = s_q.masked_fill(is_pos, float("-inf"))
     neg_d = s_d.masked_fill(is_pos, float("-inf"))  # also removes s(d+, d+)
     logits = torch.cat([s_pos[:, None], neg_q, neg_d], dim=1)
     return -(s_pos - torch.logsumexp(logits, dim=1)).mean()
 
 
-def infonce_loss(
-    q: torch.Tensor, p: torch.Tensor, temperature: float = 1.0, gather: bool = True
-) -> torch.Tensor:
-    """CDMAE eq. 10: cross-entropy of dot-product scores over all passages of the (global) batch."""
+def _infonce(q: torch.Tensor, p: torch.Tensor, tau: float) -> torch.Tensor:
     n = _group_size(q, p)
-    pa, start = _gathered(p, n, gather)
-    scores = q @ pa.T / temperature
-    labels = (torch.arange(q.shape[0], device=q.device) + start) * n
-    return F.cross_entropy(scores, labels)
+    labels = torch.arange(q.shape[0], device=q.device) * n
+    return F.cross_entropy(q @ p.T / tau, labels)
+
+
+def simlm_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
+    """SimLM's contrastive loss as the authors' code computes it (see the module docstring)."""
+    return gathered_loss(partial(_full_contrastive, tau=tau), q, p, gather=gather)
+
+
+def eq3_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
+    """SimLM eq. 3 as the paper's text writes it (see the module docstring)."""
+    return gathered_loss(partial(_eq3, tau=tau), q, p, gather=gather)
+
+
+def infonce_loss(q: torch.Tensor, p: torch.Tensor, tau: float = 1.0, gather: bool = True) -> torch.Tensor:
+    """CDMAE eq. 10: cross-entropy of dot-product scores / tau over all passages of the batch."""
+    return gathered_loss(partial(_infonce, tau=tau), q, p, gather=gather)
 
 
 def triplet_loss(q: torch.Tensor, p: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
@@ -103,16 +133,60 @@ def triplet_loss(q: torch.Tensor, p: torch.Tensor, margin: float = 1.0) -> torch
     return F.relu(margin - s[:, :1] + s[:, 1:]).mean()
 
 
+@dataclass(frozen=True)
+class RetrieverLoss:
+    """A retriever loss and what goes with it: the similarity it trains (the exported model
+    normalises its vectors iff ``cosine``), its temperature default (None: it has none)."""
+
+    name: str
+    fn: Callable[..., torch.Tensor]
+    similarity: str  # "cosine" | "dot"
+    default_tau: float | None
+    source: str
+
+    def resolve_tau(self, tau: float | None) -> float | None:
+        if self.default_tau is None:
+            if tau is not None:
+                raise InvalidArgumentError(f"the {self.name} loss has no temperature; do not set tau")
+            return None
+        tau = self.default_tau if tau is None else float(tau)
+        if not tau > 0:
+            raise InvalidArgumentError(f"tau must be > 0, got {tau}")
+        return tau
+
+
+LOSSES: dict[str, RetrieverLoss] = {
+    "simlm": RetrieverLoss("simlm", simlm_loss, "cosine", TAU, "SimLM, the authors' full_contrastive_scores_and_labels"),
+    "simlm-eq3": RetrieverLoss("simlm-eq3", eq3_loss, "cosine", TAU, "SimLM eq. 3 (the paper's text)"),
+    "infonce": RetrieverLoss("infonce", infonce_loss, "dot", 1.0, "CDMAE eq. 10"),
+    "triplet": RetrieverLoss("triplet", triplet_loss, "dot", None, "SEED-Encoder's margin loss"),
+}  # fmt: skip
+DEFAULT_LOSS = "simlm"
+# Losses that can be distillation's contrastive term (they score the group with a temperature).
+DISTILL_LOSSES = ("simlm", "simlm-eq3", "infonce")
+
+
+def resolve_loss(name: str) -> RetrieverLoss:
+    if name not in LOSSES:
+        raise InvalidArgumentError(f"loss must be one of {tuple(LOSSES)}, got {name!r}")
+    return LOSSES[name]
+
+
 def listwise_rerank_loss(logits: torch.Tensor) -> torch.Tensor:
     """SimLM eq. 4: ``logits`` [B, n] re-ranker scores of each group, positive at index 0."""
     return F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
 
 
-def group_scores(q: torch.Tensor, p: torch.Tensor, tau: float = TAU) -> torch.Tensor:
-    """[B, n] scaled cosine scores of each query against its own group."""
+def group_scores(
+    q: torch.Tensor, p: torch.Tensor, tau: float = TAU, similarity: str = "cosine"
+) -> torch.Tensor:
+    """[B, n] scores / tau of each query against its own group (cosine or dot product)."""
     n = _group_size(q, p)
-    groups = F.normalize(p, dim=-1).view(q.shape[0], n, -1)
-    return torch.einsum("bd,bnd->bn", F.normalize(q, dim=-1), groups) / tau
+    if similarity == "cosine":
+        q, p = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
+    elif similarity != "dot":
+        raise InvalidArgumentError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+    return torch.einsum("bd,bnd->bn", q, p.view(q.shape[0], n, -1)) / tau
 
 
 def distill_loss(
@@ -120,14 +194,21 @@ def distill_loss(
     p: torch.Tensor,
     teacher_logits: torch.Tensor,
     alpha: float = 0.2,
-    tau: float = TAU,
+    tau: float | None = None,
+    contrastive: str = DEFAULT_LOSS,
     gather: bool = True,
 ) -> torch.Tensor:
-    """SimLM eq. 5: KL(p_ranker || p_ret) over each group (batch mean) + alpha * eq. 3."""
-    log_p_ret = F.log_softmax(group_scores(q, p, tau), dim=-1)
+    """KL(p_ranker || p_ret) over each group (mean over the local groups: DDP's averaging makes it
+    the global mean) + alpha * the ``contrastive`` loss over the global batch. p_ret is the softmax
+    of the retriever's group scores under that loss's similarity and temperature: SimLM eq. 5 with
+    ``"simlm"`` (cosine / 0.02), CDMAE eq. 11 with ``"infonce"`` (dot product)."""
+    if contrastive not in DISTILL_LOSSES:
+        raise InvalidArgumentError(
+            f"distillation's contrastive term must be one of {DISTILL_LOSSES}, got {contrastive!r}"
+        )
+    loss = LOSSES[contrastive]
+    tau = loss.resolve_tau(tau)
+    log_p_ret = F.log_softmax(group_scores(q, p, tau, loss.similarity), dim=-1)
     log_p_rank = F.log_softmax(teacher_logits.to(q.dtype), dim=-1)
     kl = (log_p_rank.exp() * (log_p_rank - log_p_ret)).sum(-1).mean()
-    return kl + alpha * simlm_loss(q, p, tau, gather)
-
-
-LOSSES = {"simlm": simlm_loss, "infonce": infonce_loss, "triplet": triplet_loss}
+    return kl + alpha * loss.fn(q, p, tau, gather)

@@ -5,8 +5,9 @@ max_length, and optionally dev_qrels: a fixed dev split instead of drawing dev_f
 shipped inside an installed Python package; pooling), ``[pretrain]`` (optional: ``method``,
 ``max_length``, the ``options`` / ``train`` sub-tables of ``dense-pt pretrain``, and for cdmae a
 ``pmi`` sub-table: max_n, min_count, window, memory_gb for the importance column; the encoder it
-writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures), ``[encode]`` (batch_size, query_max_length,
-passage_max_length), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size, tau, alpha,
+writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures, rel_level, tie_break:
+see ``dense_pt.evaluation``), ``[encode]`` (batch_size, query_max_length,
+passage_max_length), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size, tau (None: the loss's own), alpha,
 query_max_length, passage_max_length, and a ``train`` sub-table for the engine), ``[mine]``
 (depth, num, skip_top, margin), ``[reranker]`` (group_size, max_length, depth, num, rerank_depth,
 score_num, ``train``). Unknown keys are errors.
@@ -24,14 +25,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "data": {"corpus": None, "queries": None, "qrels": None, "dev_qrels": None, "dev_fraction": 0.1,
              "max_length": 256},
     "model": {"init": None, "pooling": "auto"},
-    "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"]},
+    "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"], "rel_level": 1, "tie_break": "docno"},
     "encode": {"batch_size": 64, "query_max_length": 64, "passage_max_length": 256},
-    "r1": {"loss": "simlm", "group_size": 8, "tau": 0.02, "query_max_length": 64, "passage_max_length": 192, "train": {}},
+    "r1": {"loss": "simlm", "group_size": 8, "tau": None, "query_max_length": 64, "passage_max_length": 192, "train": {}},
     "mine": {"depth": 200, "num": 30, "skip_top": 0, "margin": None, "bm25_depth": 200},
-    "r2": {"loss": "simlm", "group_size": 8, "tau": 0.02, "query_max_length": 64, "passage_max_length": 192, "train": {}},
+    "r2": {"loss": "simlm", "group_size": 8, "tau": None, "query_max_length": 64, "passage_max_length": 192, "train": {}},
     "reranker": {"enabled": True, "group_size": 8, "query_max_length": 64, "max_length": 256, "depth": 100,
                  "num": 30, "rerank_depth": 100, "score_num": 15, "train": {}},
-    "distill": {"enabled": True, "init": "r2", "group_size": 8, "alpha": 0.2, "tau": 0.02, "query_max_length": 64,
+    "distill": {"enabled": True, "init": "r2", "loss": "simlm", "group_size": 8, "alpha": 0.2, "tau": None, "query_max_length": 64,
                 "passage_max_length": 192, "train": {}},
     "pretrain": {},
 }  # fmt: skip
@@ -121,7 +122,33 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
     if cfg["distill"]["init"] not in ("r2", "model"):
         raise FormatError("[distill] init must be 'r2' or 'model'", where)
     cfg["pretrain"] = _pretrain_section(raw.get("pretrain") or {}, where, cfg["data"]["max_length"])
+    _check_eval_and_losses(cfg, where)
     return cfg
+
+
+def _check_eval_and_losses(cfg: dict[str, Any], where: str) -> None:
+    """Measures, evaluation conventions, loss names and temperatures, checked before any stage runs."""
+    from dense_pt.data.judgements import TIE_BREAKS
+    from dense_pt.evaluation.metrics import parse_measures
+
+    ev = cfg["eval"]
+    try:
+        parse_measures(ev["measures"], ev["rel_level"])
+    except InvalidArgumentError as exc:
+        raise FormatError(f"[eval] {exc}", where) from None
+    if ev["tie_break"] not in TIE_BREAKS:
+        raise FormatError(f"[eval] tie_break must be one of {TIE_BREAKS}, got {ev['tie_break']!r}", where)
+    from dense_pt.objectives.retrieval import DISTILL_LOSSES, resolve_loss
+
+    for table in ("r1", "r2", "distill"):
+        try:
+            resolve_loss(cfg[table]["loss"]).resolve_tau(cfg[table]["tau"])
+        except InvalidArgumentError as exc:
+            raise FormatError(f"[{table}] {exc}", where) from None
+    if cfg["distill"]["loss"] not in DISTILL_LOSSES:
+        raise FormatError(
+            f"[distill] loss must be one of {DISTILL_LOSSES}, got {cfg['distill']['loss']!r}", where
+        )
 
 
 PRETRAIN_KEYS = ("method", "max_length", "options", "train", "pmi")

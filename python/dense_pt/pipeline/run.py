@@ -42,6 +42,11 @@ STAGES = (
 )
 
 
+# The run file each evaluated stage leaves in its folder (its metrics can be recomputed from it).
+RUN_FILES = {"bm25": "run.trec", "zeroshot": "run.trec", "r1": "run.trec", "r2": "run.trec",
+             "reranker": "dev_reranked.trec", "distill": "run.trec"}  # fmt: skip
+
+
 class StopPipeline(DensePtError):
     """Raised after ``stop_after`` (tests simulate an interrupted pipeline with it)."""
 
@@ -58,6 +63,13 @@ class Context:
         self.out: Path = Path(cfg["out"])
         self.seed: int = int(cfg["seed"])
         self.results: dict[str, dict[str, Any]] = {}
+        from dense_pt.evaluation.metrics import EVALUATION_VERSION
+
+        ev = cfg["eval"]
+        # Not part of any stage's fingerprint: other measures or conventions re-evaluate the stages'
+        # run files (``_refresh_metrics``) instead of redoing their training.
+        self.eval_key = {"measures": list(ev["measures"]), "rel_level": ev["rel_level"],
+                         "tie_break": ev["tie_break"], "version": EVALUATION_VERSION}  # fmt: skip
 
     def stage(
         self, name: str, inputs: dict[str, Any], params: dict[str, Any], fn: Callable[[Path], dict]
@@ -67,6 +79,7 @@ class Context:
         fp = _fingerprint({"inputs": inputs, "params": params, "seed": self.seed, "stage": name})
         old = json.loads(mpath.read_text()) if mpath.exists() else None
         if old and old.get("fingerprint") == fp and old.get("status") == "done":
+            old = self._refresh_metrics(name, folder, old)
             self.log(f"[{name}] up to date, skipped")
             self.results[name] = old
             return old
@@ -81,6 +94,8 @@ class Context:
         self.log(f"[{name}] running")
         t0 = time.perf_counter()
         result = fn(folder)
+        if "metrics" in result:
+            result = {**result, "evaluation": self.eval_key}
         manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result}
         write_json_atomic(mpath, manifest)
         self.results[name] = manifest
@@ -89,6 +104,20 @@ class Context:
             self.log(f"[{name}] dev: {shown}")
         if self.stop_after == name:
             raise StopPipeline(f"stopped after stage {name!r} as asked")
+        return manifest
+
+    def _refresh_metrics(self, name: str, folder: Path, manifest: dict) -> dict:
+        """A finished stage's metrics, recomputed from its run file when they were computed with
+        other evaluation settings or an older version of the metrics."""
+        run_file = folder / RUN_FILES.get(name, "-")
+        if "metrics" not in manifest or manifest.get("evaluation") == self.eval_key or not run_file.is_file():
+            return manifest
+        from dense_pt.data import load_run
+
+        metrics = _evaluate(self, load_run(run_file), self.out / "split" / "dev.qrels")
+        manifest = {**manifest, "metrics": metrics, "evaluation": self.eval_key}
+        write_json_atomic(folder / "manifest.json", manifest)
+        self.log(f"[{name}] metrics recomputed from {run_file.name} (evaluation settings changed)")
         return manifest
 
 
@@ -121,7 +150,10 @@ def _evaluate(ctx: Context, run: dict, dev_qrels: Path) -> dict[str, float]:
 
     dev = load_qrels(dev_qrels)
     sub = {q: h for q, h in run.items() if q in dev}
-    return evaluate_run(sub, dev, ctx.cfg["eval"]["measures"]).measures
+    ev = ctx.cfg["eval"]
+    return evaluate_run(
+        sub, dev, ev["measures"], tie_break=ev["tie_break"], rel_level=ev["rel_level"]
+    ).measures
 
 
 def _retrieve(ctx: Context, model: Path, folder: Path, store: Path, queries: Path, k: int) -> dict:

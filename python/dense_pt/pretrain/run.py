@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ def _comparable(cfg: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(flat))
 
 
-def _prepare_out(cfg: PretrainConfig, resume: bool, is_main: bool) -> None:
+def _prepare_out(cfg: PretrainConfig, resume: bool, is_main: bool, barrier: Callable[[], None]) -> None:
     out = Path(cfg.out)
     run_config = out / "run_config.json"
     if run_config.exists():
@@ -68,6 +68,7 @@ def _prepare_out(cfg: PretrainConfig, resume: bool, is_main: bool) -> None:
         if diff:
             changes = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
             raise MismatchError(f"{run_config}: the run was started with other settings ({changes})")
+    barrier()  # every process has checked the folder before the main one writes into it
     if is_main:
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(run_config, cfg.to_dict())
@@ -99,7 +100,7 @@ def run_pretrain(
         raise InvalidArgumentError(
             f"the store has {len(store)} passages, fewer than one batch ({cfg.train.batch_size} x {dist.world_size})"
         )
-    _prepare_out(cfg, resume, dist.is_main)
+    _prepare_out(cfg, resume, dist.is_main, dist.barrier)
     dist.barrier()
 
     seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
