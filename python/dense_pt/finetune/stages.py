@@ -384,7 +384,7 @@ def rerank_run(
     depth: int = 100, batch_size: int = 64, device: str | None = None,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """Re-score the top ``depth`` of each query of ``run`` with the re-ranker."""
-    from dense_pt.data import load_queries
+    from dense_pt.data import load_queries, rank_hits
     from dense_pt.data.store import CorpusStore
 
     store = CorpusStore.open(corpus)
@@ -392,7 +392,7 @@ def rerank_run(
     pairs = []
     for q, hits in run.items():
         if q in qtexts:
-            top = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+            top = rank_hits(hits)[:depth]  # the evaluation's order, ties included
             pairs.extend((q, d) for d, _ in top)
     logits = rerank_logits(
         reranker, store, pairs, {q: qtexts[q] for q in {q for q, _ in pairs}}, batch_size, device

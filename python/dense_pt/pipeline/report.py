@@ -36,6 +36,10 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
             f"training on the {split.get('train_queries', '?')} of `{cfg['data']['qrels']}`."
         ),
         _pretrain_line(results),
+        (
+            f"Evaluation (ir-measures): ties ordered by {cfg['eval']['tie_break']}; binary measures count "
+            f"grade >= {cfg['eval']['rel_level']} as relevant; judged dev queries missing from a run count as zero."
+        ),
         "",
         "| stage | " + " | ".join(measures) + " | wall (s) |",
         "|---|" + "---:|" * (len(measures) + 1),
