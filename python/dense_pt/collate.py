@@ -442,9 +442,9 @@ _SETTINGS: dict[str, Any] = {
     "span_max_len": None,
     "return_original": False,
 }
-# Settings a method's paper does not declare (e.g. sigma outside cdmae, whole words for the
-# auto-encoder): unused by its views, given a neutral value.
-_UNUSED = {"whole_word": False, "sigma": 1.0, "mask_prob": 0.8, "random_prob": 0.1, "crop": "random"}
+# Settings a method's paper does not declare (sigma outside cdmae, the fill of the auto-encoder's
+# absent encoder mask, ...): unused by its views, given a neutral value.
+_UNUSED = {"whole_word": False, "sigma": 0.0, "mask_prob": 1.0, "random_prob": 0.0}
 
 
 def _resolve_settings(given: dict[str, Any]) -> dict[str, Any]:
