@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -263,18 +264,21 @@ def test_ctrl_c_interrupts_a_long_build(tmp_path):
     import time
 
     rng = np.random.default_rng(2)
-    values = rng.integers(0, 3, size=1_200_000).astype(np.uint32)
-    offsets = np.arange(0, 1_200_001, 1000, dtype=np.int64)
+    values = rng.integers(0, 5000, size=3_000_000).astype(np.uint32)
+    offsets = np.arange(0, 3_000_001, 1000, dtype=np.int64)
+    # The least budget this corpus accepts (it is refused below that, naming it) makes the build
+    # slow: ~100 passes per order, seconds even on a fast machine. Ctrl-C must stop it early.
+    with pytest.raises(InvalidArgumentError, match="too small for this corpus") as refused:
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=5000, memory_bytes=0, threads=1)
+    least = float(re.search(r"needs at least ([0-9.]+) GB", str(refused.value)).group(1))
     # interrupt_main() does nothing unless Python's own SIGINT handler is installed: make sure it
     # is, whatever an earlier test or library did to it.
     saved = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        # A tiny budget makes this build slow (tens of thousands of spilled runs, seconds even on
-        # a fast machine): Ctrl-C must stop it early.
         threading.Timer(0.3, _thread.interrupt_main).start()
         t0 = time.perf_counter()
         with pytest.raises(KeyboardInterrupt):
-            build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
+            build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=5000, memory_gb=least, threads=1)
         assert time.perf_counter() - t0 < 30
     finally:
         signal.signal(signal.SIGINT, saved)

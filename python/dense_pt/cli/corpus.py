@@ -17,6 +17,21 @@ corpus_app = typer.Typer(
 app.add_typer(corpus_app, name="corpus")
 
 KINDS = ("corpus", "queries", "qrels", "run")
+MAX_RECORD_HELP = (
+    "Largest record (a line, or a Parquet/Arrow row) to accept, in MB; longer ones are an error "
+    "naming the line (default 64, or $DENSE_PT_MAX_RECORD_BYTES)."
+)
+
+
+def record_bytes(mb: float | None) -> int | None:
+    """--max-record-mb as bytes (None: the readers' default)."""
+    from dense_pt.errors import InvalidArgumentError
+
+    if mb is None:
+        return None
+    if not mb > 0:
+        raise InvalidArgumentError(f"--max-record-mb must be positive, got {mb}")
+    return max(1, int(mb * (1 << 20)))
 
 
 @contextlib.contextmanager
@@ -43,15 +58,23 @@ def build(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
     max_length: int | None = typer.Option(
-        None, help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 tokens."
+        None,
+        min=0,
+        help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 "
+        "tokens. Default: the model's or tokenizer's limit when known (tokenizer_config.json, "
+        "config.json), else none; 0 keeps whole passages.",
     ),
     format: str | None = typer.Option(
         None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
     ),
     title_sep: str = typer.Option(" ", help="Separator between title and text when both are present."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if an up-to-date store exists."),
-    threads: int | None = typer.Option(None, help="Tokenizer threads (default: all cores)."),
-    batch_size: int = typer.Option(2048, help="Passages per encode_batch call."),
+    threads: int | None = typer.Option(None, min=1, help="Tokenizer threads (default: all cores)."),
+    batch_size: int = typer.Option(2048, min=1, help="Passages per encode_batch call."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Build a store even when the corpus has no passages."
+    ),
+    max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
 ) -> None:
     """Tokenize a corpus once into a memory-mappable store (Arrow IPC + manifest)."""
     from rich.console import Console
@@ -82,7 +105,9 @@ def build(
             corpus,
             tokenizer,
             out,
-            max_length=max_length,
+            max_length="auto" if max_length is None else (max_length or None),
+            allow_empty=allow_empty,
+            max_record_bytes=record_bytes(max_record_mb),
             format=format,
             title_sep=title_sep,
             force=force,
@@ -96,9 +121,13 @@ def build(
             "max length): nothing to do (use --force to rebuild)"
         )
         return
+    m = res.store.manifest
+    limit = m.get("max_length")
     console.print(
-        f"wrote [green]{out}[/]: {res.passages:,} passages, {res.store.manifest['num_tokens']:,} tokens, "
-        f"{res.truncated:,} truncated, {res.seconds:.1f} s ({res.passages_per_s:,.0f} passages/s)"
+        f"wrote [green]{out}[/]: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
+        f"{res.truncated:,} truncated at max length {limit if limit else 'none'} "
+        f"({m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
+        f"({res.passages_per_s:,.0f} passages/s)"
     )
 
 
@@ -106,6 +135,12 @@ def build(
 def info(
     store: Path = typer.Argument(..., help="A corpus store folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Hash every file of the store against its manifest checksum, even when it was "
+        "verified before (columns included).",
+    ),
 ) -> None:
     """Rows, tokens, length percentiles, columns and provenance of a store."""
     import json
@@ -114,8 +149,12 @@ def info(
     from rich.table import Table
 
     from dense_pt.data.build import corpus_info
+    from dense_pt.data.store import CorpusStore
 
-    summary = corpus_info(store)
+    opened = CorpusStore.open(store, verify="full" if verify else "cached")
+    if verify:
+        opened.verify_columns()
+    summary = corpus_info(opened)
     if json_out:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -131,9 +170,14 @@ def info(
             f"min {L['min']}  mean {L['mean']:.1f}  p50 {L['p50']:.0f}  p90 {L['p90']:.0f}  "
             f"p99 {L['p99']:.0f}  max {L['max']}",
         ),
-        ("max_length", str(summary["max_length"])),
+        ("max_length", f"{summary['max_length']} ({summary['max_length_source'] or 'given'})"),
         ("truncated", str(summary["truncated"])),
         ("columns", ", ".join(f"{k} ({v})" for k, v in summary["columns"].items())),
+        (
+            "checksums",
+            ("verified: " if verify else "")
+            + (", ".join(summary["checksums"]) or "none (a store written before checksums)"),
+        ),
         ("vocab", f"{summary['vocab_size']:,} tokens, hash {summary['vocab_hash'][:16]}"),
         ("tokenizer", str(summary["tokenizer"])),
         ("source", f"{summary['source']} (sha256 {str(summary['source_sha256'])[:16]})"),
@@ -180,6 +224,7 @@ def check(
     queries: Path | None = typer.Option(None, help="Queries file: qrels ids are checked against it."),
     corpus: Path | None = typer.Option(None, help="Corpus file or store: qrels ids are checked against it."),
     strict: bool = typer.Option(False, "--strict", help="A judgement for an unknown id is an error."),
+    max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
 ) -> None:
     """Read a whole input file and report the first problem (file:line: what was expected)."""
     from dense_pt.data.judgements import read_qrels, read_run
@@ -188,17 +233,18 @@ def check(
 
     if kind not in KINDS:
         raise InvalidArgumentError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    limit = record_bytes(max_record_mb)
     with data_warnings():
         if kind == "corpus":
-            n = sum(1 for _ in read_corpus(path, format))
+            n = sum(1 for _ in read_corpus(path, format, limit))
         elif kind == "queries":
-            n = sum(1 for _ in read_queries(path, format))
+            n = sum(1 for _ in read_queries(path, format, limit))
         elif kind == "run":
-            n = sum(1 for _ in read_run(path))
+            n = sum(1 for _ in read_run(path, limit))
         else:
-            qids = {q.id for q in read_queries(queries)} if queries else None
+            qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None
-            n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict))
+            n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict, max_record_bytes=limit))
     typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
 
 
