@@ -213,6 +213,13 @@ def writing(target: str | Path, temps: tuple[Path, ...] = ()) -> Iterator[None]:
 
 # ---- atomic writes ---------------------------------------------------------------------------
 def _mkdir_parent(path: Path) -> None:
+    for folder in (path.parent, *path.parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise DensePtIOError(
+                    _errno.ENOTDIR, f"cannot write {path}: {folder} is not a folder", str(path)
+                )
+            break
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
     _clean_once(path.parent)

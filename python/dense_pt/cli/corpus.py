@@ -125,8 +125,8 @@ def build(
     limit = m.get("max_length")
     console.print(
         f"wrote [green]{out}[/]: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
-        f"{res.truncated:,} truncated at max length {limit if limit else 'none'} "
-        f"({m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
+        f"{res.truncated:,} truncated (max length {limit or 'none'}, "
+        f"{m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
         f"({res.passages_per_s:,.0f} passages/s)"
     )
 
@@ -170,7 +170,7 @@ def info(
             f"min {L['min']}  mean {L['mean']:.1f}  p50 {L['p50']:.0f}  p90 {L['p90']:.0f}  "
             f"p99 {L['p99']:.0f}  max {L['max']}",
         ),
-        ("max_length", f"{summary['max_length']} ({summary['max_length_source'] or 'given'})"),
+        ("max_length", f"{summary['max_length'] or 'none'} ({summary['max_length_source'] or 'given'})"),
         ("truncated", str(summary["truncated"])),
         ("columns", ", ".join(f"{k} ({v})" for k, v in summary["columns"].items())),
         (

@@ -112,11 +112,11 @@ def resolve_max_length(
     else no limit."""
     if max_length == "auto":
         if isinstance(tokenizer, Tokenizer):
-            return None, "default: no length limit is known for an in-memory tokenizer"
+            return None, "default: no limit known"
         value, where = known_max_length(tokenizer)
         return value, f"default: {where}"
     if max_length is None:
-        return None, "given: no limit"
+        return None, "given"
     if isinstance(max_length, bool) or not isinstance(max_length, int):
         raise InvalidArgumentError(f"max_length must be an integer, None or 'auto', got {max_length!r}")
     if max_length < 3:

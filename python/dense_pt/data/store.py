@@ -53,6 +53,7 @@ TOKENS_FILE = "tokens.arrow"
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
 ROWS_PER_BATCH = 65536
+TOKENS_PER_BATCH = 1 << 23  # and at most this many tokens: a record batch is held whole once
 # Column names that would collide with the store's own files or columns.
 RESERVED_COLUMNS = ("id", "input_ids", "word_ids", "tokens", "manifest", "tokenizer")
 _REQUIRED_MANIFEST = ("format_version", "tokenizer", "special_tokens", "num_rows", "columns")
@@ -322,6 +323,7 @@ def write_store(
             tokenizer.save(str(tmp / TOKENIZER_FILE))
         with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:
             buf: list[tuple[str, np.ndarray, np.ndarray]] = []
+            buf_tokens = 0
             for pid, ids, words in rows:
                 unique.add(pid)
                 if len(ids) == 0:
@@ -331,9 +333,10 @@ def write_store(
                 buf.append((pid, ids, words))
                 n_rows += 1
                 n_tokens += len(ids)
-                if len(buf) >= ROWS_PER_BATCH:
+                buf_tokens += len(ids)
+                if len(buf) >= ROWS_PER_BATCH or buf_tokens >= TOKENS_PER_BATCH:
                     writer.write_batch(_batch(buf))
-                    buf = []
+                    buf, buf_tokens = [], 0
             if buf or n_rows == 0:
                 writer.write_batch(_batch(buf))
         dup = unique.first_duplicate(

@@ -59,7 +59,7 @@ def known_max_length(path: str | Path) -> tuple[int | None, str]:
     if tok_cfg.is_file():
         value = _json_int(tok_cfg, "model_max_length")
         if value is not None and 0 < value < _NO_LIMIT:
-            return value, f"model_max_length in {tok_cfg}"
+            return value, f"model_max_length of {tok_cfg}"
     model_cfg = folder / "config.json"
     if model_cfg.is_file():
         value = _json_int(model_cfg, "max_position_embeddings")
@@ -70,8 +70,8 @@ def known_max_length(path: str | Path) -> tuple[int | None, str]:
                 cfg = {}
             if str(cfg.get("model_type", "")) in _OFFSET_POSITIONS:
                 value -= int(cfg.get("pad_token_id") or 0) + 1
-            return value, f"max_position_embeddings in {model_cfg}"
-    return None, "no length limit is known (no tokenizer_config.json or config.json beside it)"
+            return value, f"max_position_embeddings of {model_cfg}"
+    return None, "no limit known"
 
 
 def _json_int(path: Path, key: str) -> int | None:
