@@ -48,7 +48,8 @@ _WRITE_ERRNOS = {
 # How libraries that do not raise OSError (pyarrow, torch, safetensors) word the same failures.
 _WRITE_FAILURE_TEXT = re.compile(
     r"no space left on device|file too large|disk quota exceeded|read-only file system|"
-    r"file write failed|os error (?:28|27|122|30)\b|errno (?:28|27|122|30)\b",
+    r"file write failed|os error (?:28|27|122|30)\b|errno (?:28|27|122|30)\b|"
+    r"\d+ requested and \d+ written",
     re.IGNORECASE,
 )
 
@@ -195,6 +196,8 @@ def write_error(exc: BaseException, target: str | Path, temps: tuple[Path, ...] 
         if code is None and re.search(r"file too large", str(exc), re.IGNORECASE):
             code = _errno.EFBIG
     reason = os.strerror(code) if code else str(exc)
+    if not code and re.search(r"requested and \d+ written", str(exc)):  # numpy's short fwrite
+        reason = f"the write stopped short ({exc}): the disk is full or a file size limit was reached"
     for t in temps:
         reason = reason.replace(str(t), str(target))
     return DensePtIOError(code or 0, f"cannot write {target}: {reason}", str(target))

@@ -178,7 +178,7 @@ pub struct AtomicFile {
 impl AtomicFile {
     pub fn create(target: &Path) -> Result<Self> {
         let dir = parent_dir(target);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(target, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::write(target, e))?;
         remove_stale_temporaries(&dir);
         let tmp = temp_path(target, "tmp")?;
         let file = OpenOptions::new()
@@ -186,7 +186,7 @@ impl AtomicFile {
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(|e| Error::io(target, e))?;
+            .map_err(|e| Error::write(target, e))?;
         Ok(AtomicFile {
             target: target.to_path_buf(),
             tmp,
@@ -208,7 +208,7 @@ impl AtomicFile {
             .as_ref()
             .expect("open until committed")
             .try_clone()
-            .map_err(|e| Error::io(&self.target, e))
+            .map_err(|e| Error::write(&self.target, e))
     }
 
     /// fsync and rename over the target.
@@ -220,7 +220,7 @@ impl AtomicFile {
                 drop(file);
                 std::fs::rename(&self.tmp, &self.target)
             })
-            .map_err(|e| Error::io(&self.target, e));
+            .map_err(|e| Error::write(&self.target, e));
         if res.is_err() {
             let _ = std::fs::remove_file(&self.tmp);
         }
@@ -241,7 +241,7 @@ pub fn write_file_atomic(target: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(target)?;
     f.file()
         .write_all(bytes)
-        .map_err(|e| Error::io(target, e))?;
+        .map_err(|e| Error::write(target, e))?;
     f.commit().map(|_| ())
 }
 
@@ -258,7 +258,7 @@ impl ScratchFile {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| Error::io(dir, e))?;
+            .map_err(|e| Error::write(dir, e))?;
         Ok((ScratchFile { path }, file))
     }
     pub fn path(&self) -> &Path {

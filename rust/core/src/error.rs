@@ -25,6 +25,23 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A write that failed (a full disk, a quota, a refused folder), naming the user's path: the
+    /// output file or folder, never a hidden temporary.
+    #[error("cannot write {}: {}", path.display(), os_message(source))]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An I/O error's text without the " (os error N)" that std appends.
+fn os_message(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -47,6 +64,12 @@ impl Error {
     }
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Write {
             path: path.into(),
             source,
         }

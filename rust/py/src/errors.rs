@@ -13,7 +13,7 @@ fn class_name(err: &Error) -> &'static str {
         Error::InvalidArgument(_) => "InvalidArgumentError",
         Error::Format { .. } => "FormatError",
         Error::Mismatch { .. } => "MismatchError",
-        Error::Io { .. } => "DensePtIOError",
+        Error::Io { .. } | Error::Write { .. } => "DensePtIOError",
         Error::Internal(_) => "InternalError",
     }
 }
@@ -26,7 +26,7 @@ pub fn to_pyerr(py: Python<'_>, err: Error) -> PyErr {
         let cls = module.getattr(class_name(&err))?;
         let instance = match &err {
             // OSError subclasses get (errno, strerror, filename) so `e.filename` works.
-            Error::Io { path, source } => cls.call1((
+            Error::Io { path, source } | Error::Write { path, source } => cls.call1((
                 source.raw_os_error().unwrap_or(0),
                 message.clone(),
                 path.to_string_lossy().into_owned(),

@@ -1315,7 +1315,7 @@ impl RunWriter {
 /// A failed write of a spilled run names the spill folder (the user's `--spill-dir` or the
 /// output's folder), not the hidden run file.
 fn spill_error(run: &Path, e: std::io::Error) -> Error {
-    Error::io(crate::atomic::parent_dir(run), e)
+    Error::write(crate::atomic::parent_dir(run), e)
 }
 
 struct RunReader {

@@ -160,7 +160,7 @@ impl TableWriter {
         let header_len = meta.header_len();
         let mut out = BufWriter::with_capacity(1 << 20, atomic.try_clone()?);
         out.write_all(&vec![0u8; header_len])
-            .map_err(|e| Error::io(path, e))?;
+            .map_err(|e| Error::write(path, e))?;
         Ok(TableWriter {
             meta,
             path: path.to_path_buf(),
@@ -254,7 +254,8 @@ impl TableWriter {
     fn write_bytes(&mut self, data: &[u8]) -> Result<()> {
         self.hasher.update(data);
         let out = self.out.as_mut().expect("open");
-        out.write_all(data).map_err(|e| Error::io(&self.path, e))?;
+        out.write_all(data)
+            .map_err(|e| Error::write(&self.path, e))?;
         self.pos += data.len() as u64;
         Ok(())
     }
@@ -306,7 +307,7 @@ impl TableWriter {
         out.seek(SeekFrom::Start(0))
             .and_then(|_| out.write_all(&header))
             .and_then(|_| out.flush())
-            .map_err(|e| Error::io(&path, e))?;
+            .map_err(|e| Error::write(&path, e))?;
         drop(out);
         self.atomic.take().expect("open").commit()
     }
