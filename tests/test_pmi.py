@@ -283,3 +283,46 @@ def test_ctrl_c_interrupts_a_long_build(tmp_path):
     finally:
         signal.signal(signal.SIGINT, saved)
     assert not list(tmp_path.iterdir())
+
+
+def test_top_zero_is_an_empty_list_and_negative_arguments_are_clear_errors(tmp_path):
+    """`pmi inspect --top 0` panicked (index out of bounds); negative counts were OverflowErrors."""
+    values, offsets = flatten([[0, 1, 2, 1, 0], [2, 1, 0]])
+    build_arrays(values, offsets, tmp_path / "t", vocab_size=3)
+    t = NgramTable.open(tmp_path / "t")
+    assert t.top_pmi(2, 0) == [] and len(t.top_pmi(2, 3)) == 3
+    for call, name in [
+        (lambda: t.top_pmi(2, -1), "k"),
+        (lambda: t.top_pmi(1, 3), "n"),
+        (lambda: t.count([-1, 2]), "token ids"),
+        (lambda: t.ami(np.array([0, -3]), window=2), "token ids"),
+        (lambda: t.ami(np.array([0, 1]), window=-2), "window"),
+        (lambda: build_arrays(values, offsets, tmp_path / "u", vocab_size=3, min_count=-3), "min_count"),
+        (lambda: build_arrays(values, offsets, tmp_path / "u", vocab_size=3, max_n=-1), "max_n"),
+        (lambda: merge([tmp_path / "t"], tmp_path / "m", min_count=0), "min_count"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=name):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_a_budget_needing_unbounded_passes_is_refused_and_the_minimum_works(tmp_path):
+    """SciFact-sized corpus, --threads 1: 0.03 GB took 692 s (22,104 passes), 0.001 GB ran 15+
+    minutes without a word. Now: refused before any work, naming the least budget; at that budget
+    each order takes at most 2 * 64 + 1 passes and the bytes are those of a roomy build."""
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 8000, size=600_000).astype(np.uint32)
+    offsets = np.arange(0, 600_001, 300, dtype=np.int64)
+    phases = []
+    with pytest.raises(InvalidArgumentError, match="too small for this corpus") as info:
+        build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=0.03, threads=1,
+                     progress=lambda *a: phases.append(a))  # fmt: skip
+    assert phases == [] and not list(tmp_path.iterdir())  # refused before any work
+    least = float(re.search(r"needs at least ([0-9.]+) GB", str(info.value)).group(1))
+    assert "raise --memory-gb (memory_gb=) to" in str(info.value)
+    stats = build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=least, threads=1,
+                         progress=lambda *a: phases.append(a))  # fmt: skip
+    assert not stats["fused"] and stats["passes"] <= 3 * (2 * 64 + 1)
+    assert len(phases) >= stats["passes"]  # progress reported at least once per pass
+    build_arrays(values, offsets, tmp_path / "w", vocab_size=8000, memory_gb=1, threads=1)
+    assert (tmp_path / "t").read_bytes() == (tmp_path / "w").read_bytes()

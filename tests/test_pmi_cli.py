@@ -61,3 +61,28 @@ def test_pmi_cli(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert "t.ngram" in proc.stderr and "vocabulary" in proc.stderr
+
+
+def test_inspect_text_with_a_tokenizer_that_pads_shows_no_padding(tmp_path):
+    """all-MiniLM-L6-v2's tokenizer.json pads to 128: inspect printed ~115 [PAD](0.0) after the
+    text. Every tokenization with a user's tokenizer turns padding and truncation off."""
+    from tokenizers import Tokenizer
+
+    tok = train_wordpiece(TEXTS * 3, vocab_size=150, min_frequency=1)
+    padded = Tokenizer.from_str(tok.to_str())
+    padded.enable_padding(length=128, pad_id=0, pad_token="[PAD]")
+    padded.enable_truncation(max_length=128)
+    padded.save(str(tmp_path / "padded.json"))
+    store = build_store_from_texts(tmp_path / "store", [(str(i), t) for i, t in enumerate(TEXTS)], tok)
+    runner = CliRunner()
+    r = runner.invoke(app, ["pmi", "build", str(store.path), "--out", str(tmp_path / "t.pmi")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        app,
+        ["pmi", "inspect", str(tmp_path / "t.pmi"), "--tokenizer", str(tmp_path / "padded.json"),
+         "--text", "the vaccine trial", "--top", "0"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "[PAD]" not in r.output and "vaccine(" in r.output
+    assert "top 0" not in r.output

@@ -295,7 +295,7 @@ def _read_arrow(path: Path) -> pa.Table:
         raise FormatError("missing file of the corpus store", path=path)
     try:
         return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, OSError) as exc:  # a damaged footer is an OSError in pyarrow
         raise FormatError(f"not a readable Arrow IPC file ({exc})", path=path) from exc
 
 
