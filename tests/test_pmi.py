@@ -326,3 +326,93 @@ def test_a_budget_needing_unbounded_passes_is_refused_and_the_minimum_works(tmp_
     assert len(phases) >= stats["passes"]  # progress reported at least once per pass
     build_arrays(values, offsets, tmp_path / "w", vocab_size=8000, memory_gb=1, threads=1)
     assert (tmp_path / "t").read_bytes() == (tmp_path / "w").read_bytes()
+
+
+BUILD_UNDER_A_LIMIT = """
+import json, resource, sys
+import numpy as np
+from dense_pt.pmi import build_arrays
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+rng = np.random.default_rng(0)
+values = rng.integers(0, 30000, size=10_000_000).astype(np.uint32)
+offsets = np.arange(0, values.size + 1, 200, dtype=np.int64)
+budget = 0.15
+base = status("VmRSS:")  # the interpreter, numpy, and the 40 MB corpus itself
+# Address space: what is mapped now, plus the budget, plus 128 MB for two threads' stacks and
+# allocator arenas. A build that overran its budget would fail to allocate.
+limit = status("VmSize:") + int(budget * (1 << 30)) + (128 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+stats = build_arrays(values, offsets, sys.argv[1], vocab_size=30000, memory_gb=budget, threads=2)
+print(json.dumps({"grew": status("VmHWM:") - base, "budget": int(budget * (1 << 30)),
+                  "passes": stats["passes"]}))
+"""
+
+
+def test_build_stays_within_its_memory_budget_under_an_address_space_limit(tmp_path):
+    """10M tokens, --memory-gb 0.15, 2 threads, under RLIMIT_AS: the build completes and its
+    resident memory grows by less than the budget (which also counts the corpus it reads)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", BUILD_UNDER_A_LIMIT, str(tmp_path / "t.pmi")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MALLOC_ARENA_MAX": "2"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["grew"] < out["budget"], out
+    assert out["passes"] > 1  # the budget shaped the plan
+
+
+SCORE_UNDER_A_LIMIT = """
+import json, os, resource, sys
+from dense_pt.data.store import CorpusStore
+from dense_pt.pmi import NgramTable, score
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+store = CorpusStore.open(sys.argv[1])
+tokens = int(store.lengths().sum())
+table = NgramTable.open(sys.argv[2])
+base = status("VmRSS:")
+bound = 16 * tokens + os.path.getsize(sys.argv[2]) + (64 << 20)  # the README's bound
+limit = status("VmSize:") + bound + (64 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+score(store, table, window=4, threads=2)
+print(json.dumps({"grew": status("VmHWM:") - base, "bound": bound, "tokens": tokens}))
+"""
+
+
+def test_score_stays_within_its_memory_bound_under_an_address_space_limit(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(5)
+    words = " ".join(t for _, t in DOCS).split()
+    docs = [(f"p{i}", " ".join(rng.choice(words, 120))) for i in range(6000)]
+    tok = train_wordpiece([t for _, t in DOCS] * 3, vocab_size=300, min_frequency=1)
+    store = build_store_from_texts(tmp_path / "s", docs, tok)
+    build(store, tmp_path / "t.pmi", memory_gb=0.5)
+    r = subprocess.run(
+        [sys.executable, "-c", SCORE_UNDER_A_LIMIT, str(store.path), str(tmp_path / "t.pmi")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MALLOC_ARENA_MAX": "2"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["tokens"] > 500_000 and out["grew"] < out["bound"], out
