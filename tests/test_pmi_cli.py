@@ -86,3 +86,33 @@ def test_inspect_text_with_a_tokenizer_that_pads_shows_no_padding(tmp_path):
     assert r.exit_code == 0, r.output
     assert "[PAD]" not in r.output and "vaccine(" in r.output
     assert "top 0" not in r.output
+
+
+def test_without_a_terminal_progress_is_plain_lines(tmp_path):
+    """Under nohup or in a pipe a live bar prints nothing for the whole run: plain lines instead,
+    a phase's start and end, and a status line with rate and ETA every 30 s."""
+    import io
+
+    from dense_pt.cli.corpus import LineProgress
+
+    tok = train_wordpiece(TEXTS * 3, vocab_size=150, min_frequency=1)
+    store = build_store_from_texts(tmp_path / "store", [(str(i), t) for i, t in enumerate(TEXTS)], tok)
+    r = CliRunner().invoke(app, ["pmi", "build", str(store.path), "--out", str(tmp_path / "t.pmi")])
+    assert r.exit_code == 0, r.output
+    assert "pmi build: order 1: started" in r.output and "pmi build: order 1: done, " in r.output
+
+    now = [0.0]
+    out = io.StringIO()
+    p = LineProgress("pmi build", "n-grams", stream=out)
+    p.clock = lambda: now[0]
+    for t, done in [(0, 0), (10, 100), (31, 300), (45, 450), (62, 620)]:
+        now[0] = t
+        p.update("order 2", done, 1000)
+    now[0] = 70
+    p.finish()
+    assert out.getvalue().splitlines() == [
+        "pmi build: order 2: started",
+        "pmi build: order 2: 300/1,000 (30%) n-grams, 10 n-grams/s, ETA 72 s",
+        "pmi build: order 2: 620/1,000 (62%) n-grams, 10 n-grams/s, ETA 38 s",
+        "pmi build: order 2: done, 620 n-grams in 70.0 s",
+    ]

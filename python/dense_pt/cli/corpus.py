@@ -23,6 +23,45 @@ MAX_RECORD_HELP = (
 )
 
 
+class LineProgress:
+    """Progress as plain lines for a log file or a pipe (a live bar prints nothing there): a line
+    when a phase starts, one at most every ``every`` seconds with the rate and ETA, one when it
+    ends. ``update(phase, done, total)``; total 0 means unknown."""
+
+    def __init__(self, command: str, unit: str, every: float = 30.0, stream=None):  # type: ignore[no-untyped-def]
+        import sys
+        import time
+
+        self.command, self.unit, self.every = command, unit, every
+        self.stream = stream or sys.stderr
+        self.clock = time.monotonic
+        self.phase: str | None = None
+        self.start = self.last = 0.0
+        self.done = 0
+
+    def _say(self, text: str) -> None:
+        print(f"{self.command}: {text}", file=self.stream, flush=True)
+
+    def update(self, phase: str, done: int, total: int = 0) -> None:
+        now = self.clock()
+        if phase != self.phase:
+            self.finish()
+            self.phase, self.start, self.last = phase, now, now
+            self._say(f"{phase}: started")
+        self.done = done
+        if now - self.last >= self.every:
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            part = f"{done:,}" + (f"/{total:,} ({100 * done / total:.0f}%)" if total else "")
+            eta = f", ETA {max(total - done, 0) / rate:,.0f} s" if total and rate > 0 else ""
+            self._say(f"{self.phase}: {part} {self.unit}, {rate:,.0f} {self.unit}/s{eta}")
+
+    def finish(self) -> None:
+        if self.phase is not None:
+            self._say(f"{self.phase}: done, {self.done:,} {self.unit} in {self.clock() - self.start:,.1f} s")
+            self.phase = None
+
+
 def record_bytes(mb: float | None) -> int | None:
     """--max-record-mb as bytes (None: the readers' default)."""
     from dense_pt.errors import InvalidArgumentError
@@ -83,6 +122,7 @@ def build(
     from dense_pt.data.build import build_corpus_store
 
     console = Console(stderr=True, soft_wrap=True)
+    lines = None if console.is_terminal else LineProgress("corpus build", "passages")
     with (
         data_warnings(),
         Progress(
@@ -92,12 +132,16 @@ def build(
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            disable=lines is not None,
         ) as bar,
     ):
         task = bar.add_task("build", total=None, rate=0.0)
         start = bar.get_time()
 
         def progress(done: int) -> None:
+            if lines is not None:
+                lines.update("tokenizing", done)
+                return
             elapsed = max(bar.get_time() - start, 1e-9)
             bar.update(task, completed=done, rate=done / elapsed)
 
@@ -115,6 +159,8 @@ def build(
             batch_size=batch_size,
             progress=progress,
         )
+        if lines is not None:
+            lines.finish()
     if not res.built:
         console.print(
             f"[green]{out}[/] is up to date ({len(res.store):,} passages; same source, tokenizer and "

@@ -13,9 +13,25 @@ pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importanc
 app.add_typer(pmi_app, name="pmi")
 
 
-def _progress():
-    """A rich progress display and a callback for the Rust core (one bar per phase)."""
+def _progress(command: str = "pmi"):
+    """A progress display and a callback for the Rust core: one bar per phase in a terminal, plain
+    lines (a phase's start and end, a status line with rate and ETA every 30 s) otherwise."""
+    import contextlib
+
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dense_pt.cli.corpus import LineProgress
+
+    if not Console(stderr=True).is_terminal:
+        lines = LineProgress(command, "n-grams")
+
+        @contextlib.contextmanager
+        def display():  # type: ignore[no-untyped-def]
+            yield
+            lines.finish()
+
+        return display(), lines.update
 
     bar = Progress(
         TextColumn("[bold]{task.description}"),
@@ -67,7 +83,7 @@ def build_cmd(
 
     from dense_pt.pmi import build
 
-    bar, cb = _progress()
+    bar, cb = _progress("pmi build")
     with bar:
         stats = build(
             store,
@@ -103,7 +119,7 @@ def merge_cmd(
 
     from dense_pt.pmi import merge
 
-    bar, cb = _progress()
+    bar, cb = _progress("pmi merge")
     with bar:
         res = merge(parts, out, min_count=min_count, progress=cb)
     Console().print(f"[green]wrote[/] {out} from {res['parts']} shards  N_n {res['totals']}")
