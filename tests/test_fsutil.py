@@ -314,7 +314,9 @@ def test_a_full_disk_during_corpus_build_on_the_command_line(tmp_path, tok_file)
         fsize=64 << 10,
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == f"error: cannot write {store}: File too large"
+    lines = r.stderr.strip().splitlines()  # progress lines (stderr is not a terminal), then one error
+    assert lines[-1] == f"error: cannot write {store}: File too large", r.stderr
+    assert all(x.startswith("corpus build: ") for x in lines[:-1]), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
