@@ -65,6 +65,13 @@ def bench_source(make_batch, n_rows: int, batch: int, workers: int, batches: int
     return n * batch / (time.perf_counter() - t)
 
 
+def generator_options(method: str) -> dict:
+    """simlm / enc-dec-rtd need a generator: a joint one here (nothing to download)."""
+    from dense_pt.objectives import uses_generator
+
+    return {"generator": "joint"} if uses_generator(method) else {}
+
+
 def bench_training(
     store, method: str, batch: int, workers: int, steps: int, max_length: int, tmp: Path, threads: int
 ) -> dict:
@@ -86,6 +93,7 @@ def bench_training(
     )
     out = tmp / f"train-{method}-w{workers}"
     cfg = build_config(
+        options=generator_options(method),
         top={
             "method": method,
             "model": str(cfg_path),
@@ -129,13 +137,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from dense_pt.data.store import CorpusStore
-    from dense_pt.objectives import resolve_options
+    from dense_pt.objectives import MethodOptions, resolve_options
     from dense_pt.pretrain.data import make_collate_fn
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         store = CorpusStore.open(args.store) if args.store else synthetic_store(tmp / "store")
-        opts = resolve_options(args.method)
+        opts = resolve_options(args.method, MethodOptions(**generator_options(args.method)))
         make_batch = make_collate_fn(store, args.method, opts, args.max_length, seed=0)
         print(
             f"store: {store.path} ({len(store)} passages), method {args.method}, batch {args.batch_size}, "

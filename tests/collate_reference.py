@@ -37,7 +37,7 @@ def collate(values, offsets, rows, epoch, cfg, importance=None, word_ids=None):
     """``cfg`` keys mirror the native constructor: max_length, crop, pad_to_max, multiple, cls,
     sep, pad, mask, vocab, specials, seed, enc (kind, p, sigma, whole_word) or None, enc_fill
     (mask_prob, random_prob) or None, enc_labels, decoder, dec, p_dec, dec_fill, dec_labels,
-    spans (min_len, max_len, n) or None."""
+    spans (min_len, max_len, n) or None, original (bool: return the clean ids)."""
     seed = cfg["seed"]
     cap = cfg["max_length"] - 2
     starts, lens = [], []
@@ -130,6 +130,8 @@ def collate(values, offsets, rows, epoch, cfg, importance=None, word_ids=None):
         for b, n in enumerate(lens):
             d[b, 1 : n + 1] = cfg["mask"]
         out["dec_input_ids"], out["dec_labels"] = d, _labels(clean, lens, cfg["dec_labels"])
+    if cfg.get("original"):
+        out["original_ids"] = clean.copy()
     if cfg.get("spans"):
         lo, hi, n_sp = cfg["spans"]
         full = [int(offsets[r + 1] - offsets[r]) for r in rows]

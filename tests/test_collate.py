@@ -25,6 +25,7 @@ WORDS = (
     "unbelievably extraordinary tokenization"
 ).split()
 BERT = (0.8, 0.1)
+MASK_ALL = (1.0, 0.0)  # the generator's inputs of simlm / enc-dec-rtd: [MASK] at every masked position
 EXPECTED = {
     "mlm": {"enc": ("random", 0.3), "enc_fill": BERT, "enc_labels": "masked", "decoder": "none"},
     "cdmae": {
@@ -38,12 +39,13 @@ EXPECTED = {
     },
     "simlm": {
         "enc": ("random", 0.3),
-        "enc_fill": None,
+        "enc_fill": MASK_ALL,
         "enc_labels": "content",
         "decoder": "nested",
         "p_dec": 0.5,
-        "dec_fill": None,
+        "dec_fill": MASK_ALL,
         "dec_labels": "content",
+        "original": True,
     },
     "enc-dec-mlm": {
         "enc": ("random", 0.3),
@@ -56,12 +58,13 @@ EXPECTED = {
     },
     "enc-dec-rtd": {
         "enc": ("random", 0.3),
-        "enc_fill": None,
+        "enc_fill": MASK_ALL,
         "enc_labels": "masked",
         "decoder": "nested",
         "p_dec": 0.5,
-        "dec_fill": None,
+        "dec_fill": MASK_ALL,
         "dec_labels": "masked",
+        "original": True,
     },
     "seed": {
         "enc": ("random", 0.15),
@@ -124,6 +127,7 @@ def ref_cfg(store, method, max_length, seed, crop="random", pad_to_max=False, mu
         "dec_fill": e.get("dec_fill"),
         "dec_labels": e.get("dec_labels", "masked"),
         "spans": (min(16, max_length - 2), max_length - 2, 2) if e.get("spans") else None,
+        "original": e.get("original", False),
     }
 
 
@@ -186,8 +190,12 @@ def test_batch_contract(store, method):
     if EXPECTED[method].get("decoder") == "nested":
         assert not (b["enc_mask"] & ~b["dec_mask"]).any()
     if method in ("simlm", "enc-dec-rtd"):
-        assert "original_ids" not in b
-        assert not ((ids == store.special_tokens["mask"]) & real).any()  # replaced on device
+        # the generator's two inputs: [MASK] exactly at each view's positions, the original elsewhere
+        mask_id, orig = store.special_tokens["mask"], b["original_ids"]
+        assert np.array_equal(ids == mask_id, b["enc_mask"])
+        assert np.array_equal(b["dec_input_ids"] == mask_id, b["dec_mask"])
+        assert np.array_equal(ids[~b["enc_mask"]], orig[~b["enc_mask"]])
+        assert np.array_equal(b["dec_input_ids"][~b["dec_mask"]], orig[~b["dec_mask"]])
     if method == "autoencoder":
         assert np.array_equal(ids[real], b["dec_labels"][real])
         assert (b["dec_input_ids"][real] == store.special_tokens["mask"]).all()
@@ -275,7 +283,11 @@ def test_bad_input_raises_invalid_argument(store, tmp_path):
         Collator(no_imp, "cdmae")
     bad = values.astype(np.int64)
     bad[3] = store.vocab_size
-    raw = Collator.from_arrays(bad, offsets, vocab_size=store.vocab_size, special_tokens=store.special_tokens)
+    with pytest.raises(InvalidArgumentError, match=r"masks whole words .* pass word_ids"):
+        Collator.from_arrays(bad, offsets, vocab_size=store.vocab_size, special_tokens=store.special_tokens)
+    raw = Collator.from_arrays(
+        bad, offsets, vocab_size=store.vocab_size, special_tokens=store.special_tokens, whole_word=False
+    )
     with pytest.raises(InvalidArgumentError, match="outside \\[0, vocab_size"):
         raw(range(5))
     nan = store.ragged("importance")[0].astype(np.float32)

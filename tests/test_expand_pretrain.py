@@ -5,7 +5,6 @@ methods end to end, and misuse is refused clearly."""
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
@@ -21,7 +20,7 @@ from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
 from dense_pt.expansion.writer import load_queries  # noqa: E402
 from dense_pt.pretrain import build_config, run_pretrain  # noqa: E402
-from dense_pt.pretrain.context_data import build_source, lr_lambda  # noqa: E402
+from dense_pt.pretrain.context_data import build_source  # noqa: E402
 from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
 
 N = 48
@@ -62,13 +61,16 @@ def _is_substring(small, big):
     return any(big[i : i + n] == small for i in range(len(big) - n + 1))
 
 
-@pytest.mark.parametrize("method", ["contrastive", "querygen"])
-def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method):
+@pytest.mark.parametrize("method, coarse", [("contrastive", "spans"), ("querygen", "passage")])
+def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method, coarse):
+    """The targets of each stage (LLM expansion paper, Curriculum Learning): contrastive pre-training
+    contrasts the passage with a random span of it, query generation generates the passage itself
+    (the clean text the encoder's masked view was made from); then both use the LLM queries."""
     _, store, _, qdir = setup
-    cfg = _cfg(setup, tmp_path, method, "spans:0.75,queries:0.25")
+    cfg = _cfg(setup, tmp_path, method, f"{coarse}:0.75,queries:0.25")
     stages = cfg.stages()
     assert [(s.source, s.start, s.end, s.schedule) for s in stages] == [
-        ("spans", 0, 6, "cosine"),
+        (coarse, 0, 6, "cosine"),
         ("queries", 6, 8, "constant"),
     ]
     source = build_source(cfg, store, stages)
@@ -93,8 +95,13 @@ def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method
             passage = store.tokens(int(row)).tolist()
             got = _content(ctx_ids[b], ctx_am[b])
             encoded = [tok.encode(q, add_special_tokens=False).ids for q in queries.get(ids[row], [])]
-            if k < 6:  # a span of the passage itself
-                assert got and _is_substring(got, passage)
+            if k < 6 and method == "contrastive":  # a span of the passage
+                assert got and _is_substring(got, passage) and len(got) < len(passage) + 1
+            elif k < 6:  # the passage itself: the encoder's crop, clean
+                assert len(got) == min(len(passage), 46) and _is_substring(got, passage)
+                lab, inp = batch["labels"][b], batch["input_ids"][b]
+                clean = np.where(lab != -100, lab, inp)  # the encoder's view, unmasked
+                assert clean[: len(got) + 2].tolist() == ctx_ids[b, : len(got) + 2].tolist()
             elif method == "contrastive":  # one of the passage's LLM queries
                 assert got in encoded
             else:  # all of them, each closed by [SEP]
@@ -102,11 +109,47 @@ def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method
                 assert got == [t for q in encoded for t in [*q, sep]][:-1]
         if k >= 6:
             assert all(queries.get(ids[r]) for r in rows)  # only passages that have queries
-    # cosine over the first stage (warmup 1), then the constant peak rate
-    f = lr_lambda(stages, cfg.train.warmup_steps())
-    factors = [f(s) for s in range(9)]
-    assert factors[0] == 1.0 and all(a > b for a, b in itertools.pairwise(factors[1:6]))
-    assert factors[6:] == [1.0, 1.0, 1.0]
+
+
+def _adam_steps(trainer) -> set[int]:
+    return {int(st["step"]) for st in trainer.optimizer.state.values() if "step" in st}
+
+
+@pytest.mark.parametrize("stage_optimizer", ["reset", "keep"])
+def test_curriculum_learning_rate_and_optimizer_at_the_switch(setup, tmp_path, stage_optimizer):
+    """Warm-up is a fraction of the FIRST stage, stage 1 decays by cosine, stage 2 is constant at the
+    peak (the paper); with "reset" the AdamW moments start afresh at the switch (a new run from the
+    stage-1 checkpoint), also when the run is resumed from a checkpoint taken at the switch."""
+    import math
+
+    peak, warm = 1e-3, 3  # warm-up 0.25 of the 12-step first stage
+    seen = {}
+
+    def watch(trainer, step, record):
+        if step in (9, 12, 13):
+            seen[step] = _adam_steps(trainer)
+        if step == 12 and "stop" not in seen:
+            seen["stop"] = True
+            trainer.stop_requested = True
+
+    cfg = _cfg(setup, tmp_path / "r", "contrastive", "spans:0.75,queries:0.25", max_steps=16,
+               warmup=0.25, save_every=4, threads=1)  # fmt: skip
+    cfg.stage_optimizer = stage_optimizer
+    first = run_pretrain(cfg, callbacks=[watch], progress=False)
+    assert first["steps"] == 12  # stopped at the switch, after the checkpoint taken there
+    run_pretrain(cfg, resume=True, callbacks=[watch], progress=False)
+    lrs = [json.loads(line)["lr"] for line in open(tmp_path / "r" / "log.jsonl")]
+
+    def reference(s):  # 0-based optimiser step
+        if s < warm:
+            return peak * (s + 1) / warm
+        if s < 12:
+            return peak * 0.5 * (1 + math.cos(math.pi * (s - warm) / (12 - warm)))
+        return peak
+
+    assert lrs == pytest.approx([reference(s) for s in range(16)], rel=1e-9, abs=0)
+    assert seen[9] == {9} and seen[12] == {12}
+    assert seen[13] == ({1} if stage_optimizer == "reset" else {13})
 
 
 def test_stopped_run_resumes_in_the_right_stage(setup, tmp_path):
@@ -156,16 +199,20 @@ def test_cli_runs_both_methods_end_to_end(setup, tmp_path):
     for method in ("querygen", "contrastive"):
         out = tmp_path / method
         args = ["pretrain", "--method", method, "--out", str(out), "--queries", str(qdir), *common]
-        res = runner.invoke(app, [*args, "--curriculum", "spans:0.5,queries:0.5"])
+        coarse = "passage" if method == "querygen" else "spans"
+        res = runner.invoke(app, [*args, "--curriculum", f"{coarse}:0.5,queries:0.5", "--warmup", "1"])
         assert res.exit_code == 0, res.output + repr(res.exception)
         rec = [json.loads(line) for line in open(out / "log.jsonl")]
         assert len(rec) == 4 and all(np.isfinite(r["loss"]) for r in rec)
         assert AutoModel.from_pretrained(out / "encoder") is not None
         run_cfg = json.loads((out / "run_config.json").read_text())
-        assert run_cfg["stages"] == [["spans", 0, 2, "cosine"], ["queries", 2, 4, "constant"]]
+        assert run_cfg["stages"] == [[coarse, 0, 2, "cosine"], ["queries", 2, 4, "constant"]]
+        assert run_cfg["stage_optimizer"] == "reset" and run_cfg["paper"] == "llm-expansion"
     zero_shot_evaluation(runner, tmp_path, tmp_path / "contrastive" / "encoder", store)
     # contrastive without queries: spans only
-    res = runner.invoke(app, ["pretrain", "--method", "contrastive", "--out", str(tmp_path / "c2"), *common])
+    res = runner.invoke(
+        app, ["pretrain", "--method", "contrastive", "--out", str(tmp_path / "c2"), "--warmup", "1", *common]
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
 
 
@@ -197,6 +244,13 @@ def zero_shot_evaluation(runner, tmp, encoder, store):
 def test_misuse_is_refused(setup, tmp_path):
     with pytest.raises(InvalidArgumentError, match="--queries"):
         _cfg(setup, tmp_path / "a", "querygen", queries=False)
+    with pytest.raises(InvalidArgumentError, match="querygen reads no 'spans' context"):
+        _cfg(setup, tmp_path / "a", "querygen", "spans:0.5,queries:0.5")
+    with pytest.raises(InvalidArgumentError, match="contrastive reads no 'passage' context"):
+        _cfg(setup, tmp_path / "a", "contrastive", "passage:0.5,queries:0.5")
+    with pytest.raises(InvalidArgumentError, match="longer than the first curriculum stage"):
+        _cfg(setup, tmp_path / "a", "contrastive", "spans:0.5,queries:0.5", warmup=5)
+    assert _cfg(setup, tmp_path / "a", "querygen", "passage:1", queries=False).stages()[0].source == "passage"
     with pytest.raises(InvalidArgumentError, match="queries stage"):
         _cfg(setup, tmp_path / "b", "contrastive", "spans:0.5,queries:0.5", queries=False)
     with pytest.raises(InvalidArgumentError, match="not mlm"):
@@ -240,7 +294,7 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
 
 def test_worker_processes_give_the_same_batches(setup, tmp_path):
     _, store, _, _ = setup
-    cfg = _cfg(setup, tmp_path, "querygen", "spans:0.5,queries:0.5", max_steps=4, num_workers=1)
+    cfg = _cfg(setup, tmp_path, "querygen", "passage:0.5,queries:0.5", max_steps=4, num_workers=1)
     stages = cfg.stages()
     with_workers = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
     cfg.train.num_workers = 0

@@ -3,6 +3,8 @@ on a fixed batch), and the method-specific invariants hold."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,18 +17,37 @@ from dense_pt.objectives import METHODS, MethodOptions, build_objective, resolve
 from dense_pt.training import TrainConfig, build_optimizer, to_device  # noqa: E402
 from pretrain_helpers import MASK, VOCAB, make_batch, special_ids, tiny_encoder, view_for  # noqa: E402
 
+GENERATOR = None  # the frozen generator's folder, made once by the fixture below
+
+
+@pytest.fixture(scope="module", autouse=True)
+def frozen_generator(tmp_path_factory):
+    """A tiny random masked LM saved as a local folder: the frozen generator (the paper's setting)
+    of every simlm / enc-dec-rtd test here."""
+    global GENERATOR
+    from pretrain_helpers import tiny_generator
+
+    GENERATOR = tiny_generator(tmp_path_factory.mktemp("generator") / "gen")
+    return GENERATOR
+
 
 def build(method, dropout=0.0, **opts):
     torch.manual_seed(0)
+    if method in ("simlm", "enc-dec-rtd"):
+        opts.setdefault("generator", GENERATOR)
     return build_objective(
         method, tiny_encoder(dropout), special_ids(), resolve_options(method, MethodOptions(**opts))
     )
 
 
 # querygen / contrastive read query / context keys: tests/test_expand_objectives.py covers them.
-@pytest.mark.parametrize("method", [m for m in METHODS if m not in ("querygen", "contrastive")])
-def test_loss_falls_on_a_fixed_batch(method):
-    model = build(method)
+@pytest.mark.parametrize(
+    "method, opts",
+    [(m, {}) for m in METHODS if m not in ("querygen", "contrastive")]
+    + [("seed", {"seed_window": "released"}), ("simlm", {"generator": "joint"})],
+)
+def test_loss_falls_on_a_fixed_batch(method, opts):
+    model = build(method, **opts)
     batch = to_device(view_for(method, make_batch(seed=1)), torch.device("cpu"))
     opt = build_optimizer(model, TrainConfig(lr=3e-3, weight_decay=0.0))
     model.train()
@@ -42,24 +63,60 @@ def test_loss_falls_on_a_fixed_batch(method):
     assert last < 0.6 * first, (method, losses[:3], losses[-3:])
 
 
-def test_simlm_replaced_positions_are_nested_and_never_special():
-    model = build("simlm")
-    batch = to_device(view_for("simlm", make_batch(batch_size=16, length=30, seed=2)), torch.device("cpu"))
+def _generator_inputs(model, batch):
+    """The generator's input ids of each call during ``make_views``."""
+    calls = []
+    handle = model.generator.mlm.register_forward_pre_hook(
+        lambda m, args, kwargs: calls.append(kwargs["input_ids"].clone()), with_kwargs=True
+    )
     with torch.no_grad():
-        original, x_enc, x_dec, _ = model.make_views(batch)
+        views = model.make_views(batch)
+    handle.remove()
+    return calls, views
+
+
+@pytest.mark.parametrize("method", ["simlm", "enc-dec-rtd"])
+def test_generator_samples_twice(method):
+    """SimLM eq. 1: x_enc = Sample(G, Mask(x, 30%)), x_dec = Sample(G, Mask(x, 50%)): two generator
+    calls, on the encoder's view (floor(n * 0.3) [MASK]) and on the decoder's (floor(n * 0.5)), so
+    x_enc and x_dec hold independent samples at the encoder's positions. (The old code called the
+    generator once on the 50% view and copied its samples into x_enc.)"""
+    model = build(method)
+    batch = to_device(view_for(method, make_batch(batch_size=16, length=30, seed=2)), torch.device("cpu"))
+    calls, (original, x_enc, x_dec, _) = _generator_inputs(model, batch)
+    assert len(calls) == 2
+    content = batch["attention_mask"].bool() & ~batch["special_tokens_mask"]
+    n = content.sum(1)
+    enc_in, dec_in = calls
+    assert ((enc_in == MASK).sum(1) == (n * 0.3).floor().long()).all()
+    assert ((dec_in == MASK).sum(1) == (n * 0.5).floor().long()).all()
     enc_mask, dec_mask = batch["enc_mask"], batch["dec_mask"]
-    # Changes only where masked; encoder changes a subset of decoder changes, with the same token.
+    assert torch.equal(enc_in == MASK, enc_mask) and torch.equal(dec_in == MASK, dec_mask)
+    assert not (enc_mask & ~dec_mask).any()  # nested
+    # Changes only where masked, never a special token, never an id outside the vocabulary.
     assert not ((x_enc != original) & ~enc_mask).any()
     assert not ((x_dec != original) & ~dec_mask).any()
-    assert (x_dec[enc_mask] == x_enc[enc_mask]).all()
-    # No [MASK] (or other special token) is ever sampled into either input.
     special = torch.tensor(special_ids().all())
-    assert not torch.isin(x_enc[dec_mask], special).any()
-    assert not torch.isin(x_dec[dec_mask], special).any()
-    assert not (x_enc == MASK).any() and not (x_dec == MASK).any()
-    assert (x_dec[dec_mask] < VOCAB).all()
-    # A random generator replaces almost every masked token with something else.
+    assert not torch.isin(x_enc[enc_mask], special).any() and not torch.isin(x_dec[dec_mask], special).any()
+    assert (x_dec[dec_mask] < VOCAB).all() and (x_enc[enc_mask] < VOCAB).all()
+    # A random generator replaces almost every masked token with something else ...
     assert (x_dec != original)[dec_mask].float().mean() > 0.8
+    # ... and its two samples disagree at most of the encoder's positions.
+    assert (x_enc != x_dec)[enc_mask].float().mean() > 0.5
+
+
+@pytest.mark.parametrize("weight", [0.2, 1.0])
+def test_joint_generator_loss_weight(weight):
+    model = build("simlm", generator="joint", generator_weight=weight)
+    assert model.generator.joint
+    batch = to_device(view_for("simlm", make_batch(seed=12)), torch.device("cpu"))
+    model.train()
+    out = model(batch)
+    want = out["loss_enc"] + out["loss_dec"] + weight * out["loss_gen"]
+    torch.testing.assert_close(out["loss"].detach(), want)
+    # the generator learns from its loss on the encoder's view only
+    out["loss"].backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.generator.parameters())
 
 
 def test_simlm_predicts_every_non_special_token():
@@ -122,6 +179,7 @@ def _window_dependence(model, t=9, length=16):
             out = model.decode(h, perturbed, am)
             # Masked keys contribute exactly 0, so "unchanged" is bitwise; tiny real effects count.
             changed[j] = not torch.equal(out[:, t], base[:, t])
+        changed["h"] = not torch.equal(model.decode(h + 0.5, batch["dec_input_ids"], am)[:, t], base[:, t])
     return changed
 
 
@@ -131,19 +189,39 @@ def test_seed_strict_window_sees_exactly_the_previous_k_tokens(span):
     model = build("seed", attention_span=span)
     assert len(model.decoder.layers) == 3
     changed = _window_dependence(model, t=9)
+    assert changed.pop("h")
     for j, c in changed.items():
         assert c == (9 - span < j <= 9), (j, span, changed)
+
+
+@pytest.mark.parametrize("span", [1, 2, 3])
+def test_seed_released_decoder_receptive_field(span):
+    """The authors' architecture: h_cls enters every layer through cross-attention; self-attention
+    under the per-layer band mask of ``buffered_future_mask`` (k tokens per layer), so 3 layers see
+    3(k-1)+1 tokens; a token outside them leaves the prediction bitwise unchanged."""
+    model = build("seed", attention_span=span, seed_window="released")
+    assert len(model.decoder.layers) == 3
+    assert all(hasattr(layer, "crossattention") for layer in model.decoder.layers)
+    changed = _window_dependence(model, t=9)
+    assert changed.pop("h")  # the bottleneck reaches the prediction
+    reach = 3 * (span - 1) + 1
+    for j, c in changed.items():
+        assert c == (9 - reach < j <= 9), (j, span, changed)
 
 
 @pytest.mark.parametrize("span", [1, 2])
 def test_seed_band_mask_receptive_field(span):
     """The single-pass band mask: exactly k tokens with one layer, n(k-1)+1 with n layers."""
     one = build("seed", attention_span=span, seed_window="band", decoder_layers=1)
-    for j, c in _window_dependence(one, t=9).items():
+    changed = _window_dependence(one, t=9)
+    assert changed.pop("h")
+    for j, c in changed.items():
         assert c == (9 - span < j <= 9), (j, span)
     three = build("seed", attention_span=span, seed_window="band")
     reach = 3 * (span - 1) + 1
-    for j, c in _window_dependence(three, t=9).items():
+    changed = _window_dependence(three, t=9)
+    assert changed.pop("h")
+    for j, c in changed.items():
         assert c == (9 - reach < j <= 9), (j, span)
 
 
@@ -212,8 +290,16 @@ def test_autoencoder_decoder_input_is_all_mask():
 def test_option_validation():
     with pytest.raises(InvalidArgumentError, match="unknown method"):
         resolve_options("bert")
+    # No silent generator: the message says what the paper used and what to pass.
+    for method in ("simlm", "enc-dec-rtd"):
+        with pytest.raises(InvalidArgumentError, match=r"needs --generator: .*electra-base-generator.*joint"):
+            resolve_options(method)
+    with pytest.raises(InvalidArgumentError, match="simlm has no option sigma"):
+        resolve_options("simlm", MethodOptions(generator="joint", sigma=1.0))
+    with pytest.raises(InvalidArgumentError, match="generator_fill"):
+        resolve_options("simlm", MethodOptions(generator="joint", generator_fill="zero"))
     with pytest.raises(InvalidArgumentError, match="p_enc <= p_dec"):
-        resolve_options("simlm", MethodOptions(p_enc=0.6, p_dec=0.5))
+        resolve_options("simlm", MethodOptions(p_enc=0.6, p_dec=0.5, generator="joint"))
     with pytest.raises(InvalidArgumentError, match="uses no generator"):
         resolve_options("cdmae", MethodOptions(generator="joint"))
     with pytest.raises(InvalidArgumentError, match=r"p_enc must lie in \[0, 1\]"):
@@ -222,13 +308,8 @@ def test_option_validation():
     assert resolve_options("cdmae").projection is True
 
 
-def test_frozen_generator_from_a_folder(tmp_path):
-    from transformers import BertForMaskedLM
-
-    from pretrain_helpers import tiny_config
-
-    BertForMaskedLM(tiny_config(layers=1)).save_pretrained(tmp_path / "gen")
-    model = build("simlm", generator=str(tmp_path / "gen"))
+def test_frozen_generator_from_a_folder(frozen_generator):
+    model = build("simlm", generator=frozen_generator)
     assert not model.generator.joint
     assert not any(p.requires_grad for p in model.generator.parameters())
     opt_params = {id(p) for g in build_optimizer(model, TrainConfig()).param_groups for p in g["params"]}
@@ -238,8 +319,29 @@ def test_frozen_generator_from_a_folder(tmp_path):
     batch = to_device(view_for("simlm", make_batch(seed=9)), torch.device("cpu"))
     out = model(batch)
     assert "loss_gen" not in out
+    torch.testing.assert_close(out["loss"].detach(), out["loss_enc"] + out["loss_dec"])
     out["loss"].backward()
     assert all(p.grad is None for p in model.generator.parameters())
+
+
+def test_generator_by_hub_name_from_the_local_cache(frozen_generator, tmp_path):
+    """A hub name resolves to its snapshot in the local Hugging Face cache (laid out as the hub
+    client writes it); a name not in the cache is refused with what to do, never downloaded."""
+    import shutil
+
+    from dense_pt.models.generator import resolve_generator
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--tiny-org--tiny-generator"
+    shutil.copytree(frozen_generator, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    folder = resolve_generator("tiny-org/tiny-generator", cache_dir=tmp_path / "hub")
+    assert folder == repo / "snapshots" / commit and (folder / "config.json").is_file()
+    with pytest.raises(FileNotFoundError, match=r"local Hugging Face cache.*hf download"):
+        resolve_generator("tiny-org/not-there", cache_dir=tmp_path / "hub")
+    assert resolve_generator("joint") == "joint"
+    assert resolve_generator(frozen_generator) == Path(frozen_generator)
 
 
 def test_mlm_head_loads_a_checkpoints_prediction_head(tmp_path):
@@ -271,10 +373,22 @@ def test_mlm_head_loads_a_checkpoints_prediction_head(tmp_path):
     assert not model.lm_head.init_from_checkpoint(tmp_path / "bare")
 
 
-@pytest.mark.parametrize("method", ["simlm", "cdmae", "seed", "condenser", "enc-dec-rtd", "autoencoder"])
-def test_runs_under_bf16_autocast(method):
+@pytest.mark.parametrize(
+    "method, opts",
+    [
+        ("simlm", {}),
+        ("simlm", {"generator": "joint"}),
+        ("cdmae", {}),
+        ("seed", {}),
+        ("seed", {"seed_window": "released"}),
+        ("condenser", {}),
+        ("enc-dec-rtd", {}),
+        ("autoencoder", {}),
+    ],
+)
+def test_runs_under_bf16_autocast(method, opts):
     """The mixed-precision path (bf16 autocast, as on a GPU) keeps every dtype consistent."""
-    model = build(method)
+    model = build(method, **opts)
     batch = to_device(view_for(method, make_batch(seed=10)), torch.device("cpu"))
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
         out = model(batch)
@@ -283,11 +397,11 @@ def test_runs_under_bf16_autocast(method):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-@pytest.mark.parametrize("method", ["seed", "cdmae"])
-def test_eager_and_sdpa_attention_agree(method):
+@pytest.mark.parametrize("method, opts", [("seed", {}), ("seed", {"seed_window": "released"}), ("cdmae", {})])
+def test_eager_and_sdpa_attention_agree(method, opts):
     """The explicit decoder masks mean the same under both attention implementations."""
-    sdpa = build(method)
-    eager = build(method)
+    sdpa = build(method, **opts)
+    eager = build(method, **opts)
     eager.load_state_dict(sdpa.state_dict())
     for m in eager.modules():
         if hasattr(getattr(m, "config", None), "_attn_implementation"):

@@ -13,6 +13,7 @@ from dense_pt.errors import (
     DensePtError,
     DensePtIOError,
     FormatError,
+    InternalError,
     InvalidArgumentError,
     MismatchError,
 )
@@ -30,6 +31,7 @@ def test_version_matches_rust_core():
         ("format", FormatError, ValueError),
         ("mismatch", MismatchError, ValueError),
         ("io", DensePtIOError, OSError),
+        ("internal", InternalError, RuntimeError),
     ],
 )
 def test_core_errors_map_onto_hierarchy(kind, cls, builtin):
@@ -40,6 +42,19 @@ def test_core_errors_map_onto_hierarchy(kind, cls, builtin):
     assert "boom" in str(info.value)
     if kind == "io":
         assert info.value.filename == "some/file"
+
+
+@pytest.mark.parametrize("in_pool", [False, True])
+def test_a_panic_in_the_core_is_an_internal_error_not_a_crash(in_pool, capfd):
+    """On the calling thread or on a rayon worker: an InternalError naming the place, nothing on
+    stderr, and the module keeps working (it was a bare InvalidArgumentError or a PanicException)."""
+    with pytest.raises(InternalError) as info:
+        _native._panic_for_test(in_pool)
+    msg = str(info.value)
+    assert msg.startswith("internal error in dense-pt (a bug; please report it")
+    assert "index out of bounds" in msg and "rust/core/src/error.rs:" in msg
+    assert "panicked" not in capfd.readouterr().err
+    assert _native.file_checksum(__file__)  # still usable
 
 
 def test_cli_version_and_help():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -263,19 +264,155 @@ def test_ctrl_c_interrupts_a_long_build(tmp_path):
     import time
 
     rng = np.random.default_rng(2)
-    values = rng.integers(0, 3, size=1_200_000).astype(np.uint32)
-    offsets = np.arange(0, 1_200_001, 1000, dtype=np.int64)
+    values = rng.integers(0, 5000, size=3_000_000).astype(np.uint32)
+    offsets = np.arange(0, 3_000_001, 1000, dtype=np.int64)
+    # The least budget this corpus accepts (it is refused below that, naming it) makes the build
+    # slow: ~100 passes per order, seconds even on a fast machine. Ctrl-C must stop it early.
+    with pytest.raises(InvalidArgumentError, match="too small for this corpus") as refused:
+        build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=5000, memory_bytes=0, threads=1)
+    least = float(re.search(r"needs at least ([0-9.]+) GB", str(refused.value)).group(1))
     # interrupt_main() does nothing unless Python's own SIGINT handler is installed: make sure it
     # is, whatever an earlier test or library did to it.
     saved = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        # A tiny budget makes this build slow (tens of thousands of spilled runs, seconds even on
-        # a fast machine): Ctrl-C must stop it early.
         threading.Timer(0.3, _thread.interrupt_main).start()
         t0 = time.perf_counter()
         with pytest.raises(KeyboardInterrupt):
-            build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=3, memory_bytes=0, threads=1)
+            build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=5000, memory_gb=least, threads=1)
         assert time.perf_counter() - t0 < 30
     finally:
         signal.signal(signal.SIGINT, saved)
     assert not list(tmp_path.iterdir())
+
+
+def test_top_zero_is_an_empty_list_and_negative_arguments_are_clear_errors(tmp_path):
+    """`pmi inspect --top 0` panicked (index out of bounds); negative counts were OverflowErrors."""
+    values, offsets = flatten([[0, 1, 2, 1, 0], [2, 1, 0]])
+    build_arrays(values, offsets, tmp_path / "t", vocab_size=3)
+    t = NgramTable.open(tmp_path / "t")
+    assert t.top_pmi(2, 0) == [] and len(t.top_pmi(2, 3)) == 3
+    for call, name in [
+        (lambda: t.top_pmi(2, -1), "k"),
+        (lambda: t.top_pmi(1, 3), "n"),
+        (lambda: t.count([-1, 2]), "token ids"),
+        (lambda: t.ami(np.array([0, -3]), window=2), "token ids"),
+        (lambda: t.ami(np.array([0, 1]), window=-2), "window"),
+        (lambda: build_arrays(values, offsets, tmp_path / "u", vocab_size=3, min_count=-3), "min_count"),
+        (lambda: build_arrays(values, offsets, tmp_path / "u", vocab_size=3, max_n=-1), "max_n"),
+        (lambda: merge([tmp_path / "t"], tmp_path / "m", min_count=0), "min_count"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=name):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_a_budget_needing_unbounded_passes_is_refused_and_the_minimum_works(tmp_path):
+    """SciFact-sized corpus, --threads 1: 0.03 GB took 692 s (22,104 passes), 0.001 GB ran 15+
+    minutes without a word. Now: refused before any work, naming the least budget; at that budget
+    each order takes at most 2 * 64 + 1 passes and the bytes are those of a roomy build."""
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 8000, size=600_000).astype(np.uint32)
+    offsets = np.arange(0, 600_001, 300, dtype=np.int64)
+    phases = []
+    with pytest.raises(InvalidArgumentError, match="too small for this corpus") as info:
+        build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=0.03, threads=1,
+                     progress=lambda *a: phases.append(a))  # fmt: skip
+    assert phases == [] and not list(tmp_path.iterdir())  # refused before any work
+    least = float(re.search(r"needs at least ([0-9.]+) GB", str(info.value)).group(1))
+    assert "raise --memory-gb (memory_gb=) to" in str(info.value)
+    stats = build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=least, threads=1,
+                         progress=lambda *a: phases.append(a))  # fmt: skip
+    assert not stats["fused"] and stats["passes"] <= 3 * (2 * 64 + 1)
+    assert len(phases) >= stats["passes"]  # progress reported at least once per pass
+    build_arrays(values, offsets, tmp_path / "w", vocab_size=8000, memory_gb=1, threads=1)
+    assert (tmp_path / "t").read_bytes() == (tmp_path / "w").read_bytes()
+
+
+BUILD_UNDER_A_LIMIT = """
+import json, resource, sys
+import numpy as np
+from dense_pt.pmi import build_arrays
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+rng = np.random.default_rng(0)
+values = rng.integers(0, 30000, size=10_000_000).astype(np.uint32)
+offsets = np.arange(0, values.size + 1, 200, dtype=np.int64)
+budget = 0.15
+base = status("VmRSS:")  # the interpreter, numpy, and the 40 MB corpus itself
+# Address space: what is mapped now, plus the budget, plus 128 MB for two threads' stacks and
+# allocator arenas. A build that overran its budget would fail to allocate.
+limit = status("VmSize:") + int(budget * (1 << 30)) + (128 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+stats = build_arrays(values, offsets, sys.argv[1], vocab_size=30000, memory_gb=budget, threads=2)
+print(json.dumps({"grew": status("VmHWM:") - base, "budget": int(budget * (1 << 30)),
+                  "passes": stats["passes"]}))
+"""
+
+
+def test_build_stays_within_its_memory_budget_under_an_address_space_limit(tmp_path):
+    """10M tokens, --memory-gb 0.15, 2 threads, under RLIMIT_AS: the build completes and its
+    resident memory grows by less than the budget (which also counts the corpus it reads)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", BUILD_UNDER_A_LIMIT, str(tmp_path / "t.pmi")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MALLOC_ARENA_MAX": "2"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["grew"] < out["budget"], out
+    assert out["passes"] > 1  # the budget shaped the plan
+
+
+SCORE_UNDER_A_LIMIT = """
+import json, os, resource, sys
+from dense_pt.data.store import CorpusStore
+from dense_pt.pmi import NgramTable, score
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+store = CorpusStore.open(sys.argv[1])
+tokens = int(store.lengths().sum())
+table = NgramTable.open(sys.argv[2])
+base = status("VmRSS:")
+bound = 16 * tokens + os.path.getsize(sys.argv[2]) + (64 << 20)  # the README's bound
+limit = status("VmSize:") + bound + (64 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+score(store, table, window=4, threads=2)
+print(json.dumps({"grew": status("VmHWM:") - base, "bound": bound, "tokens": tokens}))
+"""
+
+
+def test_score_stays_within_its_memory_bound_under_an_address_space_limit(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(5)
+    words = " ".join(t for _, t in DOCS).split()
+    docs = [(f"p{i}", " ".join(rng.choice(words, 120))) for i in range(6000)]
+    tok = train_wordpiece([t for _, t in DOCS] * 3, vocab_size=300, min_frequency=1)
+    store = build_store_from_texts(tmp_path / "s", docs, tok)
+    build(store, tmp_path / "t.pmi", memory_gb=0.5)
+    r = subprocess.run(
+        [sys.executable, "-c", SCORE_UNDER_A_LIMIT, str(store.path), str(tmp_path / "t.pmi")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MALLOC_ARENA_MAX": "2"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["tokens"] > 500_000 and out["grew"] < out["bound"], out

@@ -61,3 +61,58 @@ def test_pmi_cli(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert "t.ngram" in proc.stderr and "vocabulary" in proc.stderr
+
+
+def test_inspect_text_with_a_tokenizer_that_pads_shows_no_padding(tmp_path):
+    """all-MiniLM-L6-v2's tokenizer.json pads to 128: inspect printed ~115 [PAD](0.0) after the
+    text. Every tokenization with a user's tokenizer turns padding and truncation off."""
+    from tokenizers import Tokenizer
+
+    tok = train_wordpiece(TEXTS * 3, vocab_size=150, min_frequency=1)
+    padded = Tokenizer.from_str(tok.to_str())
+    padded.enable_padding(length=128, pad_id=0, pad_token="[PAD]")
+    padded.enable_truncation(max_length=128)
+    padded.save(str(tmp_path / "padded.json"))
+    store = build_store_from_texts(tmp_path / "store", [(str(i), t) for i, t in enumerate(TEXTS)], tok)
+    runner = CliRunner()
+    r = runner.invoke(app, ["pmi", "build", str(store.path), "--out", str(tmp_path / "t.pmi")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        app,
+        ["pmi", "inspect", str(tmp_path / "t.pmi"), "--tokenizer", str(tmp_path / "padded.json"),
+         "--text", "the vaccine trial", "--top", "0"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "[PAD]" not in r.output and "vaccine(" in r.output
+    assert "top 0" not in r.output
+
+
+def test_without_a_terminal_progress_is_plain_lines(tmp_path):
+    """Under nohup or in a pipe a live bar prints nothing for the whole run: plain lines instead,
+    a phase's start and end, and a status line with rate and ETA every 30 s."""
+    import io
+
+    from dense_pt.cli.corpus import LineProgress
+
+    tok = train_wordpiece(TEXTS * 3, vocab_size=150, min_frequency=1)
+    store = build_store_from_texts(tmp_path / "store", [(str(i), t) for i, t in enumerate(TEXTS)], tok)
+    r = CliRunner().invoke(app, ["pmi", "build", str(store.path), "--out", str(tmp_path / "t.pmi")])
+    assert r.exit_code == 0, r.output
+    assert "pmi build: order 1: started" in r.output and "pmi build: order 1: done, " in r.output
+
+    now = [0.0]
+    out = io.StringIO()
+    p = LineProgress("pmi build", "n-grams", stream=out)
+    p.clock = lambda: now[0]
+    for t, done in [(0, 0), (10, 100), (31, 300), (45, 450), (62, 620)]:
+        now[0] = t
+        p.update("order 2", done, 1000)
+    now[0] = 70
+    p.finish()
+    assert out.getvalue().splitlines() == [
+        "pmi build: order 2: started",
+        "pmi build: order 2: 300/1,000 (30%) n-grams, 10 n-grams/s, ETA 72 s",
+        "pmi build: order 2: 620/1,000 (62%) n-grams, 10 n-grams/s, ETA 38 s",
+        "pmi build: order 2: done, 620 n-grams in 70.0 s",
+    ]

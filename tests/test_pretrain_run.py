@@ -26,7 +26,13 @@ from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError  # 
 from dense_pt.objectives import METHODS  # noqa: E402
 from dense_pt.pretrain import build_config, load_objective, run_pretrain  # noqa: E402
 from dense_pt.pretrain.context_data import CONTEXT_METHODS  # noqa: E402
-from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
+from pretrain_helpers import (  # noqa: E402
+    synthetic_texts,
+    tiny_config_file,
+    tiny_generator,
+    tiny_store,
+    write_queries,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +45,21 @@ def setup(tmp_path_factory):
     return base, store, config
 
 
-def _cfg(setup, out, method="cdmae", **train):
+def frozen_generator(setup) -> str:
+    """A tiny random masked LM over the store's vocabulary: simlm's frozen generator here."""
+    base, store, _ = setup
+    folder = base / "generator"
+    if not folder.is_dir():
+        tiny_generator(folder, vocab_size=store.vocab_size, pad=store.special_tokens["pad"])
+    return str(folder)
+
+
+# simlm: the paper's frozen generator; enc-dec-rtd: a joint one (exported beside the encoder)
+def _generator(setup, method):
+    return {"simlm": frozen_generator(setup), "enc-dec-rtd": "joint"}.get(method)
+
+
+def _cfg(setup, out, method="cdmae", options=None, **train):
     base, store, config = setup
     t = {"max_steps": 4, "batch_size": 4, "lr": 1e-3, "save_every": 2, "log_every": 1, "warmup": 1}
     t.update(train)
@@ -49,7 +69,8 @@ def _cfg(setup, out, method="cdmae", **train):
         if not folder.is_dir():
             write_queries(folder, synthetic_texts(len(store)))
         top["queries"] = str(folder)
-    return build_config(top=top, train=t)
+    options = {"generator": _generator(setup, method), **(options or {})}
+    return build_config(top=top, options=options, train=t)
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -67,7 +88,7 @@ def test_every_method_runs_and_exports(setup, tmp_path, method):
     assert enc(**ids).last_hidden_state.shape[-1] == 32
     assert (out / "decoder" / "model.safetensors").is_file()
     assert json.loads((out / "decoder" / "config.json").read_text())["method"] == method
-    assert (out / "generator").is_dir() == (method in ("simlm", "enc-dec-rtd"))
+    assert (out / "generator").is_dir() == (method == "enc-dec-rtd")  # the joint one only
     rebuilt = load_objective(out)
     assert rebuilt.method == method
 
@@ -128,12 +149,18 @@ def test_toml_config_and_cli_overrides(setup, tmp_path):
             [train]
             max_steps = 7
             batch_size = 4
+            warmup = 1
+            lr = 2e-4
             """
         )
     )
-    cfg = build_config(toml, train={"max_steps": 2})
+    cfg = build_config(toml, train={"max_steps": 2, "lr": 5e-5})
     assert cfg.method == "seed" and cfg.options.attention_span == 3 and cfg.train.max_steps == 2
     assert cfg.out == str(tmp_path / "run") and cfg.max_length == 40
+    # layers: the paper's defaults, then the file, then the command line
+    assert cfg.train.lr == 5e-5 and cfg.train.warmup == 1  # CLI, then TOML
+    assert cfg.train.adam_eps == 1e-6 and cfg.train.weight_decay == 0.01  # SEED-Encoder's
+    assert cfg.options.p_enc == 0.15 and cfg.options.decoder_layers == 3 and cfg.paper == "seed"
     toml.write_text(toml.read_text().replace("attention_span", "atention_span"))
     with pytest.raises(FormatError, match=r"pt.toml: unknown key 'options.atention_span'"):
         build_config(toml)
@@ -157,6 +184,10 @@ def test_cli_pretrain_and_plot(setup, tmp_path):
         "--corpus",
         str(store.path),
     ]
+    # SimLM's 4,000 warm-up steps (Table 11) do not fit a 3-step run: refused, naming the source
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "w"), "--max-steps", "3", "--quiet"])
+    assert res.exit_code != 0 and "SimLM Table 11" in str(res.exception) and "--warmup" in str(res.exception)
+    args += ["--warmup", "1"]
     args += [
         "--out",
         str(out),
@@ -230,13 +261,14 @@ import os, signal, sys
 from dense_pt.pretrain import build_config, run_pretrain
 top = dict(method="simlm", model=sys.argv[1], corpus=sys.argv[2], out=sys.argv[3], max_length=48)
 train = dict(max_steps=8, batch_size=4, lr=1e-3, save_every=3, log_every=1, warmup=2, num_workers=int(sys.argv[5]), threads=1)
+options = dict(generator="joint")
 kill_at = int(sys.argv[4])
 
 def killer(trainer, step, record):
     if step == kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
 
-run_pretrain(build_config(top=top, train=train), resume=True, callbacks=[killer], progress=False)
+run_pretrain(build_config(top=top, options=options, train=train), resume=True, callbacks=[killer], progress=False)
 """
 
 
@@ -312,26 +344,63 @@ def test_cdmae_decoder_masks_come_from_importance(setup):
     assert 0.2 < np.mean(overlap) < 0.8  # the encoder's mask ignores importance
 
 
-def test_simlm_views_from_the_real_collator(setup):
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_simlm_samples_twice_from_the_real_collator(setup, whole_word):
+    """Through the real data path (collator -> objective): the generator runs on the encoder's view
+    with floor(n * 0.3) [MASK] and on the decoder's with floor(n * 0.5) (whole words: at most that,
+    whole words only), positions nested; x_enc and x_dec differ at most encoder positions."""
     from dense_pt.models.encoder import load_encoder
-    from dense_pt.objectives import SpecialIds, build_objective, resolve_options
+    from dense_pt.objectives import MethodOptions, SpecialIds, build_objective, resolve_options
     from dense_pt.pretrain.data import make_collate_fn
     from dense_pt.training import to_device
 
     _, store, config = setup
-    opts = resolve_options("simlm")
-    batch = to_device(
-        make_collate_fn(store, "simlm", opts, 144, seed=0)(np.arange(16), 0), torch.device("cpu")
-    )
+    opts = resolve_options("simlm", MethodOptions(generator=frozen_generator(setup), whole_word=whole_word))
+    rows = np.arange(32)
+    batch = to_device(make_collate_fn(store, "simlm", opts, 144, seed=0)(rows, 0), torch.device("cpu"))
     model = build_objective("simlm", load_encoder(config), SpecialIds.from_store(store), opts)
+    calls = []
+    model.generator.mlm.register_forward_pre_hook(
+        lambda m, a, kw: calls.append(kw["input_ids"].clone()), with_kwargs=True
+    )
     with torch.no_grad():
         original, x_enc, x_dec, _ = model.make_views(batch)
-    enc, dec = batch["enc_mask"], batch["dec_mask"]
+    assert len(calls) == 2
+    mask_id = store.special_tokens["mask"]
+    enc, dec = calls[0] == mask_id, calls[1] == mask_id
+    assert torch.equal(enc, batch["enc_mask"]) and torch.equal(dec, batch["dec_mask"])
     assert not (enc & ~dec).any()  # nested
     content = batch["attention_mask"].bool() & ~batch["special_tokens_mask"]
     n = content.sum(1)
-    assert (enc.sum(1) == (n * 0.3).floor().long()).all() and (dec.sum(1) == (n * 0.5).floor().long()).all()
+    want_enc, want_dec = (n * 0.3).floor().long(), (n * 0.5).floor().long()
+    if whole_word:
+        assert (enc.sum(1) <= want_enc).all() and (dec.sum(1) <= want_dec).all()
+        assert (dec.sum(1) >= want_dec - 3).all()  # words are short: close to the quota
+        for b, r in enumerate(rows):  # a word is masked entirely or not at all
+            words = store.row(int(r), "word_ids")
+            for view in (enc, dec):
+                m = view[b, 1 : len(words) + 1].numpy()
+                for w in np.unique(words):
+                    assert len(set(m[words == w])) == 1
+    else:
+        assert torch.equal(enc.sum(1), want_enc) and torch.equal(dec.sum(1), want_dec)
     assert not ((x_enc != original) & ~enc).any() and not ((x_dec != original) & ~dec).any()
-    assert (x_dec[enc] == x_enc[enc]).all()
+    assert (x_enc != x_dec)[enc].float().mean() > 0.5
     special = torch.tensor(list(store.special_tokens.values()))
-    assert not torch.isin(x_dec[dec], special).any()
+    assert not torch.isin(x_dec[dec], special).any() and not torch.isin(x_enc[enc], special).any()
+
+
+def test_generator_with_another_vocabulary_is_refused(setup, tmp_path):
+    from dense_pt.data.tokenizer import train_wordpiece
+
+    _, store, _ = setup
+    folder = tmp_path / "gen"
+    tiny_generator(folder, vocab_size=store.vocab_size, pad=store.special_tokens["pad"])
+    train_wordpiece(["other words entirely"] * 20, vocab_size=60, min_frequency=1).save(
+        str(folder / "tokenizer.json")
+    )
+    cfg = _cfg(setup, tmp_path / "r", "simlm", options={"generator": str(folder)})
+    with pytest.raises(MismatchError, match="another vocabulary"):
+        run_pretrain(cfg, progress=False)
+    with pytest.raises(FileNotFoundError, match="local Hugging Face cache"):
+        _cfg(setup, tmp_path / "r2", "simlm", options={"generator": "no-org/no-such-generator"})

@@ -82,3 +82,100 @@ def test_refuses_duplicates_existing_and_broken(tmp_path, tok):
         CorpusStore.open(tmp_path / "s")
     with pytest.raises(FormatError, match="not a corpus store"):
         CorpusStore.open(tmp_path)
+
+
+# ---- checksums ----------------------------------------------------------------------------------
+def _flip(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x04  # inside the record batches, not the footer
+    path.write_bytes(bytes(data))
+
+
+def test_every_file_is_checksummed_and_a_flipped_byte_is_an_error(tmp_path, tok):
+    """The flipped byte was read as another token id (1012 as 779) before the store had checksums."""
+    store = build_store_from_texts(tmp_path / "s", DOCS, tok)
+    store.add_column("importance", np.ones(store.lengths().sum(), np.float32), store.ragged()[1])
+    files = json.loads((tmp_path / "s" / "manifest.json").read_text())["files"]
+    assert sorted(files) == ["importance.arrow", "tokenizer.json", "tokens.arrow"]
+    for name, entry in files.items():
+        assert entry["bytes"] == (tmp_path / "s" / name).stat().st_size and len(entry["xxh3_128"]) == 32
+    _flip(tmp_path / "s" / "tokens.arrow")
+    with pytest.raises(FormatError, match=r"tokens\.arrow: checksum mismatch"):
+        CorpusStore.open(tmp_path / "s")
+    CorpusStore.open(tmp_path / "s", verify="none")  # explicitly unchecked: opens
+    data = bytearray((tmp_path / "s" / "tokens.arrow").read_bytes())
+    data[-100] ^= 0x04
+    (tmp_path / "s" / "broken.arrow").write_bytes(bytes(data))
+    from dense_pt.data.store import _read_arrow
+
+    with pytest.raises(FormatError, match=r"broken\.arrow: not a readable Arrow IPC file"):
+        _read_arrow(tmp_path / "s" / "broken.arrow")  # a damaged footer: not an OSError traceback
+    _flip(tmp_path / "s" / "tokens.arrow")  # back as it was: fine again
+    s = CorpusStore.open(tmp_path / "s")
+    _flip(tmp_path / "s" / "importance.arrow")
+    with pytest.raises(FormatError, match=r"importance\.arrow: checksum mismatch"):
+        s.ragged("importance")  # a column is checked when first read
+    with pytest.raises(FormatError, match=r"importance\.arrow: checksum mismatch"):
+        CorpusStore.open(tmp_path / "s").verify_columns()
+
+
+def test_verification_is_cached_per_file_state(tmp_path, tok, monkeypatch):
+    """A second open of an unchanged store hashes nothing; any write to a file hashes it again;
+    `verify="full"` always hashes. The cache survives the process (a folder of small files)."""
+    import dense_pt.fsutil as fs
+
+    monkeypatch.setenv("DENSE_PT_CACHE_DIR", str(tmp_path / "cache"))
+    build_store_from_texts(tmp_path / "s", DOCS, tok)
+    hashed = []
+    real = fs.file_checksum
+    monkeypatch.setattr(fs, "file_checksum", lambda p: hashed.append(str(p)) or real(p))
+    monkeypatch.setattr("dense_pt.data.store.file_checksum", fs.file_checksum)
+    CorpusStore.open(tmp_path / "s")
+    assert hashed == []  # verified as written
+    fs._verified.clear()  # a new process: only the cache folder remembers
+    CorpusStore.open(tmp_path / "s")
+    assert hashed == [] and len(list((tmp_path / "cache" / "verified").iterdir())) == 2
+    CorpusStore.open(tmp_path / "s", verify="full")
+    assert len(hashed) == 2
+    hashed.clear()
+    tokens = tmp_path / "s" / "tokens.arrow"
+    tokens.write_bytes(tokens.read_bytes())  # same bytes, a new mtime
+    CorpusStore.open(tmp_path / "s")
+    assert [h.rsplit("/", 1)[1] for h in hashed] == ["tokens.arrow"]
+
+
+def test_a_store_written_before_checksums_still_opens(tmp_path, tok):
+    build_store_from_texts(tmp_path / "s", DOCS, tok)
+    mpath = tmp_path / "s" / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    del manifest["files"]
+    mpath.write_text(json.dumps(manifest))
+    s = CorpusStore.open(tmp_path / "s")
+    s.add_column("importance", np.ones(s.lengths().sum(), np.float32), s.ragged()[1])
+    assert "files" not in json.loads(mpath.read_text())
+    assert CorpusStore.open(tmp_path / "s").ragged("importance")[0].size == s.lengths().sum()
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "tokens", "manifest", "input_ids", "", "1st", "x" * 101])
+def test_column_names_are_plain_identifiers(tmp_path, tok, name):
+    store = build_store_from_texts(tmp_path / "s", DOCS, tok)
+    with pytest.raises(InvalidArgumentError, match=r"plain identifier|reserved"):
+        store.add_column(name, np.ones(store.lengths().sum(), np.float32), store.ragged()[1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+        "manifest.json",
+        "tokenizer.json",
+        "tokens.arrow",
+    ]
+
+
+def test_the_stores_tokenizer_never_pads(tmp_path, tok):
+    from tokenizers import Tokenizer
+
+    padded = Tokenizer.from_str(tok.to_str())
+    padded.enable_padding(length=64)
+    padded.enable_truncation(max_length=64)
+    store = build_store_from_texts(tmp_path / "s", DOCS, padded)
+    t = store.tokenizer()
+    assert t.padding is None and t.truncation is None
+    assert len(t.encode("owls", add_special_tokens=False).ids) < 5

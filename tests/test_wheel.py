@@ -34,7 +34,8 @@ CHECK = textwrap.dedent(
     values = np.arange(5, 15, dtype=np.uint32)
     offsets = np.array([0, 4, 10], dtype=np.int64)
     c = Collator.from_arrays(values, offsets, vocab_size=20,
-                             special_tokens={"cls": 2, "sep": 3, "pad": 0, "mask": 4}, method="mlm")
+                             special_tokens={"cls": 2, "sep": 3, "pad": 0, "mask": 4}, method="mlm",
+                             whole_word=False)
     assert c([0, 1])["input_ids"].shape == (2, 8)
     print("wheel ok")
     """

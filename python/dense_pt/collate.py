@@ -37,55 +37,60 @@ METHODS = (
     "contrastive",
 )
 
-# Per method: encoder mask (kind, p), encoder fill, encoder labels, decoder view and its settings.
-# "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" = original ids (the
-# device replaces them, e.g. by sampling a generator).
+# Per method, the structure of its batch: encoder mask kind, encoder fill, encoder labels, decoder
+# view and its settings. "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" =
+# original ids. The numbers (rates, lengths, whole words, crop) are the paper's, declared once in
+# ``dense_pt.objectives.defaults`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
+# views are the generator's inputs (fill = the option ``generator_fill``), and ``original_ids``
+# comes with the batch: the device samples the replacements (SimLM eq. 1).
 PRESETS: dict[str, dict[str, Any]] = {
-    "mlm": {"enc": ("random", 0.3), "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
+    "mlm": {"enc": "random", "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
     "cdmae": {
-        "enc": ("random", 0.3),
+        "enc": "random",
         "enc_fill": "bert",
         "enc_labels": "masked",
         "decoder": "independent",
-        "dec": ("importance", 0.5),
+        "dec": "importance",
         "dec_fill": "bert",
         "dec_labels": "masked",
     },
     "simlm": {
-        "enc": ("random", 0.3),
-        "enc_fill": "keep",
+        "enc": "random",
+        "enc_fill": "mask",
         "enc_labels": "content",
         "decoder": "nested",
-        "dec": ("random", 0.5),
-        "dec_fill": "keep",
+        "dec": "random",
+        "dec_fill": "mask",
         "dec_labels": "content",
+        "original": True,
     },
     "enc-dec-mlm": {
-        "enc": ("random", 0.3),
+        "enc": "random",
         "enc_fill": "bert",
         "enc_labels": "masked",
         "decoder": "nested",
-        "dec": ("random", 0.5),
+        "dec": "random",
         "dec_fill": "bert",
         "dec_labels": "masked",
     },
     "enc-dec-rtd": {
-        "enc": ("random", 0.3),
-        "enc_fill": "keep",
+        "enc": "random",
+        "enc_fill": "mask",
         "enc_labels": "masked",
         "decoder": "nested",
-        "dec": ("random", 0.5),
-        "dec_fill": "keep",
+        "dec": "random",
+        "dec_fill": "mask",
         "dec_labels": "masked",
+        "original": True,
     },
     "seed": {
-        "enc": ("random", 0.15),
+        "enc": "random",
         "enc_fill": "bert",
         "enc_labels": "masked",
         "decoder": "clean",
         "dec_labels": "content",
     },
-    "condenser": {"enc": ("random", 0.15), "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
+    "condenser": {"enc": "random", "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
     "autoencoder": {
         "enc": None,
         "enc_fill": "keep",
@@ -94,13 +99,40 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dec_labels": "content",
     },
     "contrastive": {
-        "enc": ("random", 0.15),
+        "enc": "random",
         "enc_fill": "bert",
         "enc_labels": "masked",
         "decoder": "none",
         "spans": True,
     },
 }
+
+# collator setting <- the objective option it reads its paper default from
+SETTINGS_FROM_OPTIONS = {
+    "enc_p": "p_enc",
+    "dec_p": "p_dec",
+    "sigma": "sigma",
+    "mask_prob": "mask_prob",
+    "random_prob": "random_prob",
+    "whole_word": "whole_word",
+    "crop": "crop",
+    "enc_fill": "generator_fill",
+    "dec_fill": "generator_fill",
+}
+
+
+def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:
+    """The collator settings ``method`` takes from its paper (``dense_pt.objectives.defaults``)."""
+    from dense_pt.objectives.defaults import profile
+
+    _preset(method)
+    prof = profile(method, paper)
+    out: dict[str, Any] = {"max_length": prof.top["max_length"].value}
+    for ours, theirs in SETTINGS_FROM_OPTIONS.items():
+        if theirs in prof.options:
+            out[ours] = prof.options[theirs].value
+    return out
+
 
 _FILLS = ("bert", "mask", "keep")
 
@@ -115,8 +147,9 @@ class Collator:
     ``pad_to="max_length"``, rounded up to ``pad_to_multiple_of``):
 
     - ``input_ids`` [B, L]: the encoder input: [CLS] content [SEP] [PAD]...; after masking and
-      replacement for MLM views; the ORIGINAL ids where replacement happens on the device
-      (``simlm``, ``enc-dec-rtd``: a generator samples at ``enc_mask``/``dec_mask``).
+      replacement for MLM views; for ``simlm`` / ``enc-dec-rtd`` the generator's input for the
+      encoder's view (``enc_mask`` filled as ``generator_fill`` says, all [MASK] by default): the
+      device samples the replacements.
     - ``attention_mask`` [B, L] int64; ``special_tokens_mask`` [B, L] bool ([CLS], [SEP]).
     - ``labels`` [B, L] int64: the original id where the encoder predicts, -100 elsewhere
       (masked positions; every content position for ``simlm``; none for ``autoencoder``).
@@ -124,22 +157,26 @@ class Collator:
     - ``dec_input_ids``, ``dec_labels`` [B, L]: the decoder view, where there is one:
       ``cdmae``: its own ``importance_mask`` (p=0.5, sigma=1, the store's importance column) with
       80/10/10 (``dec_fill="mask"`` for all-[MASK]), labels where masked; ``enc-dec-mlm``: nested
-      masks 0.3/0.5, 80/10/10 on each view; ``simlm``/``enc-dec-rtd``: the original ids (labels at
-      every content position for simlm, at ``dec_mask`` for rtd); ``seed``: the clean input,
+      masks 0.3/0.5, 80/10/10 on each view; ``simlm``/``enc-dec-rtd``: the generator's input for
+      the decoder's view (``dec_mask`` filled, independently of the encoder's view; labels at every
+      content position for simlm, at ``dec_mask`` for rtd); ``seed``: the clean input,
       labels at every content position; ``autoencoder``: every content position [MASK] ([CLS] and
       [SEP] kept), labels at every content position.
     - ``dec_mask`` [B, L] bool: the decoder's masked positions (cdmae, simlm, enc-dec-*); for the
       nested methods ``enc_mask`` is a subset of ``dec_mask``.
-    - ``original_ids`` [B, L] int64 (with ``return_original=True``): the clean, cropped input.
+    - ``original_ids`` [B, L] int64 (``simlm``, ``enc-dec-rtd``, or ``return_original=True``): the
+      clean, cropped input.
     - ``span_input_ids``, ``span_attention_mask`` [B * num_spans, Ls] (``contrastive``): random
       spans of each (uncropped) passage as [CLS] span [SEP]; span j of row b is row b*num_spans+j.
 
-    Presets use ``max_length=144`` and the probabilities of the papers; every setting can be
-    overridden: ``enc_p``, ``dec_p``, ``sigma`` (importance noise), ``enc_fill``/``dec_fill``
-    ("bert", "mask", "keep"), ``mask_prob``/``random_prob`` (the 80/10 of "bert"),
-    ``whole_word`` (mask whole words using the store's ``word_ids``), ``crop`` ("random" window
-    or "head"), ``pad_to``, ``pad_to_multiple_of``, ``importance_column``, ``num_spans``,
-    ``span_min_len``, ``span_max_len``.
+    A setting left ``None`` takes the method's paper default (``paper_settings(method, paper)``,
+    declared in ``dense_pt.objectives.defaults``: ``max_length``, the rates, whole words, crop, the
+    generator's fill); every setting can be overridden: ``enc_p``, ``dec_p``, ``sigma``
+    (importance noise), ``enc_fill``/``dec_fill`` ("bert", "mask", "keep"),
+    ``mask_prob``/``random_prob`` (the 80/10 of "bert"), ``whole_word`` (mask whole words using
+    the store's ``word_ids``), ``crop`` ("random" window or "head"), ``pad_to``,
+    ``pad_to_multiple_of``, ``importance_column``, ``num_spans``, ``span_min_len``,
+    ``span_max_len``; ``paper`` picks another paper's defaults (``condenser``: "simlm").
 
     Randomness: row ``r`` of epoch ``e`` depends only on (seed, e, r) and its content, never on the
     rest of the batch; each view equals the standalone masker in ``dense_pt.masking`` called with
@@ -150,29 +187,33 @@ class Collator:
         self,
         store,
         method: str = "mlm",
-        max_length: int = 144,
+        max_length: int | None = None,
         seed: int = 0,
         *,
-        crop: str = "random",
+        paper: str | None = None,
+        crop: str | None = None,
         pad_to: str = "longest",
         pad_to_multiple_of: int = 1,
-        whole_word: bool = False,
+        whole_word: bool | None = None,
         enc_p: float | None = None,
         dec_p: float | None = None,
-        sigma: float = 1.0,
+        sigma: float | None = None,
         enc_fill: str | None = None,
         dec_fill: str | None = None,
-        mask_prob: float = 0.8,
-        random_prob: float = 0.1,
+        mask_prob: float | None = None,
+        random_prob: float | None = None,
         importance_column: str = "importance",
         num_spans: int = 2,
         span_min_len: int = 16,
         span_max_len: int | None = None,
         return_original: bool = False,
     ):
-        self._settings = {k: v for k, v in locals().items() if k not in ("self", "store", "__class__")}
+        given = {k: v for k, v in locals().items() if k not in ("self", "store", "__class__")}
+        self._settings = _resolve_settings(given)
         self._store_path: Path | None = None
-        arrays = self._arrays_from_store(store, method, whole_word, importance_column)
+        arrays = self._arrays_from_store(
+            store, method, self._settings["whole_word"], self._settings["importance_column"]
+        )
         self._setup(arrays)
 
     # ---- construction ------------------------------------------------------------------------
@@ -192,10 +233,14 @@ class Collator:
         """A collator over raw ragged arrays (the layout of ``CorpusStore.ragged``):
         ``special_tokens`` maps cls/sep/pad/mask (and optionally unk) to ids."""
         self = cls.__new__(cls)
-        self._settings = {"method": method, **_DEFAULTS, **settings}
-        unknown = set(self._settings) - set(_DEFAULTS) - {"method"}
+        unknown = set(settings) - set(_SETTINGS)
         if unknown:
             raise InvalidArgumentError(f"unknown collator setting(s): {sorted(unknown)}")
+        self._settings = _resolve_settings({**_SETTINGS, **settings, "method": method})
+        if self._settings["whole_word"] and word_ids is None:
+            raise InvalidArgumentError(
+                f"{method} masks whole words (its paper's default): pass word_ids=, or whole_word=False"
+            )
         self._store_path = None
         self._setup(
             {
@@ -217,9 +262,7 @@ class Collator:
         self._store_path = Path(store.path)
         values, offsets = store.ragged("input_ids")
         preset = _preset(method)
-        wants_importance = any(
-            spec is not None and spec[0] == "importance" for spec in (preset.get("enc"), preset.get("dec"))
-        )
+        wants_importance = "importance" in (preset.get("enc"), preset.get("dec"))
         importance = None
         if wants_importance:
             if not store.has_column(importance_column):
@@ -253,16 +296,10 @@ class Collator:
         self.max_length = int(s["max_length"])
         self.epoch = 0
 
-        def mask(spec, p_override):
-            if spec is None:
+        def mask(kind, p_override):
+            if kind is None:
                 return None
-            kind, p = spec
-            return (
-                kind,
-                float(p if p_override is None else p_override),
-                float(s["sigma"]),
-                bool(s["whole_word"]),
-            )
+            return (kind, float(p_override), float(s["sigma"]), bool(s["whole_word"]))
 
         def fill(name: str, default: str):
             f = s[name] if s[name] is not None else default
@@ -308,7 +345,7 @@ class Collator:
             dec_fill=fill("dec_fill", preset.get("dec_fill", "keep")),
             dec_labels=preset.get("dec_labels", "masked"),
             spans=spans,
-            return_original=bool(s["return_original"]),
+            return_original=bool(s["return_original"] or preset.get("original", False)),
         )
         self._values = np.ascontiguousarray(arrays["values"])
         self._offsets = np.ascontiguousarray(arrays["offsets"], dtype=np.int64)
@@ -382,26 +419,38 @@ class Collator:
         self.epoch = state["epoch"]
 
 
-_DEFAULTS: dict[str, Any] = {
-    "max_length": 144,
+# Every collator setting and its value when not given; None = the method's paper default
+# (``paper_settings``), or, for a setting the paper has no say in, the fallback below.
+_SETTINGS: dict[str, Any] = {
+    "max_length": None,
     "seed": 0,
-    "crop": "random",
+    "paper": None,
+    "crop": None,
     "pad_to": "longest",
     "pad_to_multiple_of": 1,
-    "whole_word": False,
+    "whole_word": None,
     "enc_p": None,
     "dec_p": None,
-    "sigma": 1.0,
+    "sigma": None,
     "enc_fill": None,
     "dec_fill": None,
-    "mask_prob": 0.8,
-    "random_prob": 0.1,
+    "mask_prob": None,
+    "random_prob": None,
     "importance_column": "importance",
     "num_spans": 2,
     "span_min_len": 16,
     "span_max_len": None,
     "return_original": False,
 }
+# Settings a method's paper does not declare (sigma outside cdmae, the fill of the auto-encoder's
+# absent encoder mask, ...): unused by its views, given a neutral value.
+_UNUSED = {"whole_word": False, "sigma": 0.0, "mask_prob": 1.0, "random_prob": 0.0}
+
+
+def _resolve_settings(given: dict[str, Any]) -> dict[str, Any]:
+    method = given["method"]
+    base = {**_UNUSED, **paper_settings(method, given.get("paper"))}
+    return {k: (v if v is not None else base.get(k)) for k, v in given.items()}
 
 
 def _preset(method: str) -> dict[str, Any]:
@@ -454,4 +503,4 @@ def preview(
     return result
 
 
-__all__ = ["METHODS", "PRESETS", "Collator", "preview"]
+__all__ = ["METHODS", "PRESETS", "SETTINGS_FROM_OPTIONS", "Collator", "paper_settings", "preview"]

@@ -38,7 +38,19 @@ class MismatchError(DensePtError, ValueError):
 
 
 class DensePtIOError(DensePtError, OSError):
-    """An operating-system level failure reading or writing a file."""
+    """An operating-system level failure reading or writing a file. Built as
+    ``DensePtIOError(errno, message, path)`` it prints just ``message`` (which names the path),
+    one line, instead of OSError's ``[Errno N] message: 'path'``; ``.errno`` and ``.filename`` stay."""
+
+    def __str__(self) -> str:
+        if self.strerror and self.filename is not None:
+            return str(self.strerror)
+        return super().__str__()
+
+
+class InternalError(DensePtError, RuntimeError):
+    """A bug in dense-pt (for instance a panic in the Rust core): the message says so and what
+    failed; it is never the user's fault, and the process stays usable."""
 
 
 class MissingExtraError(DensePtError, ImportError):
@@ -57,6 +69,7 @@ __all__ = [
     "DensePtError",
     "DensePtIOError",
     "FormatError",
+    "InternalError",
     "InvalidArgumentError",
     "MismatchError",
     "MissingExtraError",

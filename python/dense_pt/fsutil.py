@@ -1,16 +1,57 @@
-"""Atomic writes and content hashes: an interrupted command leaves the old artifact or none."""
+"""Writing files the way every dense-pt command does: atomically, readable like any file the user
+writes, with errors that name the user's path, and without leaving temporaries behind.
+
+- **Atomic**: ``atomic_file`` / ``atomic_dir`` write under a hidden temporary name in the target's
+  folder and rename it into place, so an interrupted command leaves the old artifact or none.
+- **Ordinary permissions**: temporaries are created with mode 0666 / 0777 and the process umask
+  applies, as for any file the user creates (``mkstemp``/``mkdtemp`` would leave 0600 / 0700).
+- **Errors name the user's path**: an ``OSError`` while writing (a full disk, a quota, a file size
+  limit, a read-only or forbidden folder) becomes a one-line ``DensePtIOError`` naming the target,
+  never the hidden temporary (``writing(path)`` gives the same to writers that do not rename).
+- **No leftovers**: a temporary's name carries its owner, ``.<target>.<pid>-<host>.<random>.<kind>``
+  (kind ``tmp``, ``partial`` or ``old``); the first write into a folder in a process removes the
+  temporaries there whose owner process (on this host) is dead, e.g. after kill -9. The Rust core
+  names its temporaries (n-gram tables, spilled runs, negatives files) the same way
+  (``rust/core/src/atomic.rs``). Live processes' files, other hosts' files on a shared file system
+  and names in any other form are never touched.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno as _errno
 import hashlib
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError
+
+TEMP_KINDS = ("tmp", "partial", "old")
+
+# errno values that mean "this write cannot go through" (and not "the input is missing").
+_WRITE_ERRNOS = {
+    _errno.ENOSPC,
+    _errno.EDQUOT,
+    _errno.EFBIG,
+    _errno.EROFS,
+    _errno.EACCES,
+    _errno.EPERM,
+    _errno.EIO,
+}
+# How libraries that do not raise OSError (pyarrow, torch, safetensors) word the same failures.
+_WRITE_FAILURE_TEXT = re.compile(
+    r"no space left on device|file too large|disk quota exceeded|read-only file system|"
+    r"file write failed|os error (?:28|27|122|30)\b|errno (?:28|27|122|30)\b|"
+    r"\d+ requested and \d+ written",
+    re.IGNORECASE,
+)
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -21,19 +62,196 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-@contextlib.contextmanager
-def atomic_file(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[Any]:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+# ---- names -----------------------------------------------------------------------------------
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def check_name(name: str, what: str, reserved: tuple[str, ...] = ()) -> str:
+    """``name`` if it is a plain identifier (ASCII letters, digits, ``_``; not starting with a
+    digit; at most 100 characters) and not reserved. Every user-given name that becomes part of a
+    file name goes through here, so ``../evil`` never leaves the folder it is meant for."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidArgumentError(
+            f"{what} must be a plain identifier (letters, digits and _, not starting with a digit), "
+            f"got {name!r}"
+        )
+    if name in reserved:
+        raise InvalidArgumentError(f"{what} {name!r} is reserved (reserved: {', '.join(reserved)})")
+    return name
+
+
+# ---- owners of temporaries -------------------------------------------------------------------
+def _host() -> str:
+    # Only [A-Za-z0-9_]: the tag must not contain the "." and "-" that separate its parts.
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
+
+
+def owner_tag() -> str:
+    """``<pid>-<host>`` of this process (computed per call: a forked child has its own pid)."""
+    return f"{os.getpid()}-{_host()}"
+
+
+def temp_path(target: Path, kind: str) -> Path:
+    """A fresh hidden name beside ``target`` that says who owns it (see the module docstring)."""
+    return target.with_name(f".{target.name}.{owner_tag()}.{secrets.token_hex(4)}.{kind}")
+
+
+def _owner_of(name: str) -> tuple[int, str] | None:
+    """(pid, host) of a dense-pt temporary's name, or None for any other name."""
+    if not name.startswith("."):
+        return None
+    parts = name.rsplit(".", 3)
+    if len(parts) != 4 or parts[3] not in TEMP_KINDS or not re.fullmatch(r"[0-9a-f]+", parts[2]):
+        return None
+    pid, sep, host = parts[1].partition("-")
+    if not sep or not pid.isdigit() or not host:
+        return None
+    return int(pid), host
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a zombie, killed but not reaped, is dead)."""
+    if pid == os.getpid():
+        return True
     try:
-        with open(tmp, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _target_of(name: str) -> str:
+    return name[1:].rsplit(".", 3)[0]
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the dense-pt temporaries in ``folder`` whose owner process on this host is dead.
+
+    A stale ``.old`` (the previous version of a folder, moved aside for the instant between two
+    renames) is put back when its target is missing, else removed. Returns what was removed."""
+    folder = Path(folder)
+    removed: list[Path] = []
+    host = _host()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = _owner_of(entry.name)
+        if owner is None or owner[1] != host or pid_alive(owner[0]):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.name.endswith(".old") and not (folder / _target_of(entry.name)).exists():
+                os.replace(path, folder / _target_of(entry.name))
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+        except OSError:
+            pass  # someone else cleaned it, or we may not: not our business to fail over it
+    return removed
+
+
+_cleaned: set[tuple[int, str]] = set()
+
+
+def _clean_once(folder: Path) -> None:
+    """Clean ``folder`` on the first write into it by this process (one scan, not one per file)."""
+    key = (os.getpid(), str(folder.resolve()))
+    if key not in _cleaned:
+        _cleaned.add(key)
+        remove_stale_temporaries(folder)
+
+
+# ---- errors that name the user's path --------------------------------------------------------
+def _is_write_failure(exc: BaseException, temps: tuple[Path, ...]) -> bool:
+    if isinstance(exc, DensePtIOError):
+        return False
+    if isinstance(exc, OSError):
+        names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+        if any(str(t) in n for n in names for t in temps):
+            return True
+        if exc.errno in _WRITE_ERRNOS and not names:
+            return True
+    return bool(_WRITE_FAILURE_TEXT.search(str(exc)))
+
+
+def write_error(exc: BaseException, target: str | Path, temps: tuple[Path, ...] = ()) -> DensePtIOError:
+    """A one-line ``DensePtIOError`` for a failed write of ``target`` (temporary names hidden)."""
+    code = getattr(exc, "errno", None)
+    if code is None:
+        m = re.search(r"(?:os error|errno) (\d+)", str(exc), re.IGNORECASE)
+        code = int(m.group(1)) if m else None
+        if code is None and re.search(r"no space left", str(exc), re.IGNORECASE):
+            code = _errno.ENOSPC
+        if code is None and re.search(r"file too large", str(exc), re.IGNORECASE):
+            code = _errno.EFBIG
+    reason = os.strerror(code) if code else str(exc)
+    if not code and re.search(r"requested and \d+ written", str(exc)):  # numpy's short fwrite
+        reason = f"the write stopped short ({exc}): the disk is full or a file size limit was reached"
+    for t in temps:
+        reason = reason.replace(str(t), str(target))
+    return DensePtIOError(code or 0, f"cannot write {target}: {reason}", str(target))
+
+
+@contextlib.contextmanager
+def writing(target: str | Path, temps: tuple[Path, ...] = ()) -> Iterator[None]:
+    """Turn a failed write inside the block into a one-line error naming ``target``."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_write_failure(exc, temps):
+            raise write_error(exc, target, temps) from exc
+        raise
+
+
+# ---- atomic writes ---------------------------------------------------------------------------
+def _mkdir_parent(path: Path) -> None:
+    for folder in (path.parent, *path.parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise DensePtIOError(
+                    _errno.ENOTDIR, f"cannot write {path}: {folder} is not a folder", str(path)
+                )
+            break
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _clean_once(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_file(
+    path: str | Path,
+    mode: str = "w",
+    *,
+    before_replace: Callable[[Path], None] | None = None,
+    **kwargs: Any,
+) -> Iterator[Any]:
+    """Write to a temporary file in the same folder, fsync, then rename over ``path``.
+    ``before_replace(tmp)`` runs on the complete temporary just before the rename (e.g. to
+    checksum it)."""
+    path = Path(path)
+    _mkdir_parent(path)
+    tmp = temp_path(path, "tmp")
+    try:
+        with writing(path, (tmp,)):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            with os.fdopen(fd, mode, **kwargs) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            if before_replace is not None:
+                before_replace(tmp)
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -55,17 +273,120 @@ def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
     path = Path(path)
     if path.exists() and not force:
         raise FileExistsError(f"{path} already exists (use --force to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    _mkdir_parent(path)
+    tmp = temp_path(path, "partial")
     try:
-        yield tmp
-        if path.exists():
-            old = path.with_name(f".{path.name}.old.{os.getpid()}")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        with writing(path, (tmp,)):
+            os.mkdir(tmp, 0o777)
+            yield tmp
+            if path.exists():
+                old = temp_path(path, "old")
+                os.replace(path, old)
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+# ---- checksums of large files, verified cheaply --------------------------------------------
+# A file's xxh3-128 is computed in Rust (streamed, ~GB/s); a verification is remembered per
+# inode with the file's size, mtime and ctime, so opening a store again costs a stat: any write
+# to the file (or a copy, a touch, a chmod) changes one of them and forces a new hash.
+CACHE_ENV = "DENSE_PT_CACHE_DIR"
+_verified: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+
+
+def file_checksum(path: str | Path) -> str:
+    """xxh3-128 of the file's bytes, 32 hex digits."""
+    from dense_pt import _native
+
+    return _native.file_checksum(str(path))
+
+
+def checksum_entry(path: str | Path) -> dict[str, Any]:
+    """What a manifest records for a file: ``{"bytes": size, "xxh3_128": digest}`` (the digest
+    is remembered as verified)."""
+    digest = file_checksum(path)
+    remember_verified(path, digest)
+    return {"bytes": Path(path).stat().st_size, "xxh3_128": digest}
+
+
+def _cache_dir() -> Path | None:
+    env = os.environ.get(CACHE_ENV)
+    if env is not None:
+        return Path(env) / "verified" if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dense-pt" / "verified"
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def remember_verified(path: str | Path, digest: str) -> None:
+    """Record that ``path``, as it is now, has checksum ``digest`` (in memory and in the cache
+    folder, ``$DENSE_PT_CACHE_DIR`` or ``~/.cache/dense-pt``; an empty variable turns the folder
+    off). A cache that cannot be written is not an error."""
+    st = os.stat(path)
+    _verified[(st.st_dev, st.st_ino)] = (*_stamp(st), digest)
+    folder = _cache_dir()
+    if folder is None:
+        return
+    entry = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "xxh3_128": digest}
+    with contextlib.suppress(OSError, DensePtIOError):
+        write_json_atomic(folder / f"{st.st_dev}-{st.st_ino}.json", entry)
+
+
+def _remembered(st: os.stat_result) -> str | None:
+    hit = _verified.get((st.st_dev, st.st_ino))
+    if hit is not None and hit[:3] == _stamp(st):
+        return hit[3]
+    folder = _cache_dir()
+    if folder is None:
+        return None
+    try:
+        entry = json.loads((folder / f"{st.st_dev}-{st.st_ino}.json").read_text(encoding="utf-8"))
+        if (entry["size"], entry["mtime_ns"], entry["ctime_ns"]) == _stamp(st):
+            return str(entry["xxh3_128"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+VERIFY_MODES = ("cached", "full", "none")
+
+
+def verify_file(path: str | Path, expected: dict[str, Any], verify: str = "cached") -> None:
+    """Check ``path`` against a manifest entry (``checksum_entry``): its size always, its
+    checksum unless the same file (inode, size, mtime, ctime) was verified before (``"cached"``),
+    always (``"full"``) or never (``"none"``: not even the size). A mismatch is a FormatError
+    naming the file."""
+    if verify not in VERIFY_MODES:
+        raise InvalidArgumentError(f"verify must be one of {', '.join(VERIFY_MODES)}, got {verify!r}")
+    if verify == "none":
+        return
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FormatError("missing file of the corpus store", path=path) from None
+    if st.st_size != expected.get("bytes"):
+        raise FormatError(
+            f"file has {st.st_size:,} bytes but the manifest recorded {expected.get('bytes')!r}: it was "
+            "truncated or replaced after the store was written; rebuild it",
+            path=path,
+        )
+    want = expected.get("xxh3_128")
+    if verify == "cached" and _remembered(st) == want:
+        return
+    got = file_checksum(path)
+    if got != want:
+        raise FormatError(
+            f"checksum mismatch (xxh3-128 {got}, the manifest recorded {want}): the file was "
+            "modified or corrupted after it was written; rebuild it",
+            path=path,
+        )
+    remember_verified(path, got)

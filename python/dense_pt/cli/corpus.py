@@ -17,6 +17,60 @@ corpus_app = typer.Typer(
 app.add_typer(corpus_app, name="corpus")
 
 KINDS = ("corpus", "queries", "qrels", "run")
+MAX_RECORD_HELP = (
+    "Largest record (a line, or a Parquet/Arrow row) to accept, in MB; longer ones are an error "
+    "naming the line (default 64, or $DENSE_PT_MAX_RECORD_BYTES)."
+)
+
+
+class LineProgress:
+    """Progress as plain lines for a log file or a pipe (a live bar prints nothing there): a line
+    when a phase starts, one at most every ``every`` seconds with the rate and ETA, one when it
+    ends. ``update(phase, done, total)``; total 0 means unknown."""
+
+    def __init__(self, command: str, unit: str, every: float = 30.0, stream=None):  # type: ignore[no-untyped-def]
+        import sys
+        import time
+
+        self.command, self.unit, self.every = command, unit, every
+        self.stream = stream or sys.stderr
+        self.clock = time.monotonic
+        self.phase: str | None = None
+        self.start = self.last = 0.0
+        self.done = 0
+
+    def _say(self, text: str) -> None:
+        print(f"{self.command}: {text}", file=self.stream, flush=True)
+
+    def update(self, phase: str, done: int, total: int = 0) -> None:
+        now = self.clock()
+        if phase != self.phase:
+            self.finish()
+            self.phase, self.start, self.last = phase, now, now
+            self._say(f"{phase}: started")
+        self.done = done
+        if now - self.last >= self.every:
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            part = f"{done:,}" + (f"/{total:,} ({100 * done / total:.0f}%)" if total else "")
+            eta = f", ETA {max(total - done, 0) / rate:,.0f} s" if total and rate > 0 else ""
+            self._say(f"{self.phase}: {part} {self.unit}, {rate:,.0f} {self.unit}/s{eta}")
+
+    def finish(self) -> None:
+        if self.phase is not None:
+            self._say(f"{self.phase}: done, {self.done:,} {self.unit} in {self.clock() - self.start:,.1f} s")
+            self.phase = None
+
+
+def record_bytes(mb: float | None) -> int | None:
+    """--max-record-mb as bytes (None: the readers' default)."""
+    from dense_pt.errors import InvalidArgumentError
+
+    if mb is None:
+        return None
+    if not mb > 0:
+        raise InvalidArgumentError(f"--max-record-mb must be positive, got {mb}")
+    return max(1, int(mb * (1 << 20)))
 
 
 @contextlib.contextmanager
@@ -43,15 +97,23 @@ def build(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
     max_length: int | None = typer.Option(
-        None, help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 tokens."
+        None,
+        min=0,
+        help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 "
+        "tokens. Default: the model's or tokenizer's limit when known (tokenizer_config.json, "
+        "config.json), else none; 0 keeps whole passages.",
     ),
     format: str | None = typer.Option(
         None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
     ),
     title_sep: str = typer.Option(" ", help="Separator between title and text when both are present."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if an up-to-date store exists."),
-    threads: int | None = typer.Option(None, help="Tokenizer threads (default: all cores)."),
-    batch_size: int = typer.Option(2048, help="Passages per encode_batch call."),
+    threads: int | None = typer.Option(None, min=1, help="Tokenizer threads (default: all cores)."),
+    batch_size: int = typer.Option(2048, min=1, help="Passages per encode_batch call."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Build a store even when the corpus has no passages."
+    ),
+    max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
 ) -> None:
     """Tokenize a corpus once into a memory-mappable store (Arrow IPC + manifest)."""
     from rich.console import Console
@@ -60,6 +122,7 @@ def build(
     from dense_pt.data.build import build_corpus_store
 
     console = Console(stderr=True, soft_wrap=True)
+    lines = None if console.is_terminal else LineProgress("corpus build", "passages")
     with (
         data_warnings(),
         Progress(
@@ -69,12 +132,16 @@ def build(
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            disable=lines is not None,
         ) as bar,
     ):
         task = bar.add_task("build", total=None, rate=0.0)
         start = bar.get_time()
 
         def progress(done: int) -> None:
+            if lines is not None:
+                lines.update("tokenizing", done)
+                return
             elapsed = max(bar.get_time() - start, 1e-9)
             bar.update(task, completed=done, rate=done / elapsed)
 
@@ -82,7 +149,9 @@ def build(
             corpus,
             tokenizer,
             out,
-            max_length=max_length,
+            max_length="auto" if max_length is None else (max_length or None),
+            allow_empty=allow_empty,
+            max_record_bytes=record_bytes(max_record_mb),
             format=format,
             title_sep=title_sep,
             force=force,
@@ -90,15 +159,21 @@ def build(
             batch_size=batch_size,
             progress=progress,
         )
+        if lines is not None:
+            lines.finish()
     if not res.built:
         console.print(
             f"[green]{out}[/] is up to date ({len(res.store):,} passages; same source, tokenizer and "
             "max length): nothing to do (use --force to rebuild)"
         )
         return
+    m = res.store.manifest
+    limit = m.get("max_length")
     console.print(
-        f"wrote [green]{out}[/]: {res.passages:,} passages, {res.store.manifest['num_tokens']:,} tokens, "
-        f"{res.truncated:,} truncated, {res.seconds:.1f} s ({res.passages_per_s:,.0f} passages/s)"
+        f"wrote [green]{out}[/]: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
+        f"{res.truncated:,} truncated (max length {limit or 'none'}, "
+        f"{m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
+        f"({res.passages_per_s:,.0f} passages/s)"
     )
 
 
@@ -106,6 +181,12 @@ def build(
 def info(
     store: Path = typer.Argument(..., help="A corpus store folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Hash every file of the store against its manifest checksum, even when it was "
+        "verified before (columns included).",
+    ),
 ) -> None:
     """Rows, tokens, length percentiles, columns and provenance of a store."""
     import json
@@ -114,8 +195,12 @@ def info(
     from rich.table import Table
 
     from dense_pt.data.build import corpus_info
+    from dense_pt.data.store import CorpusStore
 
-    summary = corpus_info(store)
+    opened = CorpusStore.open(store, verify="full" if verify else "cached")
+    if verify:
+        opened.verify_columns()
+    summary = corpus_info(opened)
     if json_out:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -131,9 +216,14 @@ def info(
             f"min {L['min']}  mean {L['mean']:.1f}  p50 {L['p50']:.0f}  p90 {L['p90']:.0f}  "
             f"p99 {L['p99']:.0f}  max {L['max']}",
         ),
-        ("max_length", str(summary["max_length"])),
+        ("max_length", f"{summary['max_length'] or 'none'} ({summary['max_length_source'] or 'given'})"),
         ("truncated", str(summary["truncated"])),
         ("columns", ", ".join(f"{k} ({v})" for k, v in summary["columns"].items())),
+        (
+            "checksums",
+            ("verified: " if verify else "")
+            + (", ".join(summary["checksums"]) or "none (a store written before checksums)"),
+        ),
         ("vocab", f"{summary['vocab_size']:,} tokens, hash {summary['vocab_hash'][:16]}"),
         ("tokenizer", str(summary["tokenizer"])),
         ("source", f"{summary['source']} (sha256 {str(summary['source_sha256'])[:16]})"),
@@ -180,6 +270,7 @@ def check(
     queries: Path | None = typer.Option(None, help="Queries file: qrels ids are checked against it."),
     corpus: Path | None = typer.Option(None, help="Corpus file or store: qrels ids are checked against it."),
     strict: bool = typer.Option(False, "--strict", help="A judgement for an unknown id is an error."),
+    max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
 ) -> None:
     """Read a whole input file and report the first problem (file:line: what was expected)."""
     from dense_pt.data.judgements import read_qrels, read_run
@@ -188,17 +279,18 @@ def check(
 
     if kind not in KINDS:
         raise InvalidArgumentError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    limit = record_bytes(max_record_mb)
     with data_warnings():
         if kind == "corpus":
-            n = sum(1 for _ in read_corpus(path, format))
+            n = sum(1 for _ in read_corpus(path, format, limit))
         elif kind == "queries":
-            n = sum(1 for _ in read_queries(path, format))
+            n = sum(1 for _ in read_queries(path, format, limit))
         elif kind == "run":
-            n = sum(1 for _ in read_run(path))
+            n = sum(1 for _ in read_run(path, limit))
         else:
-            qids = {q.id for q in read_queries(queries)} if queries else None
+            qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None
-            n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict))
+            n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict, max_record_bytes=limit))
     typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
 
 

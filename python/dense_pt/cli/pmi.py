@@ -13,9 +13,25 @@ pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importanc
 app.add_typer(pmi_app, name="pmi")
 
 
-def _progress():
-    """A rich progress display and a callback for the Rust core (one bar per phase)."""
+def _progress(command: str = "pmi"):
+    """A progress display and a callback for the Rust core: one bar per phase in a terminal, plain
+    lines (a phase's start and end, a status line with rate and ETA every 30 s) otherwise."""
+    import contextlib
+
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dense_pt.cli.corpus import LineProgress
+
+    if not Console(stderr=True).is_terminal:
+        lines = LineProgress(command, "n-grams")
+
+        @contextlib.contextmanager
+        def display():  # type: ignore[no-untyped-def]
+            yield
+            lines.finish()
+
+        return display(), lines.update
 
     bar = Progress(
         TextColumn("[bold]{task.description}"),
@@ -42,10 +58,21 @@ def _gb(n: int | None) -> str:
 def build_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory (from `dense-pt corpus build`)."),
     out: Path = typer.Option(..., "--out", help="Table file to write (atomically)."),
-    max_n: int = typer.Option(4, "--max-n", help="Highest n-gram order (AMI window L needs L <= max-n)."),
-    min_count: int = typer.Option(1, "--min-count", help="Drop n-grams of order >= 2 seen fewer times."),
-    memory_gb: float = typer.Option(8.0, "--memory-gb", help="Peak memory budget, corpus map included."),
-    threads: int = typer.Option(None, "--threads", help="Worker threads (default: all available cores)."),
+    max_n: int = typer.Option(
+        4, "--max-n", min=1, help="Highest n-gram order (AMI window L needs L <= max-n)."
+    ),
+    min_count: int = typer.Option(
+        1, "--min-count", min=1, help="Drop n-grams of order >= 2 seen fewer times."
+    ),
+    memory_gb: float = typer.Option(
+        8.0,
+        "--memory-gb",
+        help="Peak memory budget, corpus map included; a budget too small for the corpus is "
+        "refused with the least that works.",
+    ),
+    threads: int = typer.Option(
+        None, "--threads", min=1, help="Worker threads (default: all available cores)."
+    ),
     shard: str = typer.Option(None, "--shard", help="Count shard I/N only (0-based; merge the parts later)."),
     spill_dir: Path = typer.Option(
         None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
@@ -56,7 +83,7 @@ def build_cmd(
 
     from dense_pt.pmi import build
 
-    bar, cb = _progress()
+    bar, cb = _progress("pmi build")
     with bar:
         stats = build(
             store,
@@ -83,14 +110,16 @@ def merge_cmd(
         ..., help="Shard tables from `pmi build --shard I/N` (all N of them)."
     ),
     out: Path = typer.Option(..., "--out", help="Merged table file to write."),
-    min_count: int = typer.Option(1, "--min-count", help="Prune n-grams of order >= 2 below this count."),
+    min_count: int = typer.Option(
+        1, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
+    ),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
     from rich.console import Console
 
     from dense_pt.pmi import merge
 
-    bar, cb = _progress()
+    bar, cb = _progress("pmi merge")
     with bar:
         res = merge(parts, out, min_count=min_count, progress=cb)
     Console().print(f"[green]wrote[/] {out} from {res['parts']} shards  N_n {res['totals']}")
@@ -100,10 +129,14 @@ def merge_cmd(
 def score_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory."),
     table: Path = typer.Option(..., "--table", help="Table built from this store's vocabulary."),
-    window: int = typer.Option(4, "--window", help="AMI window L (uses orders 2..L)."),
+    window: int = typer.Option(4, "--window", min=2, help="AMI window L (uses orders 2..L)."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 or float16."),
-    threads: int = typer.Option(None, "--threads", help="Worker threads (default: all available cores)."),
-    column: str = typer.Option("importance", "--column", help="Name of the column to add."),
+    threads: int = typer.Option(
+        None, "--threads", min=1, help="Worker threads (default: all available cores)."
+    ),
+    column: str = typer.Option(
+        "importance", "--column", help="Name of the column to add (a plain identifier)."
+    ),
 ) -> None:
     """Add the per-token AMI column `importance` to the store (atomic; replaces an old one)."""
     from rich.console import Console
@@ -126,11 +159,11 @@ def inspect_cmd(
         None, "--tokenizer", help="tokenizer.json, HF folder or corpus store (to decode and score --text)."
     ),
     text: list[str] = typer.Option(None, "--text", help="Text to score token by token (repeatable)."),
-    top: int = typer.Option(10, "--top", help="Top n-grams by PMI to show per order."),
+    top: int = typer.Option(10, "--top", min=0, help="Top n-grams by PMI to show per order (0: none)."),
     top_min_count: int = typer.Option(
-        5, "--top-min-count", help="Only list n-grams seen at least this often."
+        5, "--top-min-count", min=0, help="Only list n-grams seen at least this often."
     ),
-    window: int = typer.Option(4, "--window", help="AMI window L for --text."),
+    window: int = typer.Option(4, "--window", min=2, help="AMI window L for --text."),
     as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON and exit."),
 ) -> None:
     """Show a table's statistics, its top n-grams by PMI, and the AMI of each token of --text."""

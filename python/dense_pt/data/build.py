@@ -30,6 +30,7 @@ from dense_pt.data.readers import (
 from dense_pt.data.store import MANIFEST_FILE, CorpusStore, write_store
 from dense_pt.data.tokenizer import (
     encode_texts,
+    known_max_length,
     load_tokenizer,
     train_wordpiece,
     vocab_hash,
@@ -40,6 +41,10 @@ from dense_pt.fsutil import atomic_file, sha256_file
 
 # Called after each tokenized batch with the number of passages done so far.
 ProgressFn = Callable[[int], None]
+
+# A batch is tokenized once it holds this many characters of text, whatever its passage count:
+# with the maximum record size, this bounds the text in memory at once.
+BATCH_TEXT_CHARS = 32 << 20
 
 
 @dataclass
@@ -99,40 +104,69 @@ def _existing_identity(out: Path) -> dict[str, Any] | None:
     }
 
 
+def resolve_max_length(
+    max_length: int | str | None, tokenizer: str | Path | Tokenizer
+) -> tuple[int | None, str]:
+    """The max length a build uses and why: an int as given; ``None`` for no limit; ``"auto"``
+    (the default) the model's or tokenizer's own limit when one is known (``known_max_length``),
+    else no limit."""
+    if max_length == "auto":
+        if isinstance(tokenizer, Tokenizer):
+            return None, "default: no limit known"
+        value, where = known_max_length(tokenizer)
+        return value, f"default: {where}"
+    if max_length is None:
+        return None, "given"
+    if isinstance(max_length, bool) or not isinstance(max_length, int):
+        raise InvalidArgumentError(f"max_length must be an integer, None or 'auto', got {max_length!r}")
+    if max_length < 3:
+        raise InvalidArgumentError(
+            f"max_length must be at least 3 ([CLS] + 1 token + [SEP]), got {max_length}"
+        )
+    return max_length, "given"
+
+
 def build_corpus_store(
     corpus: str | Path,
     tokenizer: str | Path | Tokenizer,
     out: str | Path,
     *,
-    max_length: int | None = None,
+    max_length: int | str | None = "auto",
     format: str | None = None,
     title_sep: str = DEFAULT_TITLE_SEP,
     force: bool = False,
     threads: int | None = None,
     batch_size: int = 2048,
     progress: ProgressFn | None = None,
+    allow_empty: bool = False,
+    max_record_bytes: int | None = None,
 ) -> BuildResult:
     """Tokenize a corpus file (BEIR jsonl, MS MARCO tsv, Parquet, Arrow, or a BEIR folder) into a
     store at ``out``, atomically.
 
-    ``max_length`` counts [CLS] and [SEP] (at most ``max_length - 2`` content tokens are kept).
+    ``max_length`` counts [CLS] and [SEP] (at most ``max_length - 2`` content tokens are kept);
+    ``"auto"`` (the default) takes the model's or tokenizer's limit when it is known (the
+    manifest's ``max_length_source`` says which), ``None`` keeps whole passages.
     ``tokenizer`` is a tokenizer.json, a local HF model folder or a loaded Tokenizer. When ``out``
     already holds a store built from the same inputs the call returns it with ``built=False``;
-    a store built from other inputs is replaced only with ``force``.
+    a store built from other inputs is replaced only with ``force``. A corpus without passages
+    is refused unless ``allow_empty``; a record longer than ``max_record_bytes`` (default
+    ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line.
     """
     source = resolve_beir(corpus, "corpus")
     if not source.exists():
         raise FileNotFoundError(f"{source}: no such corpus file")
+    if format is None and source.stat().st_size == 0:
+        format = "jsonl"  # nothing to sniff: read as jsonl, i.e. no passages (refused below)
     fmt = format or detect_format(source, CORPUS_FORMATS)
-    if max_length is not None and max_length < 3:
-        raise InvalidArgumentError(
-            f"max_length must be at least 3 ([CLS] + 1 token + [SEP]), got {max_length}"
-        )
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be at least 1, got {batch_size}")
+    max_length, length_source = resolve_max_length(max_length, tokenizer)
     if isinstance(tokenizer, Tokenizer):
         tok, tok_name = tokenizer, "<in-memory>"
     else:
         tok, tok_name = load_tokenizer(tokenizer), str(Path(tokenizer).resolve())
-    encoder = without_padding_or_truncation(tok)  # once, not per batch; the store keeps `tok` as given
+    encoder = without_padding_or_truncation(tok)  # once, not per batch
     out = Path(out)
     t0 = time.perf_counter()
     ident = _identity(source, fmt, tok, max_length, title_sep)
@@ -154,13 +188,20 @@ def build_corpus_store(
 
     def rows() -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         batch: list[Passage] = []
-        for p in read_corpus(source, fmt):
+        chars = 0
+        for p in read_corpus(source, fmt, max_record_bytes):
             batch.append(p)
-            if len(batch) >= batch_size:
+            chars += len(p.text) + len(p.title)
+            if len(batch) >= batch_size or chars >= BATCH_TEXT_CHARS:
                 yield from encode(batch)
-                batch = []
+                batch, chars = [], 0
         if batch:
             yield from encode(batch)
+        if counts["passages"] == 0 and not allow_empty:
+            raise FormatError(
+                "the corpus has no passages; pass --allow-empty (allow_empty=True) to build an empty store",
+                path=source,
+            )
 
     def encode(batch: list[Passage]) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         texts = [passage_text(p, title_sep) for p in batch]
@@ -187,12 +228,13 @@ def build_corpus_store(
         },
         "tokenizer": {"name": tok_name},
         "max_length": max_length,
+        "max_length_source": length_source,
     }
 
     # write_store copies ``meta`` shallowly before consuming the rows and writes the manifest after
     # the last row, so this nested dict, filled while rows stream through, lands in the manifest.
     meta["build"] = counts
-    store = write_store(out, rows(), tok, meta=meta, force=force)
+    store = write_store(out, rows(), encoder, meta=meta, force=force)
     return BuildResult(store, True, time.perf_counter() - t0, counts["passages"], counts["truncated"])
 
 
@@ -220,7 +262,9 @@ def corpus_info(store: CorpusStore | str | Path) -> dict[str, Any]:
             "max": int(lengths.max()) if len(lengths) else 0,
         },
         "max_length": m.get("max_length"),
+        "max_length_source": m.get("max_length_source"),
         "truncated": (m.get("build") or {}).get("truncated"),
+        "checksums": sorted(m.get("files") or {}),
         "columns": columns,
         "vocab_size": store.vocab_size,
         "vocab_hash": store.vocab_hash,

@@ -74,6 +74,7 @@ def read_qrels(
     query_ids: Container[str] | None = None,
     corpus_ids: Container[str] | None = None,
     strict: bool = False,
+    max_record_bytes: int | None = None,
 ) -> Iterator[Judgement]:
     """Stream judgements. Errors: wrong column count, non-integer relevance, a repeated (qid, pid)
     pair, invalid UTF-8; unknown ids warn (or fail with ``strict``)."""
@@ -88,7 +89,7 @@ def read_qrels(
     seen: dict[tuple[str, str], int] = {}
     unknown = 0
     first = True
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, max_record_bytes):
         if fmt == "beir":
             cols = line.split("\t")
             if first and tuple(c.strip().lower() for c in cols) == BEIR_HEADER:
@@ -145,24 +146,27 @@ def load_qrels(
     query_ids: Container[str] | None = None,
     corpus_ids: Container[str] | None = None,
     strict: bool = False,
+    max_record_bytes: int | None = None,
 ) -> dict[str, dict[str, int]]:
     """All judgements as ``{qid: {pid: rel}}`` (the shape pytrec_eval and ir_measures take)."""
     out: dict[str, dict[str, int]] = {}
-    for j in read_qrels(path, format, query_ids, corpus_ids, strict):
+    for j in read_qrels(path, format, query_ids, corpus_ids, strict, max_record_bytes):
         out.setdefault(j.qid, {})[j.pid] = j.rel
     return out
 
 
-def read_run(path: str | Path) -> Iterator[RunEntry]:
+def read_run(path: str | Path, max_record_bytes: int | None = None) -> Iterator[RunEntry]:
     """Stream a TREC run file ``qid Q0 pid rank score tag``. Errors: wrong column count, a
-    non-integer rank, a non-numeric score, a passage listed twice for one query (reported when the
-    stream ends; 8 bytes per line are kept, so 7M-line runs stream too)."""
+    non-integer rank, a score that is not a finite number, a passage listed twice for one query
+    (reported when the stream ends; 8 bytes per line are kept, so 7M-line runs stream too)."""
     path = Path(path)
     pairs = UniqueIds()
-    for _, e in _run_entries(path):
+    for _, e in _run_entries(path, max_record_bytes):
         pairs.add(e.qid + "\0" + e.pid)
         yield e
-    dup = pairs.first_duplicate(lambda: ((w, e.qid + "\0" + e.pid) for w, e in _run_entries(path)))
+    dup = pairs.first_duplicate(
+        lambda: ((w, e.qid + "\0" + e.pid) for w, e in _run_entries(path, max_record_bytes))
+    )
     if dup is not None:
         qid, pid = dup[0].split("\0")
         raise FormatError(
@@ -172,8 +176,8 @@ def read_run(path: str | Path) -> Iterator[RunEntry]:
         )
 
 
-def _run_entries(path: Path) -> Iterator[tuple[int, RunEntry]]:
-    for lineno, line in iter_lines(path):
+def _run_entries(path: Path, max_record_bytes: int | None = None) -> Iterator[tuple[int, RunEntry]]:
+    for lineno, line in iter_lines(path, max_record_bytes):
         cols = line.split()
         if len(cols) != 6:
             raise FormatError(
@@ -187,15 +191,16 @@ def _run_entries(path: Path) -> Iterator[tuple[int, RunEntry]]:
             score = float(score_s)
         except ValueError:
             raise FormatError(f"score must be a number, found {score_s!r}", path=path, line=lineno) from None
-        if math.isnan(score):
-            raise FormatError("score is NaN", path=path, line=lineno)
+        if not math.isfinite(score):
+            # inf would rank above every real score (and -inf below), silently: refused like NaN.
+            raise FormatError(f"score must be a finite number, found {score_s!r}", path=path, line=lineno)
         yield lineno, RunEntry(qid, pid, rank, score, tag)
 
 
-def load_run(path: str | Path) -> dict[str, dict[str, float]]:
+def load_run(path: str | Path, max_record_bytes: int | None = None) -> dict[str, dict[str, float]]:
     """A run as ``{qid: {pid: score}}``."""
     out: dict[str, dict[str, float]] = {}
-    for e in read_run(path):
+    for e in read_run(path, max_record_bytes):
         out.setdefault(e.qid, {})[e.pid] = e.score
     return out
 
@@ -231,14 +236,20 @@ def write_run(
     if any(c.isspace() for c in tag) or not tag:
         raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
     n = 0
+
+    def line(qid: str, pid: str, rank: int, score: float, tag: str) -> str:
+        if not math.isfinite(score):  # read_run refuses it: never write it
+            raise InvalidArgumentError(f"{path}: score of passage {pid!r} for query {qid!r} is {score}")
+        return f"{qid} Q0 {pid} {rank} {format_score(score)} {tag}\n"
+
     with atomic_file(path, "w", encoding="utf-8") as f:
         if isinstance(run, Mapping):
             for qid in run:
                 for rank, (pid, score) in enumerate(rank_hits(run[qid]), start=1):
-                    f.write(f"{qid} Q0 {pid} {rank} {format_score(score)} {tag}\n")
+                    f.write(line(qid, pid, rank, score, tag))
                     n += 1
         else:
             for e in run:
-                f.write(f"{e.qid} Q0 {e.pid} {e.rank} {format_score(e.score)} {e.tag}\n")
+                f.write(line(e.qid, e.pid, e.rank, e.score, e.tag))
                 n += 1
     return n

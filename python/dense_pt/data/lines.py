@@ -10,19 +10,52 @@ Policies (documented in the README, section "Data"):
   BEIR files carry one); a BOM anywhere else (typically two files concatenated) is a FormatError.
 - Blank lines are skipped (a trailing newline or an empty last line is common).
 - Invalid UTF-8 is a FormatError naming the line and the byte offset within it.
+- A line longer than the maximum record size (``max_record_bytes()``: 64 MiB unless
+  ``$DENSE_PT_MAX_RECORD_BYTES`` or a reader's ``max_record_bytes=`` says otherwise) is a
+  FormatError naming the line, found after reading at most that many bytes of it: one hostile
+  record cannot take the memory of the machine.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from dense_pt.errors import DataWarning, FormatError
+from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError
 
 BOM = b"\xef\xbb\xbf"
+DEFAULT_MAX_RECORD_BYTES = 64 << 20
+MAX_RECORD_ENV = "DENSE_PT_MAX_RECORD_BYTES"
+
+
+def max_record_bytes(value: int | None = None) -> int:
+    """The largest record (line, or Parquet/Arrow row) a reader accepts: ``value`` when given,
+    else ``$DENSE_PT_MAX_RECORD_BYTES``, else 64 MiB."""
+    if value is None:
+        env = os.environ.get(MAX_RECORD_ENV)
+        if env is None or env.strip() == "":
+            return DEFAULT_MAX_RECORD_BYTES
+        try:
+            value = int(env)
+        except ValueError:
+            raise InvalidArgumentError(f"${MAX_RECORD_ENV} must be a number of bytes, got {env!r}") from None
+        what = f"${MAX_RECORD_ENV}"
+    else:
+        what = "max_record_bytes"
+    if value < 1:
+        raise InvalidArgumentError(f"{what} must be at least 1, got {value}")
+    return int(value)
+
+
+def record_too_large(limit: int) -> str:
+    return (
+        f"record is longer than the maximum record size of {limit:,} bytes; raise it with "
+        f"--max-record-mb or ${MAX_RECORD_ENV} if the input is right"
+    )
 
 
 def open_binary(path: Path) -> IO[bytes]:
@@ -35,11 +68,16 @@ def open_binary(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for each non-blank line: 1-based numbers, no line ending."""
+def iter_lines(path: str | Path, max_record: int | None = None) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each non-blank line: 1-based numbers, no line ending.
+    A line longer than ``max_record_bytes(max_record)`` is a FormatError."""
     path = Path(path)
+    limit = max_record_bytes(max_record)
     with open_binary(path) as f:
-        for lineno, raw in enumerate(f, start=1):
+        # readline(limit + 2): the line and its CRLF fit; anything longer is cut there.
+        for lineno, raw in enumerate(iter(lambda: f.readline(limit + 2), b""), start=1):
+            if len(raw) > limit and len(raw.rstrip(b"\r\n")) > limit:
+                raise FormatError(record_too_large(limit), path=path, line=lineno)
             if lineno == 1 and raw.startswith(BOM):
                 warnings.warn(
                     DataWarning(f"{path}:1: file starts with a UTF-8 byte-order mark; ignoring it"),
@@ -70,7 +108,8 @@ def first_line(path: str | Path) -> str | None:
     """The first non-blank line (decoded leniently, BOM stripped), for format sniffing."""
     path = Path(path)
     with open_binary(path) as f:
-        for raw in f:
+        # A bounded read: enough to sniff the format, never a whole 200 MB line.
+        for raw in iter(lambda: f.readline(1 << 16), b""):
             raw = raw.removeprefix(BOM).rstrip(b"\r\n")
             if raw.strip():
                 return raw.decode("utf-8", errors="replace")

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dense_pt.data.lines import first_line, iter_lines
+from dense_pt.data.lines import first_line, iter_lines, max_record_bytes, record_too_large
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError
 
@@ -55,10 +55,13 @@ def passage_text(p: Passage, sep: str = DEFAULT_TITLE_SEP) -> str:
 
 
 def corpus_texts(
-    path: str | Path, format: str | None = None, sep: str = DEFAULT_TITLE_SEP
+    path: str | Path,
+    format: str | None = None,
+    sep: str = DEFAULT_TITLE_SEP,
+    max_record_bytes: int | None = None,
 ) -> Iterator[tuple[str, str]]:
     """``(id, passage_text)`` pairs of a corpus: what BM25 and answer matching read."""
-    return ((p.id, passage_text(p, sep)) for p in read_corpus(path, format))
+    return ((p.id, passage_text(p, sep)) for p in read_corpus(path, format, max_record_bytes))
 
 
 # ---- format detection ------------------------------------------------------------------------
@@ -128,12 +131,19 @@ def _parse_json(path: Path, lineno: int, line: str) -> dict[str, Any]:
 
 
 def _json_id(obj: dict[str, Any], path: Path, lineno: int) -> str:
-    raw = obj.get("_id", obj.get("id"))
+    key = "_id" if "_id" in obj else "id"
+    raw = obj.get(key)
     if raw is None:
         raise FormatError('missing field "_id"', path=path, line=lineno)
-    if isinstance(raw, bool) or not isinstance(raw, str | int):
-        raise FormatError(f'field "_id" must be a string, found {type(raw).__name__}', path=path, line=lineno)
-    pid = str(raw).strip()
+    if not isinstance(raw, str):
+        # An integer id would be read back as a string elsewhere ("7" vs 7 vs 7.0): refused, as
+        # BEIR's own files always quote their ids.
+        raise FormatError(
+            f'field "{key}" must be a string, found {type(raw).__name__} {raw!r} (quote the id)',
+            path=path,
+            line=lineno,
+        )
+    pid = raw.strip()
     if not pid:
         raise FormatError('field "_id" is empty', path=path, line=lineno)
     return pid
@@ -173,27 +183,36 @@ def _raise_duplicate(ids: UniqueIds, rescan, path: Path, what: str, unit: str) -
 
 
 # ---- corpus ----------------------------------------------------------------------------------
-def read_corpus(path: str | Path, format: str | None = None) -> Iterator[Passage]:
+def read_corpus(
+    path: str | Path, format: str | None = None, max_record_bytes: int | None = None
+) -> Iterator[Passage]:
     """Stream the passages of a corpus file (or BEIR folder). Raises FormatError on bad input:
-    invalid JSON, a missing field, a wrong column count, empty passages, invalid UTF-8, a BOM inside
-    the file; a duplicate id is reported once the stream ends (ids are checked in 8 bytes each, see
-    ``dense_pt.data.unique``). A passage needs a non-empty text or title."""
+    invalid JSON, a missing field, an id that is not a string, a wrong column count, empty
+    passages, invalid UTF-8, a BOM inside the file, a record longer than ``max_record_bytes``
+    (default: ``dense_pt.data.lines.max_record_bytes()``); a duplicate id is reported once the
+    stream ends (ids are checked in 8 bytes each, see ``dense_pt.data.unique``). A passage needs a
+    non-empty text or title."""
     path = resolve_beir(path, "corpus")
     fmt = _check_format(format, CORPUS_FORMATS) if format else detect_format(path, CORPUS_FORMATS)
+    limit = _limit(max_record_bytes)
     ids = UniqueIds()
-    for _, p in _passages(path, fmt):
+    for _, p in _passages(path, fmt, limit):
         ids.add(p.id)
         yield p
     unit = "row" if fmt in ("parquet", "arrow") else "line"
-    _raise_duplicate(ids, lambda: ((w, p.id) for w, p in _passages(path, fmt)), path, "passage", unit)
+    _raise_duplicate(ids, lambda: ((w, p.id) for w, p in _passages(path, fmt, limit)), path, "passage", unit)
 
 
-def _passages(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
+def _limit(value: int | None) -> int:
+    return max_record_bytes(value)
+
+
+def _passages(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Passage]]:
     """``(line or row number, passage)`` without the duplicate check."""
     if fmt in ("parquet", "arrow"):
-        yield from _read_columnar(path, fmt)
+        yield from _read_columnar(path, fmt, limit)
         return
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, limit):
         if fmt == "jsonl":
             obj = _parse_json(path, lineno, line)
             pid = _json_id(obj, path, lineno)
@@ -209,8 +228,9 @@ def _passages(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
         yield lineno, Passage(pid, title, text)
 
 
-def _read_columnar(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
+def _read_columnar(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Passage]]:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -238,6 +258,7 @@ def _read_columnar(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
         id_col = _columnar_columns(names, path)
     row = 0
     for batch in batches:
+        _check_row_sizes(batch, row, limit, path, pa, pc)
         ids = batch.column(id_col).to_pylist()
         texts = batch.column("text").to_pylist()
         titles = batch.column("title").to_pylist() if "title" in batch.schema.names else [None] * len(ids)
@@ -255,6 +276,20 @@ def _read_columnar(path: Path, fmt: str) -> Iterator[tuple[int, Passage]]:
             yield row, Passage(pid, title, text)
 
 
+def _check_row_sizes(batch: Any, row: int, limit: int, path: Path, pa: Any, pc: Any) -> None:
+    """Refuse a row whose string columns together exceed the maximum record size (checked on
+    the batch's lengths, before any row becomes a Python string)."""
+    total = None
+    for col in batch.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            lengths = pc.fill_null(pc.binary_length(col), 0).cast(pa.int64())
+            total = lengths if total is None else pc.add(total, lengths)
+    if total is None or len(total) == 0 or pc.max(total).as_py() <= limit:
+        return
+    first = int(pc.index(pc.greater(total, limit), True).as_py())
+    raise FormatError(f"row {row + first + 1}: {record_too_large(limit)}", path=path)
+
+
 def _columnar_columns(names: list[str], path: Path) -> str:
     id_col = "id" if "id" in names else "_id" if "_id" in names else None
     if id_col is None or "text" not in names:
@@ -265,20 +300,23 @@ def _columnar_columns(names: list[str], path: Path) -> str:
 
 
 # ---- queries ---------------------------------------------------------------------------------
-def read_queries(path: str | Path, format: str | None = None) -> Iterator[Query]:
+def read_queries(
+    path: str | Path, format: str | None = None, max_record_bytes: int | None = None
+) -> Iterator[Query]:
     """Stream the queries of a jsonl (``{"_id", "text"}``) or tsv (``qid<TAB>text``) file or a BEIR
     folder. Empty query text is a FormatError, and so is a duplicate id (once the stream ends)."""
     path = resolve_beir(path, "queries")
     fmt = _check_format(format, QUERY_FORMATS) if format else detect_format(path, QUERY_FORMATS)
+    limit = _limit(max_record_bytes)
     ids = UniqueIds()
-    for _, q in _queries(path, fmt):
+    for _, q in _queries(path, fmt, limit):
         ids.add(q.id)
         yield q
-    _raise_duplicate(ids, lambda: ((w, q.id) for w, q in _queries(path, fmt)), path, "query", "line")
+    _raise_duplicate(ids, lambda: ((w, q.id) for w, q in _queries(path, fmt, limit)), path, "query", "line")
 
 
-def _queries(path: Path, fmt: str) -> Iterator[tuple[int, Query]]:
-    for lineno, line in iter_lines(path):
+def _queries(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Query]]:
+    for lineno, line in iter_lines(path, limit):
         if fmt == "jsonl":
             obj = _parse_json(path, lineno, line)
             qid = _json_id(obj, path, lineno)
@@ -292,6 +330,8 @@ def _queries(path: Path, fmt: str) -> Iterator[tuple[int, Query]]:
         yield lineno, Query(qid, text)
 
 
-def load_queries(path: str | Path, format: str | None = None) -> dict[str, str]:
+def load_queries(
+    path: str | Path, format: str | None = None, max_record_bytes: int | None = None
+) -> dict[str, str]:
     """All queries as ``{qid: text}`` (query files are small)."""
-    return {q.id: q.text for q in read_queries(path, format)}
+    return {q.id: q.text for q in read_queries(path, format, max_record_bytes)}

@@ -9,7 +9,10 @@ Layout of a store directory::
     <name>.arrow       one file per added column (e.g. importance), row-aligned with tokens.arrow
 
 Columns are separate files so that adding one (``add_column``) is a single atomic rename and never
-rewrites the tokens.
+rewrites the tokens. The manifest's ``files`` records the size and xxh3-128 checksum of every file;
+``open`` checks tokens.arrow and tokenizer.json, a column is checked when it is first read (see
+``dense_pt.fsutil.verify_file``: a stat when the same file was verified before, a hash otherwise).
+Stores written before checksums existed (no ``files``) are read unchecked.
 """
 
 from __future__ import annotations
@@ -25,16 +28,34 @@ import pyarrow as pa
 from tokenizers import Tokenizer
 
 from dense_pt import __version__
-from dense_pt.data.tokenizer import encode_texts, special_token_ids, vocab_hash
+from dense_pt.data.tokenizer import (
+    encode_texts,
+    special_token_ids,
+    vocab_hash,
+    without_padding_or_truncation,
+)
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
-from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
+from dense_pt.fsutil import (
+    atomic_dir,
+    atomic_file,
+    check_name,
+    checksum_entry,
+    file_checksum,
+    remember_verified,
+    verify_file,
+    write_json_atomic,
+    writing,
+)
 
 FORMAT_VERSION = 1
 TOKENS_FILE = "tokens.arrow"
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
 ROWS_PER_BATCH = 65536
+TOKENS_PER_BATCH = 1 << 23  # and at most this many tokens: a record batch is held whole once
+# Column names that would collide with the store's own files or columns.
+RESERVED_COLUMNS = ("id", "input_ids", "word_ids", "tokens", "manifest", "tokenizer")
 _REQUIRED_MANIFEST = ("format_version", "tokenizer", "special_tokens", "num_rows", "columns")
 
 TOKENS_SCHEMA = pa.schema(
@@ -72,16 +93,20 @@ def _ragged_of(chunked: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 class CorpusStore:
     """Read access to a store directory (see the module docstring)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], tokens: pa.Table):
+    def __init__(self, path: Path, manifest: dict[str, Any], tokens: pa.Table, verify: str = "cached"):
         self.path = path
         self.manifest = manifest
         self._tokens = tokens
+        self._verify = verify
         self._index: dict[str, int] | None = None
         self._ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path) -> CorpusStore:
+    def open(cls, path: str | Path, verify: str = "cached") -> CorpusStore:
+        """Open a store. ``verify``: ``"cached"`` (default) checks each file's size and, unless
+        this exact file was verified before, its checksum; ``"full"`` always hashes; ``"none"``
+        skips the checks. A file that does not match the manifest is a FormatError."""
         path = Path(path)
         mpath = path / MANIFEST_FILE
         if not mpath.exists():
@@ -101,13 +126,17 @@ class CorpusStore:
                 f"(this dense-pt reads version {FORMAT_VERSION})",
                 path=mpath,
             )
+        files = manifest.get("files") or {}
+        for name in (TOKENS_FILE, TOKENIZER_FILE):
+            if name in files:
+                verify_file(path / name, files[name], verify)
         tokens = _read_arrow(path / TOKENS_FILE)
         if tokens.num_rows != manifest["num_rows"]:
             raise FormatError(
                 f"{TOKENS_FILE} has {tokens.num_rows} rows but the manifest says {manifest['num_rows']}",
                 path=path / TOKENS_FILE,
             )
-        return cls(path, manifest, tokens)
+        return cls(path, manifest, tokens, verify)
 
     # ---- metadata ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -143,7 +172,8 @@ class CorpusStore:
         return self.path / TOKENIZER_FILE
 
     def tokenizer(self) -> Tokenizer:
-        return Tokenizer.from_file(str(self.tokenizer_path))
+        """The store's tokenizer, with padding and truncation off (it encodes content)."""
+        return without_padding_or_truncation(Tokenizer.from_file(str(self.tokenizer_path)))
 
     @property
     def column_names(self) -> list[str]:
@@ -203,6 +233,9 @@ class CorpusStore:
         if name not in self.manifest["columns"]:
             raise KeyError(f"column {name!r} is not in the store {self.path} (columns: {self.column_names})")
         meta = self.manifest["columns"][name]
+        files = self.manifest.get("files") or {}
+        if meta["file"] in files:
+            verify_file(self.path / meta["file"], files[meta["file"]], self._verify)
         table = _read_arrow(self.path / meta["file"])
         if table.num_rows != len(self):
             raise FormatError(
@@ -210,6 +243,14 @@ class CorpusStore:
                 path=self.path / meta["file"],
             )
         return table.column(name)
+
+    def verify_columns(self) -> None:
+        """Check every added column's file against the manifest now (each is otherwise checked
+        when it is first read)."""
+        files = self.manifest.get("files") or {}
+        for meta in self.manifest["columns"].values():
+            if meta["file"] in files:
+                verify_file(self.path / meta["file"], files[meta["file"]], self._verify)
 
     # ---- adding columns ------------------------------------------------------------------
     def add_column(
@@ -220,9 +261,9 @@ class CorpusStore:
         meta: dict[str, Any] | None = None,
         force: bool = False,
     ) -> None:
-        """Atomically add a per-token column (same lengths as ``input_ids``) as ``<name>.arrow``."""
-        if name in ("id", "input_ids", "word_ids"):
-            raise InvalidArgumentError(f"column name {name!r} is reserved")
+        """Atomically add a per-token column (same lengths as ``input_ids``) as ``<name>.arrow``.
+        ``name`` must be a plain identifier (it becomes a file name) and not a reserved one."""
+        check_name(name, "column name", RESERVED_COLUMNS)
         if name in self.manifest["columns"] and not force:
             raise FileExistsError(f"{self.path}: column {name!r} exists (use force to replace it)")
         offsets = np.asarray(offsets, dtype=np.int64)
@@ -230,14 +271,20 @@ class CorpusStore:
             raise MismatchError(f"column {name!r}: row lengths do not match the store's input_ids")
         arr = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(np.asarray(values)))
         file = f"{name}.arrow"
+        digest: list[str] = []
         with (
-            atomic_file(self.path / file, "wb") as f,
+            atomic_file(
+                self.path / file, "wb", before_replace=lambda tmp: digest.append(file_checksum(tmp))
+            ) as f,
             pa.ipc.new_file(f, pa.schema([(name, arr.type)])) as writer,
         ):
             for start in range(0, len(arr), ROWS_PER_BATCH):
                 writer.write_batch(pa.record_batch([arr.slice(start, ROWS_PER_BATCH)], names=[name]))
+        remember_verified(self.path / file, digest[0])  # after the rename (it changed the ctime)
         manifest = json.loads(json.dumps(self.manifest))
         manifest["columns"][name] = {"file": file, "dtype": str(arr.type.value_type), **(meta or {})}
+        if "files" in manifest:
+            manifest["files"][file] = {"bytes": (self.path / file).stat().st_size, "xxh3_128": digest[0]}
         write_json_atomic(self.path / MANIFEST_FILE, manifest)
         self.manifest = manifest
         self._ragged.pop(name, None)
@@ -248,7 +295,7 @@ def _read_arrow(path: Path) -> pa.Table:
         raise FormatError("missing file of the corpus store", path=path)
     try:
         return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, OSError) as exc:  # a damaged footer is an OSError in pyarrow
         raise FormatError(f"not a readable Arrow IPC file ({exc})", path=path) from exc
 
 
@@ -272,9 +319,11 @@ def write_store(
     unique = UniqueIds()  # 8 bytes per id instead of a set of millions of strings
     n_rows = n_tokens = 0
     with atomic_dir(out, force=force) as tmp:
-        tokenizer.save(str(tmp / TOKENIZER_FILE))
+        with writing(out, (tmp,)):
+            tokenizer.save(str(tmp / TOKENIZER_FILE))
         with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:
             buf: list[tuple[str, np.ndarray, np.ndarray]] = []
+            buf_tokens = 0
             for pid, ids, words in rows:
                 unique.add(pid)
                 if len(ids) == 0:
@@ -284,9 +333,10 @@ def write_store(
                 buf.append((pid, ids, words))
                 n_rows += 1
                 n_tokens += len(ids)
-                if len(buf) >= ROWS_PER_BATCH:
+                buf_tokens += len(ids)
+                if len(buf) >= ROWS_PER_BATCH or buf_tokens >= TOKENS_PER_BATCH:
                     writer.write_batch(_batch(buf))
-                    buf = []
+                    buf, buf_tokens = [], 0
             if buf or n_rows == 0:
                 writer.write_batch(_batch(buf))
         dup = unique.first_duplicate(
@@ -308,6 +358,8 @@ def write_store(
             "num_rows": n_rows,
             "num_tokens": n_tokens,
             "columns": {},
+            # the directory's rename keeps these files' inodes and times: verified as written
+            "files": {name: checksum_entry(tmp / name) for name in (TOKENS_FILE, TOKENIZER_FILE)},
             **meta,
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)

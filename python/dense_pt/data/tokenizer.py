@@ -27,15 +27,63 @@ _ROLE_NAMES = {
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Load a ``tokenizer.json`` file, or the ``tokenizer.json`` inside a local HF model folder."""
+    """Load a ``tokenizer.json`` file, or the ``tokenizer.json`` inside a local HF model folder,
+    with padding and truncation switched off (see ``without_padding_or_truncation``): every
+    caller tokenizes content and handles length itself."""
     path = Path(path)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.exists():
         raise FormatError("expected a tokenizer.json file or a model folder containing one", path=file)
     try:
-        return Tokenizer.from_file(str(file))
+        tok = Tokenizer.from_file(str(file))
     except Exception as exc:  # the tokenizers library raises a bare Exception on bad JSON
         raise FormatError(f"not a valid tokenizers JSON file ({exc})", path=file) from exc
+    return without_padding_or_truncation(tok)
+
+
+# Hugging Face writes this (int(1e30)) as model_max_length when a tokenizer has no limit.
+_NO_LIMIT = 10**12
+# Models whose position table has pad_token_id + 1 extra rows before the first real position.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart", "mbart")
+
+
+def known_max_length(path: str | Path) -> tuple[int | None, str]:
+    """The longest input (special tokens included) the model or tokenizer at ``path`` declares,
+    and where it was found: ``model_max_length`` of a folder's tokenizer_config.json, else its
+    config.json ``max_position_embeddings`` (minus the offset RoBERTa-style models reserve);
+    ``(None, reason)`` when neither is there. A tokenizer.json's own truncation setting is not a
+    limit of the model (all-MiniLM-L6-v2's says 128 for a 512-position model) and is ignored."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    tok_cfg = folder / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        value = _json_int(tok_cfg, "model_max_length")
+        if value is not None and 0 < value < _NO_LIMIT:
+            return value, f"model_max_length of {tok_cfg}"
+    model_cfg = folder / "config.json"
+    if model_cfg.is_file():
+        value = _json_int(model_cfg, "max_position_embeddings")
+        if value is not None and value > 0:
+            try:
+                cfg = json.loads(model_cfg.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                cfg = {}
+            if str(cfg.get("model_type", "")) in _OFFSET_POSITIONS:
+                value -= int(cfg.get("pad_token_id") or 0) + 1
+            return value, f"max_position_embeddings of {model_cfg}"
+    return None, "no limit known"
+
+
+def _json_int(path: Path, key: str) -> int | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and value == value:
+        return int(min(value, _NO_LIMIT))
+    return None
 
 
 def train_wordpiece(
@@ -99,18 +147,45 @@ def without_padding_or_truncation(tok: Tokenizer) -> Tokenizer:
     return plain
 
 
+# A passage longer than this many characters per wanted token is tokenized by its head only
+# (see ``encode_texts``); at least MIN_HEAD_CHARS characters are always tried.
+HEAD_CHARS_PER_TOKEN = 16
+MIN_HEAD_CHARS = 4096
+_SPACES = (" ", "\n", "\t")
+
+
+def _head(text: str, chars: int) -> tuple[str, bool]:
+    """The first ``chars`` characters of ``text``, cut back to the last whitespace in the second
+    half (so no word is split), and whether the cut fell inside a word."""
+    if len(text) <= chars:
+        return text, False
+    cut = max(text.rfind(c, chars // 2, chars) for c in _SPACES)
+    if cut > 0:
+        return text[:cut], False
+    return text[:chars], True
+
+
 def encode_texts(
     tok: Tokenizer, texts: list[str], max_content: int | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Content token ids (no specials) and per-token word indices for a batch of texts.
 
-    ``encode_batch`` runs multi-threaded inside the tokenizers library. Truncation keeps the head.
+    ``encode_batch`` runs multi-threaded inside the tokenizers library. Truncation keeps the head
+    and never tokenizes a whole long text: a text is first cut to ``16 * max_content``
+    characters (4,096 at least) at a word boundary, and only if that head yields too few tokens
+    is it doubled, so a 200 MB passage costs about as much as a short one (tokenizing it whole
+    took 19 GB). The tokens of the head are the first tokens of the whole text: pre-tokenizers
+    split at whitespace, and a head cut inside a word drops that word's tokens before counting.
     The word indices are computed for the whole batch at once with numpy (a per-token Python loop
     cost as much as the tokenization itself).
     """
-    encs = without_padding_or_truncation(tok).encode_batch(texts, add_special_tokens=False)
-    ids_lists = [e.ids if max_content is None else e.ids[:max_content] for e in encs]
-    word_lists = [e.word_ids if max_content is None else e.word_ids[:max_content] for e in encs]
+    tok = without_padding_or_truncation(tok)
+    if max_content is None:
+        encs = tok.encode_batch(texts, add_special_tokens=False)
+        ids_lists = [e.ids for e in encs]
+        word_lists = [e.word_ids for e in encs]
+    else:
+        ids_lists, word_lists = _encode_heads(tok, texts, max_content)
     lengths = np.fromiter((len(x) for x in ids_lists), dtype=np.int64, count=len(ids_lists))
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -127,6 +202,39 @@ def encode_texts(
         (flat_ids[offsets[i] : offsets[i + 1]], flat_words[offsets[i] : offsets[i + 1]])
         for i in range(len(lengths))
     ]
+
+
+def _encode_heads(
+    tok: Tokenizer, texts: list[str], max_content: int
+) -> tuple[list[list[int]], list[list[int | None]]]:
+    """At most ``max_content`` leading tokens (and their word ids) of each text, tokenizing only
+    a head of each text (see ``encode_texts``)."""
+    if max_content < 0:
+        raise InvalidArgumentError(f"max_content must be >= 0, got {max_content}")
+    chars = max(MIN_HEAD_CHARS, HEAD_CHARS_PER_TOKEN * max_content)
+    ids_out: list[list[int]] = [[] for _ in texts]
+    words_out: list[list[int | None]] = [[] for _ in texts]
+    todo = list(range(len(texts)))
+    while todo:
+        heads = [_head(texts[i], chars) for i in todo]
+        encs = tok.encode_batch([h for h, _ in heads], add_special_tokens=False)
+        again = []
+        for i, (head, split_word), e in zip(todo, heads, encs, strict=True):
+            ids, words = e.ids, e.word_ids
+            whole = len(head) == len(texts[i])
+            if split_word and ids:  # the last word was cut: its tokens may differ
+                last = words[-1]
+                keep = len(words)
+                while keep and words[keep - 1] == last:
+                    keep -= 1
+                ids, words = ids[:keep], words[:keep]
+            if whole or len(ids) >= max_content:
+                ids_out[i], words_out[i] = ids[:max_content], words[:max_content]
+            else:
+                again.append(i)
+        todo = again
+        chars *= 2
+    return ids_out, words_out
 
 
 def _word_index_flat(words: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -1,4 +1,7 @@
-"""The spans-then-queries curriculum: which context source each pre-training step uses.
+"""The coarse-then-fine curriculum of the LLM expansion paper (section "Curriculum Learning"): which
+context source each pre-training step uses. Sources: ``passage`` (the passage itself, the coarse
+context of query generation), ``spans`` (random spans, contrastive pre-training's) and
+``queries`` (the LLM queries).
 
 ``--curriculum "spans:0.75,queries:0.25"`` splits ``max_steps`` into consecutive stages, one per
 ``source:fraction`` item, in order. Stage ``k`` covers steps ``[round(F_{k-1} * N), round(F_k * N))``
@@ -6,9 +9,9 @@ where ``F_k`` is the cumulative fraction and ``N`` the number of optimizer steps
 the switch to queries happens at step 750 exactly. Fractions must be positive and sum to 1
 (within 1e-6).
 
-Learning rate (the paper's default): the first stage follows warmup + cosine decay over its own
-steps; later stages use a constant rate (the peak rate). ``--stage-schedules cosine,constant``
-overrides this per stage.
+Learning rate (the paper's default): the first stage follows warm-up (a fraction of the first
+stage) + cosine decay over its own steps; later stages use a constant rate (the peak rate).
+``--stage-schedules cosine,constant`` overrides this per stage.
 
 In a ``queries`` stage only passages that have at least one LLM query take part
 (:func:`rows_with_queries`), and the context of a passage is one of its queries chosen
@@ -24,9 +27,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.objectives.defaults import CURRICULUM_SCHEDULES
 
 T = TypeVar("T")
-SOURCES = ("spans", "queries")
+SOURCES = ("passage", "spans", "queries")
 SCHEDULES = ("cosine", "constant", "linear")
 
 
@@ -70,8 +74,9 @@ def plan_stages(spec: str, max_steps: int, schedules: Sequence[str] | None = Non
     items = parse_curriculum(spec)
     if max_steps < len(items):
         raise InvalidArgumentError(f"--max-steps {max_steps} cannot hold {len(items)} curriculum stages")
-    if schedules is None:
-        schedules = ["cosine"] + ["constant"] * (len(items) - 1)
+    if schedules is None:  # the paper's: cosine, then constant
+        first, rest = CURRICULUM_SCHEDULES.value
+        schedules = [first] + [rest] * (len(items) - 1)
     if len(schedules) != len(items) or any(s not in SCHEDULES for s in schedules):
         raise InvalidArgumentError(
             f"stage schedules must be {len(items)} of {', '.join(SCHEDULES)}, got {list(schedules)}"

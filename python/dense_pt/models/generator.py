@@ -1,6 +1,8 @@
-"""The replacement generator of SimLM and the RTD objective: a frozen Hugging Face masked LM from a
-local folder (e.g. an ELECTRA generator), or a small randomly initialised BERT trained jointly with
-MLM. Replacements are sampled from its softmax on the training device, never as special tokens."""
+"""The replacement generator of SimLM and the RTD objective: a frozen Hugging Face masked LM (SimLM
+Table 11 uses google/electra-base-generator), given as a local folder or as a hub name already in
+the local Hugging Face cache, or ``joint``: a small randomly initialised BERT trained with MLM
+alongside the model. Replacements are sampled from its softmax on the training device, never as
+special tokens. Nothing is downloaded at run time."""
 
 from __future__ import annotations
 
@@ -11,6 +13,38 @@ import torch.nn.functional as F
 from torch import nn
 
 from dense_pt.errors import FormatError, MismatchError
+
+JOINT = "joint"
+
+
+def resolve_generator(spec: str | Path, cache_dir: str | Path | None = None) -> str | Path:
+    """``joint``, a local model folder, or a hub name (``google/electra-base-generator``) resolved to
+    its snapshot folder in the local Hugging Face cache (``cache_dir``: another cache root)."""
+    if str(spec) == JOINT:
+        return JOINT
+    path = Path(spec)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FormatError(
+                "generator folder has no config.json (a masked LM, or --generator joint)", path=path
+            )
+        return path
+    if path.exists():
+        raise FormatError(
+            "the generator must be a model folder, a hub name or 'joint', not a file", path=path
+        )
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(str(spec), local_files_only=True, cache_dir=cache_dir)
+    except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
+        raise FileNotFoundError(
+            f"generator {str(spec)!r} is neither a folder nor a model in the local Hugging Face cache "
+            f"(dense-pt never downloads at run time: fetch it once with `hf download {spec}`, or "
+            "pass a folder, or --generator joint)"
+        ) from None
+    return Path(folder)
 
 
 def joint_generator_config(encoder_config):
@@ -37,11 +71,11 @@ def joint_generator_config(encoder_config):
 
 class Generator(nn.Module):
     """Wraps a masked LM. ``joint`` generators are trained (their MLM loss joins the total loss);
-    frozen ones run in eval mode under no_grad."""
+    frozen ones run in eval mode under no_grad. ``source`` is the folder it was loaded from."""
 
-    def __init__(self, mlm: nn.Module, joint: bool):
+    def __init__(self, mlm: nn.Module, joint: bool, source: Path | None = None):
         super().__init__()
-        self.mlm, self.joint = mlm, joint
+        self.mlm, self.joint, self.source = mlm, joint, source
         if not joint:
             self.mlm.eval()
             for p in self.mlm.parameters():
@@ -57,43 +91,42 @@ class Generator(nn.Module):
     def load(cls, spec: str | Path, encoder_config, vocab_size: int) -> Generator:
         from transformers import AutoModelForMaskedLM
 
-        if str(spec) == "joint":
+        where = resolve_generator(spec)
+        if where == JOINT:
             from transformers import BertForMaskedLM
 
             return cls(BertForMaskedLM(joint_generator_config(encoder_config)), joint=True)
-        path = Path(spec)
-        if not (path / "config.json").is_file():
-            raise FormatError("generator folder has no config.json (or use --generator joint)", path=path)
-        mlm = AutoModelForMaskedLM.from_pretrained(str(path), local_files_only=True)
+        mlm = AutoModelForMaskedLM.from_pretrained(str(where), local_files_only=True)
         if mlm.get_input_embeddings().num_embeddings < vocab_size:
-            raise MismatchError(f"generator {path} has a smaller vocabulary than the corpus store")
-        return cls(mlm, joint=False)
+            raise MismatchError(f"generator {spec} has a smaller vocabulary than the corpus store")
+        return cls(mlm, joint=False, source=Path(where))
 
     def sample(
         self,
-        original: torch.Tensor,
+        gen_input: torch.Tensor,
         attention_mask: torch.Tensor,
-        masked: torch.Tensor,
-        mask_token_id: int,
+        positions: torch.Tensor,
+        original: torch.Tensor,
         banned_ids: torch.Tensor,
         vocab_size: int,
+        with_loss: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the generator on ``original`` with [MASK] at ``masked`` and sample one token per masked
-        position. Returns (sampled ids [B, L] equal to ``original`` outside ``masked``, the
-        generator's MLM loss — a 0-tensor for a frozen generator)."""
-        gen_input = original.masked_fill(masked, mask_token_id)
-        ctx = torch.enable_grad() if (self.joint and self.training) else torch.no_grad()
-        with ctx:
+        """Run the generator on ``gen_input`` (the view with its masked positions filled) and sample
+        one token at each of ``positions`` [B, L] bool. Returns (``original`` with the samples at
+        ``positions``, the generator's MLM loss against ``original`` there when ``with_loss`` and
+        the generator is joint — else a 0-tensor)."""
+        train_it = self.joint and self.training and with_loss
+        with torch.enable_grad() if train_it else torch.no_grad():
             out = self.mlm(input_ids=gen_input, attention_mask=attention_mask)
-            logits = out.logits[masked].float()  # [N, V]
-            loss = (
-                F.cross_entropy(logits, original[masked]) if self.joint and masked.any() else logits.sum() * 0
-            )
+            logits = out.logits[positions].float()  # [N, V]
+            loss = F.cross_entropy(logits, original[positions]) if train_it and positions.any() else None
+        if loss is None:
+            loss = torch.zeros((), device=gen_input.device)
         with torch.no_grad():
             probs_logits = logits.detach().clone()
             probs_logits[:, banned_ids[banned_ids < probs_logits.shape[1]]] = float("-inf")
             probs_logits[:, vocab_size:] = float("-inf")  # ids the encoder cannot embed
             draws = torch.multinomial(torch.softmax(probs_logits, dim=-1), 1).squeeze(-1)
         sampled = original.clone()
-        sampled[masked] = draws
+        sampled[positions] = draws
         return sampled, loss

@@ -3,56 +3,15 @@ input embeddings, the special-token ids, and how the pieces beside the encoder a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from dense_pt.models.heads import MLMHead
+from dense_pt.objectives.options import MethodOptions, SpecialIds
 
-
-@dataclass(frozen=True)
-class SpecialIds:
-    cls: int
-    sep: int
-    pad: int
-    mask: int
-    unk: int
-    vocab_size: int
-
-    @classmethod
-    def from_store(cls, store) -> SpecialIds:
-        s = store.special_tokens
-        # A vocabulary without an unknown token: the pad id stands in (it is banned anyway).
-        return cls(s["cls"], s["sep"], s["pad"], s["mask"], s.get("unk", s["pad"]), int(store.vocab_size))
-
-    def all(self) -> list[int]:
-        return [self.cls, self.sep, self.pad, self.mask, self.unk]
-
-
-@dataclass
-class MethodOptions:
-    """Knobs of the objectives and their masks. ``None`` means "the method's default"
-    (see ``dense_pt.objectives.METHOD_DEFAULTS``)."""
-
-    p_enc: float | None = None
-    p_dec: float | None = None
-    sigma: float | None = None
-    mask_prob: float = 0.8
-    random_prob: float = 0.1
-    projection: bool | None = None
-    decoder_layers: int | None = None
-    attention_span: int | None = None
-    seed_window: str | None = None
-    generator: str | None = None
-    condenser_layer: int | None = None
-    rtd_weight: float | None = None
-    whole_word: bool = False
-    crop: str = "random"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["MethodOptions", "Objective", "SpecialIds"]
 
 
 class Objective(nn.Module):

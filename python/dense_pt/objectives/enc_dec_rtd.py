@@ -1,7 +1,8 @@
 """``enc-dec-rtd``: SimLM's architecture trained with ELECTRA's replaced-token detection on both
 sides: the generator's samples make x_enc and x_dec as in ``simlm``, and the encoder and the decoder
 each classify every non-special token as replaced or original (binary cross-entropy, averaged over
-those tokens). L = w (L_enc + L_dec) + L_gen, w = ``rtd_weight`` (ELECTRA's 50)."""
+those tokens). L = w (L_enc + L_dec) + w_gen L_gen, w = ``rtd_weight`` (ELECTRA's 50), w_gen =
+``generator_weight`` (a joint generator only)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,11 @@ class EncDecRTD(ReplacedViews):
             self.rtd_dec(dec[where]).float(), (x_dec != original)[where].float()
         )
         w = float(self.opts.rtd_weight)
-        out = {"loss": w * (l_enc + l_dec) + l_gen, "loss_enc": l_enc.detach(), "loss_dec": l_dec.detach()}
+        out = {
+            "loss": w * (l_enc + l_dec) + self.generator_loss(l_gen),
+            "loss_enc": l_enc.detach(),
+            "loss_dec": l_dec.detach(),
+        }
         if self.generator.joint:
             out["loss_gen"] = l_gen.detach()
         return out

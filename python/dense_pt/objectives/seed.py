@@ -12,6 +12,12 @@ Two ways to restrict the decoder (``seed_window``):
 - ``band``: one pass over the whole sequence with an explicit band attention mask in every layer
   (position i holds x_i, sees position 0 and i-k+1..i, predicts x_{i+1}). Cheaper, but stacking n
   layers widens what a prediction can see to n(k-1)+1 tokens.
+- ``released``: the architecture of the authors' code (microsoft/SEED-Encoder,
+  ``TransformerDecoder`` with ``buffered_future_mask(x, local_attn_mask=k)``): the decoder reads the
+  clean passage ([CLS] at position 0, the authors' first decoder token), self-attention under the
+  same per-layer band mask (every position also sees position 0), and h_cls reaches every layer
+  through cross-attention instead of sitting at position 0. The receptive field grows with depth
+  as in ``band``: n(k-1)+1 tokens.
 """
 
 from __future__ import annotations
@@ -28,19 +34,22 @@ class SEED(Objective):
 
     def __init__(self, encoder, special, opts):
         super().__init__(encoder, special, opts)
-        self.decoder = LayerStack(encoder, opts.decoder_layers, init="random")
-        self.span = int(opts.attention_span)
         self.window = opts.seed_window or "strict"
-        if self.window not in ("strict", "band"):
-            raise ValueError(f"seed_window must be 'strict' or 'band', got {self.window!r}")
+        if self.window not in ("strict", "band", "released"):
+            raise ValueError(f"seed_window must be 'strict', 'band' or 'released', got {self.window!r}")
+        self.decoder = LayerStack(
+            encoder, opts.decoder_layers, init="random", cross_attention=self.window == "released"
+        )
+        self.span = int(opts.attention_span)
 
     def decode(self, h: torch.Tensor, original: torch.Tensor, am: torch.Tensor) -> torch.Tensor:
         """Decoder states [B, L, H]; state i is the prediction of token i+1 (the last is unused)."""
+        if self.window == "strict":
+            return self._decode_strict(h, original)
+        keep = band_keep(original.shape[1], self.span, original.device) & padding_keep(am)
         if self.window == "band":
-            dec_in = with_bottleneck(self.embed(original), h)
-            keep = band_keep(original.shape[1], self.span, original.device) & padding_keep(am)
-            return self.decoder(dec_in, keep)
-        return self._decode_strict(h, original)
+            return self.decoder(with_bottleneck(self.embed(original), h), keep)
+        return self.decoder(self.embed(original), keep, memory=h[:, None, :])
 
     def _decode_strict(self, h: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
         b, length = original.shape

@@ -1,9 +1,12 @@
-"""``simlm``: SimLM's replaced language modelling. From nested masks (enc a subset of dec, 30% / 50%)
-a generator samples one replacement per decoder-masked position; x_enc takes the samples at the
-encoder positions, x_dec at all decoder positions, so no [MASK] appears in either input. The
-encoder and the 2-layer decoder (copies of the encoder's last two layers, bidirectional, [CLS]
-vector at position 0) both predict the original token at every non-special position.
-L = L_enc + L_dec (+ the joint generator's MLM loss)."""
+"""``simlm``: SimLM's replaced language modelling (eq. 1). From nested masks (enc a subset of dec,
+30% / 50%) the generator is run TWICE: on the encoder's view (its masked positions filled, by
+default all [MASK]) it samples x_enc's replacements, on the decoder's view x_dec's, as the
+authors' ``rlm.py`` does (``_replace_tokens`` on ``enc_`` and on ``dec_`` inputs). So the two
+inputs hold independent samples even where their masks overlap, and no [MASK] reaches either.
+The encoder and the 2-layer decoder (copies of the encoder's last two layers, bidirectional,
+[CLS] vector at position 0) both predict the original token at every non-special position.
+L = L_enc + L_dec (+ w * L_gen for a joint generator, its MLM loss on the encoder's view only, as
+in the authors' code; w = ``generator_weight``)."""
 
 from __future__ import annotations
 
@@ -26,22 +29,18 @@ class ReplacedViews(Objective):
         self.decoder = LayerStack(encoder, opts.decoder_layers, init="copy_last")
 
     def make_views(self, batch):
-        """(original, x_enc, x_dec, generator loss). Inputs: ORIGINAL ``input_ids`` and the
-        collator's ``enc_mask`` / ``dec_mask``."""
-        original = batch["input_ids"]
+        """(original, x_enc, x_dec, generator loss). The collator gives ``original_ids``, the
+        generator's two inputs (``input_ids``: the encoder's view, ``dec_input_ids``: the
+        decoder's) and the masks ``enc_mask`` within ``dec_mask``."""
+        original, am = batch["original_ids"], batch["attention_mask"]
         enc_mask, dec_mask = batch["enc_mask"].bool(), batch["dec_mask"].bool()
-        # The invariant holds by construction: encoder positions are decoder positions.
-        dec_mask = dec_mask | enc_mask
-        sampled, l_gen = self.generator.sample(
-            original,
-            batch["attention_mask"],
-            dec_mask,
-            self.special.mask,
-            self.banned_ids,
-            self.special.vocab_size,
-        )
-        x_enc = torch.where(enc_mask, sampled, original)
-        return original, x_enc, sampled, l_gen
+        args = (original, self.banned_ids, self.special.vocab_size)
+        x_enc, l_gen = self.generator.sample(batch["input_ids"], am, enc_mask, *args, with_loss=True)
+        x_dec, _ = self.generator.sample(batch["dec_input_ids"], am, dec_mask, *args)
+        return original, x_enc, x_dec, l_gen
+
+    def generator_loss(self, l_gen):
+        return float(self.opts.generator_weight) * l_gen if self.generator.joint else 0.0
 
     def run_decoder(self, h: torch.Tensor, x_dec: torch.Tensor, am: torch.Tensor) -> torch.Tensor:
         return self.decoder(with_bottleneck(self.embed(x_dec), h), bidirectional_keep(am))
@@ -63,7 +62,11 @@ class SimLM(ReplacedViews):
         l_enc = mlm_loss(self.lm_head, seq, targets)
         dec = self.run_decoder(self.bottleneck(seq[:, 0]), x_dec, am)
         l_dec = mlm_loss(self.lm_head, dec, targets)
-        out = {"loss": l_enc + l_dec + l_gen, "loss_enc": l_enc.detach(), "loss_dec": l_dec.detach()}
+        out = {
+            "loss": l_enc + l_dec + self.generator_loss(l_gen),
+            "loss_enc": l_enc.detach(),
+            "loss_dec": l_dec.detach(),
+        }
         if self.generator.joint:
             out["loss_gen"] = l_gen.detach()
         return out

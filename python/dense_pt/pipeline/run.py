@@ -227,14 +227,12 @@ def run_pipeline(
 
     # --- store --------------------------------------------------------------------------------
     def do_store(folder: Path) -> dict:
-        from tokenizers import Tokenizer
+        from dense_pt.data.tokenizer import load_tokenizer
 
         tok_file = init / "tokenizer.json" if init.is_dir() else None
         if tok_file is None or not tok_file.exists():
             raise DensePtError(f"{init}: the pipeline needs a model folder with tokenizer.json")
-        tok = Tokenizer.from_file(str(tok_file))
-        tok.no_truncation()  # a tokenizer.json may carry fixed truncation/padding (MiniLM: 128)
-        tok.no_padding()
+        tok = load_tokenizer(tok_file)  # padding and truncation off (MiniLM's pads to 128)
         s = build_store_from_texts(folder / "store", corpus_texts(corpus), tok,
                                    max_length=data["max_length"], force=True)  # fmt: skip
         return {"rows": len(s)}

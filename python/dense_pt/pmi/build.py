@@ -12,7 +12,7 @@ import numpy as np
 
 from dense_pt import _native
 from dense_pt.errors import DensePtError, InvalidArgumentError, MismatchError
-from dense_pt.pmi.table import NgramTable
+from dense_pt.pmi.table import NgramTable, check_int
 
 Progress = Callable[[str, int, int], None]
 ZERO_HASH = "0" * 64
@@ -38,8 +38,8 @@ def _budget(memory_gb: float | None, memory_bytes: int | None) -> int:
         if memory_bytes < 0:
             raise InvalidArgumentError("memory_bytes must be >= 0")
         return int(memory_bytes)
-    if memory_gb is None or memory_gb <= 0:
-        raise InvalidArgumentError(f"memory_gb must be positive, got {memory_gb}")
+    if memory_gb is None or not memory_gb > 0 or memory_gb == float("inf"):
+        raise InvalidArgumentError(f"memory_gb (--memory-gb) must be a positive number, got {memory_gb}")
     return int(memory_gb * (1 << 30))
 
 
@@ -85,10 +85,10 @@ def build_arrays(
         values,
         offsets,
         str(out),
-        vocab_size=int(vocab_size),
+        vocab_size=check_int("vocab_size", vocab_size, 1, (1 << 32) - 1),
         vocab_hash=vocab_hash,
-        max_n=int(max_n),
-        min_count=int(min_count),
+        max_n=check_int("max_n (--max-n)", max_n, 1, 64),
+        min_count=check_int("min_count (--min-count)", min_count, 1),
         memory_bytes=_budget(memory_gb, memory_bytes),
         threads=_threads(threads),
         shard_index=si,
@@ -129,9 +129,9 @@ def count_arrays(
     return _native.count_ngrams(
         values,
         offsets,
-        vocab_size=int(vocab_size),
-        max_n=int(max_n),
-        min_count=int(min_count),
+        vocab_size=check_int("vocab_size", vocab_size, 1, (1 << 32) - 1),
+        max_n=check_int("max_n (--max-n)", max_n, 1, 64),
+        min_count=check_int("min_count (--min-count)", min_count, 1),
         memory_bytes=_budget(memory_gb, memory_bytes),
         threads=_threads(threads),
         spill_dir=None if spill_dir is None else str(spill_dir),
@@ -187,7 +187,10 @@ def merge(
 ) -> dict[str, Any]:
     """Merge the shard tables of one corpus into the table an unsharded build writes (same bytes)."""
     totals = _native.merge_ngrams(
-        [str(p) for p in parts], str(out), min_count=int(min_count), progress=progress
+        [str(p) for p in parts],
+        str(out),
+        min_count=check_int("min_count (--min-count)", min_count, 1),
+        progress=progress,
     )
     return {
         "path": str(out),
@@ -209,8 +212,13 @@ def score(
     """Add the per-token AMI column (``importance`` by default) to the store, atomically."""
     import time
 
+    from dense_pt.data.store import RESERVED_COLUMNS
+    from dense_pt.fsutil import check_name
+
     if dtype not in ("float32", "float16"):
         raise InvalidArgumentError(f"dtype must be float32 or float16, got {dtype!r}")
+    check_name(column, "column name (--column)", RESERVED_COLUMNS)
+    window = check_int("window (--window)", window, 2, 64)
     store = _open_store(store)
     if not isinstance(table, NgramTable):
         table = NgramTable.open(table)
@@ -238,7 +246,7 @@ def score(
         "tokens": int(values.size),
         "seconds": seconds,
         "tokens_per_s": values.size / seconds if seconds > 0 else float("inf"),
-        "mean": float(scores.astype(np.float64).mean()) if scores.size else 0.0,
+        "mean": float(scores.mean(dtype=np.float64)) if scores.size else 0.0,  # no float64 copy
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt.pmi.table import NgramTable
+from dense_pt.pmi.table import NgramTable, check_int
 
 
 def load_tokenizer_for(path: str | Path) -> Any:
@@ -21,8 +21,11 @@ def load_tokenizer_for(path: str | Path) -> Any:
 
 
 def token_ami(table: NgramTable, tokenizer: Any, text: str, window: int = 4) -> list[tuple[str, int, float]]:
-    """(token string, id, AMI) for each content token of ``text``."""
-    enc = tokenizer.encode(text, add_special_tokens=False)
+    """(token string, id, AMI) for each content token of ``text`` (never padding: a tokenizer.json
+    that pads to a fixed length, as all-MiniLM-L6-v2's does, is used with padding off)."""
+    from dense_pt.data.tokenizer import without_padding_or_truncation
+
+    enc = without_padding_or_truncation(tokenizer).encode(text, add_special_tokens=False)
     scores = table.ami(np.asarray(enc.ids, dtype=np.uint32), window=window)
     return [(tok, int(i), float(s)) for tok, i, s in zip(enc.tokens, enc.ids, scores, strict=True)]
 
@@ -47,6 +50,9 @@ def render(
     from rich.text import Text
 
     console = console or Console()
+    top = check_int("top (--top)", top, 0)
+    top_min_count = check_int("top_min_count (--top-min-count)", top_min_count, 0)
+    window = check_int("window (--window)", window, 2, table.max_n)
     tok = None
     if tokenizer is not None:
         from dense_pt.data.tokenizer import vocab_hash
@@ -66,7 +72,7 @@ def render(
         f"passages {s['num_passages']:,}  shard {s['shard'][0]}/{s['shard'][1]}  "
         f"file {s['file_bytes'] / 1e6:.1f} MB"
     )
-    for n in table.orders[1:]:
+    for n in table.orders[1:] if top > 0 else []:
         rows = table.top_pmi(n, top, top_min_count)
         t = Table(title=f"top {top} {n}-grams by PMI (count >= {top_min_count})")
         t.add_column("n-gram")

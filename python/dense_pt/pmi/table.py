@@ -9,7 +9,34 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
-from dense_pt.errors import MismatchError
+from dense_pt.errors import InvalidArgumentError, MismatchError
+
+
+def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """``value`` as an int if ``minimum <= value <= maximum``, else an InvalidArgumentError naming
+    the parameter (a negative count would otherwise reach the Rust core as an OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"at least {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise InvalidArgumentError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _id_array(ids: Any) -> np.ndarray:
+    """Token ids as contiguous uint32, refusing what does not fit (negative, too large, not int)."""
+    arr = np.asarray(ids)
+    if arr.size:
+        if arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"token ids must be integers, got dtype {arr.dtype}")
+        if int(arr.min()) < 0 or int(arr.max()) >= 1 << 32:
+            raise InvalidArgumentError("token ids must be in 0..2^32-1")
+    return np.ascontiguousarray(arr.reshape(-1), dtype=np.uint32)
+
+
+def _token_ids(ids: Any) -> list[int]:
+    return _id_array(list(ids) if not isinstance(ids, np.ndarray) else ids).tolist()
 
 
 class NgramTable:
@@ -98,11 +125,11 @@ class NgramTable:
     # ---- lookups -------------------------------------------------------------------------
     def count(self, ids: Any) -> int:
         """c(g): occurrences of the n-gram ``ids`` (0 when absent or pruned)."""
-        return self._t.count([int(i) for i in ids])
+        return self._t.count(_token_ids(ids))
 
     def pmi(self, ids: Any) -> float:
         """PMI(g) = ln p(g) - sum_k ln p(w_k) for len(g) >= 2; NaN when g is absent or pruned."""
-        v = self._t.pmi([int(i) for i in ids])
+        v = self._t.pmi(_token_ids(ids))
         return math.nan if v is None else v
 
     def unigram_counts(self) -> np.ndarray:
@@ -110,8 +137,8 @@ class NgramTable:
 
     def ami(self, token_ids: Any, window: int = 4) -> np.ndarray:
         """AMI of each token of one passage (float32, same length)."""
-        ids = np.ascontiguousarray(token_ids, dtype=np.uint32)
-        return self._t.ami(ids, window)
+        ids = _id_array(token_ids)
+        return self._t.ami(ids, check_int("window", window, 2, 64))
 
     def ami_ragged(
         self, values: np.ndarray, offsets: np.ndarray, window: int = 4, threads: int = 1
@@ -120,10 +147,15 @@ class NgramTable:
         return self._t.ami_ragged(
             np.ascontiguousarray(values, dtype=np.uint32),
             np.ascontiguousarray(offsets, dtype=np.int64),
-            window,
-            threads,
+            check_int("window", window, 2, 64),
+            check_int("threads", threads, 1),
         )
 
     def top_pmi(self, n: int, k: int = 10, min_count: int = 1) -> list[tuple[list[int], int, float]]:
-        """The ``k`` n-grams of order ``n`` with the highest PMI among those seen >= ``min_count`` times."""
-        return self._t.top_pmi(n, k, min_count)
+        """The ``k`` n-grams of order ``n`` with the highest PMI among those seen >= ``min_count``
+        times (``k = 0``: none)."""
+        return self._t.top_pmi(
+            check_int("n (order)", n, 2, self.max_n),
+            check_int("k (--top)", k, 0),
+            check_int("min_count (--top-min-count)", min_count, 0),
+        )

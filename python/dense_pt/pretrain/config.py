@@ -5,18 +5,20 @@ method's options, and the optimisation settings. Read from a TOML file::
     model = "models/all-MiniLM-L6-v2"     # a checkpoint folder or a config.json (random init)
     corpus = "stores/scifact"
     out = "runs/cdmae"
-    max_length = 144
+    max_length = 144     # default: the method's paper
 
-    [options]            # dense_pt.objectives.MethodOptions (method defaults when absent)
+    [options]            # dense_pt.objectives.MethodOptions (the paper's values when absent)
     p_dec = 0.5
     sigma = 1.0
 
-    [train]              # dense_pt.training.TrainConfig
+    [train]              # dense_pt.training.TrainConfig (lr, warm-up, Adam: the paper's when absent)
     max_steps = 300
     batch_size = 16
     lr = 1e-4
 
-Relative paths in the file are resolved against the file's folder. CLI options override the file.
+Every value not given comes from the method's paper (``dense_pt.objectives.defaults``; ``paper``
+picks another paper's settings where a method has several). Relative paths in the file are
+resolved against the file's folder. CLI options override the file.
 """
 
 from __future__ import annotations
@@ -27,10 +29,24 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import FormatError, InvalidArgumentError
-from dense_pt.objectives import MethodOptions, check_method, resolve_options
+from dense_pt.objectives import MethodOptions, check_method, profile, resolve_options
+from dense_pt.objectives.defaults import STAGE_OPTIMIZER
 from dense_pt.training.config import TrainConfig, dataclass_from_mapping, read_toml
 
+STAGE_OPTIMIZERS = ("reset", "keep")
+
 _PATHS = ("model", "corpus", "out", "queries")
+_STRINGS = (
+    "method",
+    "model",
+    "corpus",
+    "out",
+    "paper",
+    "queries",
+    "curriculum",
+    "stage_schedules",
+    "stage_optimizer",
+)
 
 
 @dataclass
@@ -39,18 +55,26 @@ class PretrainConfig:
     model: str
     corpus: str
     out: str
-    max_length: int = 144
+    max_length: int | None = None  # None: the method's paper
     options: MethodOptions = field(default_factory=MethodOptions)
     train: TrainConfig = field(default_factory=TrainConfig)
+    # whose defaults (a paper that trained this method); build_config fills in the method's own
+    paper: str | None = None
     # querygen / contrastive: the `dense-pt expand` output, the curriculum and its stage schedules
     queries: str | None = None
     curriculum: str | None = None
     stage_schedules: str | None = None
     max_query_tokens: int = 32
+    # curriculum: the AdamW moments at a stage switch ("reset": a new run from the checkpoint)
+    stage_optimizer: str | None = None
 
     def validate(self) -> PretrainConfig:
         check_method(self.method)
-        self.options = resolve_options(self.method, self.options)
+        prof = profile(self.method, self.paper)
+        self.paper = prof.paper
+        if self.max_length is None:
+            self.max_length = int(prof.top["max_length"].value)
+        self.options = resolve_options(self.method, self.options, self.paper)
         self.train.validate("train")
         if self.max_length < 8:
             raise InvalidArgumentError(f"max_length must be >= 8, got {self.max_length}")
@@ -58,17 +82,45 @@ class PretrainConfig:
             raise FileNotFoundError(f"corpus store {self.corpus} does not exist")
         if not Path(self.model).exists():
             raise FileNotFoundError(f"model {self.model} does not exist")
-        gen = self.options.generator
-        if gen not in (None, "joint") and not Path(gen).is_dir():
-            raise FileNotFoundError(f"generator {gen} does not exist (a folder, or 'joint')")
+        if self.options.generator is not None:
+            from dense_pt.models.generator import resolve_generator
+
+            resolve_generator(self.options.generator)
         self._validate_context()
+        self._validate_warmup()
         return self
+
+    def _validate_warmup(self) -> None:
+        """A warm-up longer than the run (or than the curriculum's first stage) never reaches the
+        peak rate: refused, naming where the number came from."""
+        from dense_pt.pretrain.context_data import CONTEXT_METHODS, warmup_steps
+
+        if self.method in CONTEXT_METHODS:
+            first = self.stages()[0]
+            warm, span, what = (
+                warmup_steps(first, self.train.warmup),
+                first.steps,
+                "the first curriculum stage",
+            )
+        else:
+            warm, span, what = self.train.warmup_steps(), self.train.max_steps, "the run"
+        if warm > span:
+            declared = profile(self.method, self.paper).train.get("warmup")
+            came = (
+                f" (the {self.paper} default: {declared.source})"
+                if declared and declared.value == self.train.warmup
+                else ""
+            )
+            raise InvalidArgumentError(
+                f"warm-up of {warm} steps{came} is longer than {what} ({span} steps): pass --warmup "
+                "(steps, or a fraction < 1)"
+            )
 
     def _validate_context(self) -> None:
         from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
 
         if self.method not in CONTEXT_METHODS:
-            for key in ("queries", "curriculum", "stage_schedules"):
+            for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer"):
                 if getattr(self, key) is not None:
                     raise InvalidArgumentError(
                         f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {self.method}"
@@ -78,6 +130,12 @@ class PretrainConfig:
             raise FileNotFoundError(f"queries folder {self.queries} does not exist (run `dense-pt expand`)")
         if self.max_query_tokens < 1:
             raise InvalidArgumentError(f"max_query_tokens must be >= 1, got {self.max_query_tokens}")
+        if self.stage_optimizer is None:
+            self.stage_optimizer = STAGE_OPTIMIZER.value
+        if self.stage_optimizer not in STAGE_OPTIMIZERS:
+            raise InvalidArgumentError(
+                f"stage_optimizer must be one of {', '.join(STAGE_OPTIMIZERS)}, got {self.stage_optimizer!r}"
+            )
         plan(self)  # validates the curriculum against max_steps
 
     def stages(self) -> list:
@@ -93,6 +151,7 @@ class PretrainConfig:
             "corpus": str(self.corpus),
             "out": str(self.out),
             "max_length": self.max_length,
+            "paper": self.paper,
             "options": self.options.to_dict(),
             "train": self.train.to_dict(),
             **self._context_dict(),
@@ -109,13 +168,14 @@ class PretrainConfig:
             "curriculum": self.curriculum,
             "stage_schedules": self.stage_schedules,
             "max_query_tokens": self.max_query_tokens,
+            "stage_optimizer": self.stage_optimizer,
             "stages": [[s.source, s.start, s.end, s.schedule] for s in self.stages()],
         }
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a pre-training TOML into {top-level values, 'options': {...}, 'train': {...}}, checking
-    every key and type (errors name the file and the key)."""
+    """Read a pre-training TOML into {top-level values, 'options': MethodOptions, 'train': {the keys
+    it sets}}, checking every key and type (errors name the file and the key)."""
     path = Path(path)
     data = read_toml(path)
     out: dict[str, Any] = {}
@@ -127,8 +187,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
         elif key == "train":
             if not isinstance(value, dict):
                 raise FormatError("[train] must be a table", path=path)
-            out["train"] = dataclass_from_mapping(TrainConfig, value, path=path, section="train")
-        elif key in ("method", "model", "corpus", "out", "queries", "curriculum", "stage_schedules"):
+            given = dataclass_from_mapping(TrainConfig, value, path=path, section="train")
+            out["train"] = {k: getattr(given, k) for k in value}  # only what the file sets
+        elif key in _STRINGS:
             if not isinstance(value, str):
                 raise FormatError(f"key '{key}': expected a string, got {value!r}", path=path)
             out[key] = str(path.parent / value) if key in _PATHS and not Path(value).is_absolute() else value
@@ -137,10 +198,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 raise FormatError(f"key '{key}': expected an integer, got {value!r}", path=path)
             out[key] = value
         else:
-            known = (
-                "method, model, corpus, out, max_length, queries, curriculum, stage_schedules, "
-                "max_query_tokens, [options], [train]"
-            )
+            known = ", ".join((*_STRINGS, "max_length", "max_query_tokens", "[options]", "[train]"))
             raise FormatError(f"unknown key '{key}' (known: {known})", path=path)
     return out
 
@@ -152,7 +210,8 @@ def build_config(
     options: dict[str, Any] | None = None,
     train: dict[str, Any] | None = None,
 ) -> PretrainConfig:
-    """Merge a TOML file (optional) with overrides (``None`` values are ignored) and validate."""
+    """Merge the method's paper defaults, a TOML file (optional) and overrides (``None`` values are
+    ignored), in that order, and validate."""
     base = load_config(toml) if toml else {}
     merged_top = {k: v for k, v in base.items() if k not in ("options", "train")}
     merged_top.update({k: v for k, v in (top or {}).items() if v is not None})
@@ -162,21 +221,31 @@ def build_config(
         raise InvalidArgumentError(
             f"missing required setting(s): {', '.join('--' + m for m in missing)}{where}"
         )
+    method = check_method(merged_top["method"])
+    prof = profile(method, merged_top.get("paper"))
     opts = base.get("options", MethodOptions())
     opts = dataclasses.replace(opts, **{k: v for k, v in (options or {}).items() if v is not None})
-    tcfg = base.get("train", TrainConfig())
-    tcfg = dataclasses.replace(tcfg, **{k: v for k, v in (train or {}).items() if v is not None})
+    train_values = {
+        **prof.values("train"),
+        **base.get("train", {}),
+        **{k: v for k, v in (train or {}).items() if v is not None},
+    }
+    unknown = set(train_values) - {f.name for f in dataclasses.fields(TrainConfig)}
+    if unknown:
+        raise InvalidArgumentError(f"unknown train setting(s): {sorted(unknown)}")
     cfg = PretrainConfig(
-        method=merged_top["method"],
+        method=method,
         model=str(merged_top["model"]),
         corpus=str(merged_top["corpus"]),
         out=str(merged_top["out"]),
-        max_length=int(merged_top.get("max_length", 144)),
+        max_length=merged_top.get("max_length"),
         options=opts,
-        train=tcfg,
+        train=TrainConfig(**train_values),
+        paper=prof.paper,
         queries=None if merged_top.get("queries") is None else str(merged_top["queries"]),
         curriculum=merged_top.get("curriculum"),
         stage_schedules=merged_top.get("stage_schedules"),
         max_query_tokens=int(merged_top.get("max_query_tokens", 32)),
+        stage_optimizer=merged_top.get("stage_optimizer"),
     )
     return cfg.validate()

@@ -1,11 +1,14 @@
 """Batches for the two methods that read a passage's *context* (``querygen``, ``contrastive``), and
 the spans-then-queries curriculum as one batch source whose context switches at the planned step.
 
-Per stage (``dense_pt.expansion.curriculum.Stage``) the context of a passage is
+Per stage (``dense_pt.expansion.curriculum.Stage``) the context of a passage is, as in the LLM
+expansion paper's curriculum (coarse-grained first, then the LLM queries):
 
-- ``spans``: a random span of the passage (the native collator's ``span_input_ids``, one span per
-  passage). ``contrastive`` contrasts the passage with it; ``querygen`` generates it from h_cls as a
-  pseudo-query (decoder input ``[h_cls, span, SEP]``, the layout of a one-query LLM target);
+- ``passage`` (``querygen``): the passage itself, the coarse context of bottlenecked query
+  generation: the decoder generates the (clean, cropped) passage the encoder read from h_cls
+  alone (decoder input ``[h_cls, x_1 .. x_n, SEP]``);
+- ``spans`` (``contrastive``): a random span of the passage (the native collator's
+  ``span_input_ids``, one span per passage), contrasted with the passage;
 - ``queries``: the passage's LLM queries (``dense_pt.expansion.query_data.QueryTokens``):
   ``querygen`` generates all of them (``[h_cls, q_1, SEP, ..., q_N, SEP]``), ``contrastive``
   contrasts the passage with one of them, chosen from (seed, passage id, epoch). Only passages that
@@ -31,6 +34,9 @@ from dense_pt.training.data import epoch_order
 
 IGNORE = -100
 CONTEXT_METHODS = ("querygen", "contrastive")
+# The context sources of each method (the paper: the passage for query generation, spans for
+# contrastive pre-training; then the LLM queries).
+METHOD_SOURCES = {"querygen": ("passage", "queries"), "contrastive": ("spans", "queries")}
 # Stage k's collator epochs are numbered from k * EPOCH_STRIDE, so two stages never share masks.
 EPOCH_STRIDE = 1_000_000
 
@@ -56,7 +62,6 @@ class StageBatches:
         max_length: int,
         seed: int,
         queries=None,  # QueryTokens, needed for source == "queries"
-        max_query_tokens: int = 32,
     ):
         from dense_pt.collate import Collator
         from dense_pt.pretrain.data import collator_kwargs
@@ -65,8 +70,10 @@ class StageBatches:
             raise InvalidArgumentError(
                 f"{method} reads no context; context batches are for {CONTEXT_METHODS}"
             )
-        if source not in ("spans", "queries"):
-            raise InvalidArgumentError(f"unknown context source {source!r} (spans or queries)")
+        if source not in METHOD_SOURCES[method]:
+            raise InvalidArgumentError(
+                f"{method} has no {source!r} context (its sources: {', '.join(METHOD_SOURCES[method])})"
+            )
         if source == "queries" and queries is None:
             raise InvalidArgumentError(f"the {source!r} stage of {method} needs --queries QUERIES_DIR")
         self.method, self.source, self.queries = method, source, queries
@@ -74,11 +81,10 @@ class StageBatches:
         self.special = dict(store.special_tokens)
         kw = collator_kwargs(method, opts)
         if source == "spans":
-            # one span per passage; querygen's pseudo-queries are as short as an LLM query
-            span_max = max_query_tokens if method == "querygen" else None
-            kw.update(num_spans=1, span_max_len=span_max)
+            kw.update(num_spans=1)  # one span per passage
             self.collator = Collator(store, "contrastive", max_length=max_length, seed=seed, **kw)
-        else:
+        else:  # the passage stage reads the clean crop the encoder's masked view was made from
+            kw.update(return_original=source == "passage")
             self.collator = Collator(store, "mlm", max_length=max_length, seed=seed, **kw)
         self.keys = METHOD_KEYS[method]
 
@@ -86,13 +92,12 @@ class StageBatches:
         batch = self.collator(rows, epoch=epoch)
         cls, sep, pad = self.special["cls"], self.special["sep"], self.special["pad"]
         if self.source == "spans":
-            ids = batch.pop("span_input_ids").astype(np.int64)
-            am = batch.pop("span_attention_mask").astype(np.int64)
-            if self.method == "contrastive":
-                batch["ctx_input_ids"], batch["ctx_attention_mask"] = ids, am
-            else:  # [CLS] span [SEP]: position 0 is the slot h_cls fills
-                batch["dec_input_ids"], batch["dec_attention_mask"] = ids, am
-                batch["dec_labels"] = next_token_labels(ids, am)
+            batch["ctx_input_ids"] = batch.pop("span_input_ids").astype(np.int64)
+            batch["ctx_attention_mask"] = batch.pop("span_attention_mask").astype(np.int64)
+        elif self.source == "passage":  # [CLS] x_1 .. x_n [SEP]: position 0 is the slot h_cls fills
+            ids, am = batch.pop("original_ids"), batch["attention_mask"]
+            batch["dec_input_ids"], batch["dec_attention_mask"] = ids, am.copy()
+            batch["dec_labels"] = next_token_labels(ids, am)
         elif self.method == "contrastive":
             batch.update(self.queries.context_batch(rows, self.seed, epoch, cls, sep, pad, self.max_length))
         else:
@@ -190,23 +195,48 @@ def default_curriculum(method: str, has_queries: bool) -> str:
         return "queries:1"
     if method == "querygen":
         raise InvalidArgumentError(
-            "querygen generates LLM queries: pass --queries QUERIES_DIR (dense-pt expand)"
+            "querygen generates LLM queries: pass --queries QUERIES_DIR (dense-pt expand), "
+            'or --curriculum "passage:1" to generate the passages themselves'
         )
     return "spans:1"
 
 
 def plan(cfg) -> list[Stage]:
-    """The stages of a ``PretrainConfig`` of a context method (validated)."""
-    from dense_pt.expansion.curriculum import plan_stages
+    """The stages of a ``PretrainConfig`` of a context method (validated). Stage schedules: one
+    stage follows ``train.schedule``; a curriculum follows the paper (cosine, then constant) unless
+    ``stage_schedules`` says otherwise."""
+    from dense_pt.expansion.curriculum import parse_curriculum, plan_stages
 
     spec = cfg.curriculum or default_curriculum(cfg.method, cfg.queries is not None)
-    schedules = None
+    items = parse_curriculum(spec)
+    wrong = [src for src, _ in items if src not in METHOD_SOURCES[cfg.method]]
+    if wrong:
+        hint = {"spans": "spans are contrastive pre-training's", "passage": "the passage is querygen's"}
+        raise InvalidArgumentError(
+            f"--curriculum {spec!r}: {cfg.method} reads no {wrong[0]!r} context "
+            f"({hint[wrong[0]]}; {cfg.method}'s sources: {', '.join(METHOD_SOURCES[cfg.method])})"
+        )
     if cfg.stage_schedules:
         schedules = [s.strip() for s in cfg.stage_schedules.split(",")]
+    elif len(items) == 1:
+        schedules = [cfg.train.schedule]
+    else:
+        schedules = None  # the paper's curriculum schedules
     stages = plan_stages(spec, cfg.train.max_steps, schedules)
     if any(s.source == "queries" for s in stages) and cfg.queries is None:
         raise InvalidArgumentError(f"--curriculum {spec!r} has a queries stage: pass --queries QUERIES_DIR")
     return stages
+
+
+def warmup_steps(first: Stage, warmup: float) -> int:
+    """Warm-up steps of a curriculum run: ``warmup`` steps when >= 1, else that fraction of the
+    FIRST stage (the paper trains stage 1 "with the same hyper-parameter settings" as a whole run)."""
+    return int(warmup) if warmup >= 1 else round(warmup * first.steps)
+
+
+def switch_steps(stages: Sequence[Stage]) -> list[int]:
+    """The steps at which a later stage starts."""
+    return [s.start for s in stages[1:]]
 
 
 def build_source(cfg, store, stages: Sequence[Stage], pin_memory: bool = False) -> CurriculumSource:
@@ -236,7 +266,6 @@ def build_source(cfg, store, stages: Sequence[Stage], pin_memory: bool = False) 
                 cfg.max_length,
                 cfg.train.seed,
                 queries=queries,
-                max_query_tokens=cfg.max_query_tokens,
             )
         )
     return CurriculumSource(
@@ -252,10 +281,10 @@ def build_source(cfg, store, stages: Sequence[Stage], pin_memory: bool = False) 
     )
 
 
-def lr_lambda(stages: Sequence[Stage], warmup_steps: int) -> Callable[[int], float]:
-    """The curriculum's learning-rate multiplier per step (clamped to the last step: the scheduler
-    is stepped once more after the final optimiser step)."""
+def lr_lambda(stages: Sequence[Stage], warmup: int) -> Callable[[int], float]:
+    """The curriculum's learning-rate multiplier per step, ``warmup`` steps of warm-up in the first
+    stage (clamped to the last step: the scheduler is stepped once more after the final step)."""
     from dense_pt.expansion.curriculum import lr_factor
 
     last = stages[-1].end - 1
-    return lambda step: lr_factor(stages, min(step, last), warmup_steps)
+    return lambda step: lr_factor(stages, min(step, last), warmup)

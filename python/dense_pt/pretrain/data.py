@@ -19,21 +19,15 @@ MakeBatch = Callable[[np.ndarray, int], dict[str, Any]]
 
 
 def collator_kwargs(method: str, opts: MethodOptions) -> dict[str, Any]:
-    """Translate the method's options into the collator's settings (its presets hold the papers'
-    mask kinds and fills; the rates are passed explicitly so the run config records them)."""
-    kw: dict[str, Any] = {
-        "mask_prob": opts.mask_prob,
-        "random_prob": opts.random_prob,
-        "whole_word": opts.whole_word,
-        "crop": opts.crop,
+    """The collator's settings from the method's resolved options (every rate, fill, whole-word
+    and crop setting passed explicitly, so the run config records what the batches used)."""
+    from dense_pt.collate import SETTINGS_FROM_OPTIONS
+
+    return {
+        ours: getattr(opts, theirs)
+        for ours, theirs in SETTINGS_FROM_OPTIONS.items()
+        if getattr(opts, theirs) is not None
     }
-    if method != "autoencoder":
-        kw["enc_p"] = opts.p_enc
-    if opts.p_dec is not None:
-        kw["dec_p"] = opts.p_dec
-    if opts.sigma is not None:
-        kw["sigma"] = opts.sigma
-    return kw
 
 
 def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, seed: int) -> MakeBatch:

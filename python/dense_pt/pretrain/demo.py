@@ -44,7 +44,7 @@ def demo_stage(
     """Pre-train a tiny encoder on the store; returns a summary with ``encoder`` (its folder).
 
     ``method`` defaults to cdmae when the store has an importance column, else simlm with a joint
-    generator. A finished run with the same settings is not redone (``status: up to date``).
+    generator (chosen explicitly: the paper's frozen ELECTRA generator would need a download). A finished run with the same settings is not redone (``status: up to date``).
     ``queries`` / ``curriculum``: the LLM queries and the context curriculum of querygen / contrastive.
     """
     from dense_pt.data.store import CorpusStore
@@ -60,6 +60,7 @@ def demo_stage(
     config_path = workdir / "tiny-bert-config.json"
     config_path.write_text(json.dumps(_tiny_config(store), indent=2), encoding="utf-8")
     cfg = build_config(
+        options={"generator": "joint"} if method in ("simlm", "enc-dec-rtd") else None,
         top={
             "method": method,
             "model": str(config_path),

@@ -24,7 +24,13 @@ from dense_pt import __version__
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.fsutil import write_json_atomic
 from dense_pt.pretrain.config import PretrainConfig
-from dense_pt.pretrain.context_data import CONTEXT_METHODS, build_source, lr_lambda
+from dense_pt.pretrain.context_data import (
+    CONTEXT_METHODS,
+    build_source,
+    lr_lambda,
+    switch_steps,
+    warmup_steps,
+)
 from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
@@ -113,14 +119,20 @@ def run_pretrain(
     objective = build_objective(cfg.method, encoder, special, cfg.options)
     if Path(cfg.model).is_dir():
         objective.lm_head.init_from_checkpoint(cfg.model)
+    generator = getattr(objective, "generator", None)
+    if generator is not None and generator.source is not None:
+        check_vocab(generator.mlm, store, generator.source)  # its tokenizer must be the store's
 
-    lr_fn = None
+    lr_fn, resets = None, ()
     if cfg.method in CONTEXT_METHODS and make_batch is None:
         # querygen / contrastive: context batches, the curriculum switching at its planned step
         stages = cfg.stages()
         source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
         source.rounds_per_epoch(dist.world_size)  # every stage fills a batch, before any training
-        lr_fn = lr_lambda(stages, cfg.train.warmup_steps())
+        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup))
+        # "reset": each later stage starts with fresh AdamW moments, as a new run from the
+        # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
+        resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
     else:
         make_batch = make_batch or make_collate_fn(
             store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed
@@ -144,6 +156,7 @@ def run_pretrain(
         dist_info=dist,
         description=f"pretrain {cfg.method}",
         lr_lambda=lr_fn,
+        reset_optimizer_at=resets,
     )
     started = time.time()
     result = trainer.train(resume=resume)

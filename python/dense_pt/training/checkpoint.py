@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from dense_pt.errors import FormatError
-from dense_pt.fsutil import write_json_atomic
+from dense_pt.fsutil import write_json_atomic, writing
 
 STATE_FILE = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -109,15 +109,18 @@ def save_checkpoint(
     tmp = final.with_name(f".{final.name}.partial")
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        with writing(final, (tmp,)):
+            tmp.mkdir(parents=True)
     barrier()
-    _save_rng(tmp / f"rng-rank{rank}")
-    if rank == 0:
-        save_model(model, str(tmp / "model.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        if scaler is not None:
-            torch.save(scaler.state_dict(), tmp / "scaler.pt")
+    # A full disk (or quota) ends in one line naming the checkpoint, not torch's traceback.
+    with writing(final, (tmp,)):
+        _save_rng(tmp / f"rng-rank{rank}")
+        if rank == 0:
+            save_model(model, str(tmp / "model.safetensors"))
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+            if scaler is not None:
+                torch.save(scaler.state_dict(), tmp / "scaler.pt")
     barrier()
     if rank == 0:
         write_json_atomic(tmp / STATE_FILE, {**state, "step": step, "world_size": world_size})

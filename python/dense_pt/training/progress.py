@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dense_pt.fsutil import atomic_file, writing
+
 
 class JsonlLog:
     """Append-only JSONL log, flushed and fsynced per record so a killed run loses nothing."""
@@ -29,20 +31,19 @@ class JsonlLog:
                     continue  # a line cut by a kill
                 if rec.get("step", 0) <= step:
                     kept.append(json.dumps(rec) + "\n")
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_file(self.path, "w", encoding="utf-8") as f:
             f.writelines(kept)
-        os.replace(tmp, self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        if self._f is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = open(self.path, "a", encoding="utf-8")
-        self._f.write(json.dumps(record) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        with writing(self.path):  # a full disk: one line naming the log, not a traceback
+            if self._f is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._f = open(self.path, "a", encoding="utf-8")
+            self._f.write(json.dumps(record) + "\n")
+            self._f.flush()
+            os.fsync(self._f.fileno())
 
     def close(self) -> None:
         if self._f is not None:

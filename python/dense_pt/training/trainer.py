@@ -91,6 +91,7 @@ class Trainer:
         device: torch.device | str | None = None,
         description: str = "train",
         lr_lambda: Callable[[int], float] | None = None,
+        reset_optimizer_at: Sequence[int] = (),
     ):
         self.config = config.validate()
         if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
@@ -112,6 +113,9 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, config)
         # lr_lambda(step) -> multiplier of the peak rate replaces the config's schedule (a curriculum)
         self.scheduler = build_scheduler(self.optimizer, config, lr_lambda)
+        # steps before which the optimiser's state (AdamW moments, step counts) is dropped, as if
+        # a new run started there from the checkpoint (a curriculum's stage switch)
+        self.reset_optimizer_at = frozenset(reset_optimizer_at)
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self.wrapped: nn.Module = self.model
         if self.dist.enabled:
@@ -207,6 +211,10 @@ class Trainer:
         grad_norm = torch.zeros((), device=self.device)
         try:
             while self.step < cfg.max_steps and not self.stop_requested:
+                if self.step in self.reset_optimizer_at:
+                    # at the top of the step, so a run resumed from a checkpoint taken at this
+                    # very step resets too (its saved state predates the reset)
+                    self.optimizer.state.clear()
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in range(cfg.grad_accum):
                     t_wait = time.perf_counter()

@@ -1,6 +1,7 @@
 //! dense-pt-core: the corpus-scale and per-batch engine of dense-pt, free of any Python binding.
 //!
 //! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
+pub mod atomic;
 pub mod collate;
 pub mod error;
 pub mod fork;

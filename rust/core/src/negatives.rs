@@ -21,7 +21,6 @@
 //!
 //! Reading validates the magic, version, checksum, every offset and index, and UTF-8, so a
 //! truncated or corrupted file is refused with a `Format` error and never panics.
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -178,31 +177,10 @@ impl Negatives {
         Ok(negs)
     }
 
-    /// Write atomically: a temporary file in the same folder, fsync, rename.
+    /// Write atomically: a temporary file in the same folder, fsync, rename (see `atomic.rs`).
     pub fn write(&self, path: &Path) -> Result<()> {
         let bytes = self.encode()?;
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
-        let tmp = dir.join(format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let result = (|| {
-            let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-            f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
-            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-            std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::atomic::write_file_atomic(path, &bytes)
     }
 
     pub fn read(path: &Path) -> Result<Self> {

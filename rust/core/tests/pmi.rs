@@ -20,6 +20,21 @@ fn opts(vocab: u32, max_n: usize, min_count: u64, memory: u64, threads: usize) -
         shard_index: 0,
         shard_count: 1,
         spill_dir: None,
+        max_buffer_loads: dense_pt_core::pmi::count::MAX_BUFFER_LOADS,
+    }
+}
+
+/// Options with the pass bound lifted: tiny budgets on corpora big enough to spill many runs.
+fn unbounded(
+    vocab: u32,
+    max_n: usize,
+    min_count: u64,
+    memory: u64,
+    threads: usize,
+) -> BuildOptions {
+    BuildOptions {
+        max_buffer_loads: u64::MAX,
+        ..opts(vocab, max_n, min_count, memory, threads)
     }
 }
 
@@ -371,7 +386,7 @@ fn radix_sorted_counts_match_reference_in_memory_and_spilled() {
             let out = dir.path().join(format!("t{vocab}-{memory}"));
             let stats = build_table(
                 Corpus::new(&t, &off).unwrap(),
-                &opts(vocab, max_n, 1, memory, 2),
+                &unbounded(vocab, max_n, 1, memory, 2),
                 &out,
                 &no_progress,
             )
@@ -403,7 +418,7 @@ fn in_memory_counts_match_reference_with_large_buckets() {
     let (counts, totals) = reference(&passages, 4);
     let (t, off) = flatten(&passages);
     for (memory, threads) in [(1u64 << 30, 1usize), (1 << 30, 2), (0, 2)] {
-        let mut o = opts(vocab, 4, 1, memory, threads);
+        let mut o = unbounded(vocab, 4, 1, memory, threads);
         o.spill_dir = Some(dir.path().to_path_buf());
         let (orders, stats) =
             count_arrays(Corpus::new(&t, &off).unwrap(), &o, &no_progress).unwrap();
@@ -439,7 +454,7 @@ fn many_spilled_runs_are_merged_with_bounded_fan_in() {
     let tiny = dir.path().join("tiny");
     let stats = build_table(
         Corpus::new(&t, &off).unwrap(),
-        &opts(3, 3, 1, 0, 2),
+        &unbounded(3, 3, 1, 0, 2),
         &tiny,
         &no_progress,
     )
@@ -459,4 +474,37 @@ fn many_spilled_runs_are_merged_with_bounded_fan_in() {
         std::fs::read(&whole).unwrap()
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn a_budget_that_would_need_too_many_passes_is_refused_naming_the_minimum() {
+    // ~225,000 tokens over a 5,000-token vocabulary: a 64-key buffer would mean thousands of
+    // passes (the 22,104-pass, 12-minute case on SciFact). The error names the least budget,
+    // and that budget works, within the bound on passes.
+    let dir = tempfile::tempdir().unwrap();
+    let passages = random_passages(5, 5000, 1500, 50);
+    let (t, off) = flatten(&passages);
+    let corpus = Corpus::new(&t, &off).unwrap();
+    let out = dir.path().join("t.ngram");
+    let err = build_table(corpus, &opts(5000, 4, 1, 1 << 20, 1), &out, &no_progress).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("too small for this corpus"), "{msg}");
+    assert!(!out.exists());
+    let least: f64 = msg
+        .split("needs at least ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no minimum in {msg}"));
+    let bytes = (least * (1u64 << 30) as f64) as u64;
+    let stats = build_table(corpus, &opts(5000, 4, 1, bytes, 1), &out, &no_progress).unwrap();
+    assert!(
+        !stats.fused && stats.passes <= 3 * (2 * 64 + 1),
+        "{stats:?}"
+    );
+    let whole = dir.path().join("w.ngram");
+    build_table(corpus, &opts(5000, 4, 1, 1 << 30, 1), &whole, &no_progress).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&whole).unwrap());
+    // The same refusal from the in-memory counter.
+    assert!(count_arrays(corpus, &opts(5000, 4, 1, 1 << 20, 1), &no_progress).is_err());
 }

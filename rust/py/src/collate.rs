@@ -1,7 +1,7 @@
 //! Binding of `dense_pt_core::collate`: a frozen `Collator` holding a validated configuration;
 //! `collate(...)` borrows the corpus arrays (memory-mapped store columns) and returns a dict of
 //! numpy arrays. The Python class `dense_pt.collate.Collator` builds the configuration.
-use crate::errors::IntoPyResult;
+use crate::errors::{guarded, IntoPyResult};
 use crate::masking::{invalid, FloatArr, IntArr};
 use dense_pt_core::collate::{
     self, Batch, CollateConfig, Collator, Corpus, Crop, Decoder, Fill, Labels, MaskSpec, SpanSpec,
@@ -193,9 +193,7 @@ impl PyCollator {
             word_ids: words.as_ref().map(|w| w.view()).transpose()?,
         };
         let rows = rows.as_slice()?;
-        let batch = py
-            .detach(|| self.inner.collate(&corpus, rows, epoch))
-            .py_err(py)?;
+        let batch = guarded(py, || self.inner.collate(&corpus, rows, epoch))?;
         to_dict(py, batch)
     }
 }

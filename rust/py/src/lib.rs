@@ -19,6 +19,7 @@ fn _raise_core_error(py: Python<'_>, kind: &str, message: &str) -> PyResult<()> 
         "invalid" => Error::invalid(message),
         "format" => Error::format("some/file", message),
         "mismatch" => Error::mismatch("some/file", message),
+        "internal" => Error::Internal(message.to_string()),
         "io" => Error::io(
             "some/file",
             std::io::Error::new(std::io::ErrorKind::NotFound, message.to_string()),
@@ -28,10 +29,33 @@ fn _raise_core_error(py: Python<'_>, kind: &str, message: &str) -> PyResult<()> 
     Err(errors::to_pyerr(py, err))
 }
 
+/// Panic inside core-style work (on this thread, or on a rayon worker with `in_pool`): the
+/// tests check that it arrives as an `InternalError`, not as a PanicException.
+#[pyfunction]
+fn _panic_for_test(py: Python<'_>, in_pool: bool) -> PyResult<()> {
+    errors::guarded(py, || dense_pt_core::error::panic_probe(in_pool))
+}
+
+/// xxh3-128 of a file as 32 hex digits, streamed with the interpreter released.
+#[pyfunction]
+fn file_checksum(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+    errors::guarded(py, || dense_pt_core::atomic::file_xxh3_128(&path)).map(|h| format!("{h:032x}"))
+}
+
+/// `<pid>-<host>`: the owner part of a temporary's name (must equal `fsutil.owner_tag()`).
+#[pyfunction]
+fn temp_owner_tag() -> String {
+    dense_pt_core::atomic::owner_tag()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", dense_pt_core::VERSION)?;
     m.add_function(wrap_pyfunction!(_raise_core_error, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(file_checksum, m)?)?;
+    m.add_function(wrap_pyfunction!(temp_owner_tag, m)?)?;
+    errors::install_panic_hook();
     // Per-batch code runs rayon only in this (importing) process, never in forked workers.
     dense_pt_core::fork::record_owner_process();
     masking::register(m)?;

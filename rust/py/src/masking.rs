@@ -1,6 +1,6 @@
 //! Bindings of `dense_pt_core::masking`. Arrays arrive flat and C-contiguous (the Python wrapper
 //! in `dense_pt/masking` normalises them and reshapes the results); dtype dispatch happens here.
-use crate::errors::IntoPyResult;
+use crate::errors::{guarded, IntoPyResult};
 use dense_pt_core::masking::{self, FloatView, IntView, MaskRows, Replacer};
 use dense_pt_core::rng::RowRng;
 use numpy::{
@@ -182,9 +182,7 @@ fn mask_random<'py>(
         row_keys,
     )?;
     let rows = args.rows(batch, length, &special_ids)?;
-    let out = py
-        .detach(|| masking::random_mask(&rows, p, seed, threads))
-        .py_err(py)?;
+    let out = guarded(py, || masking::random_mask(&rows, p, seed, threads))?;
     Ok(out.into_pyarray(py))
 }
 
@@ -218,9 +216,9 @@ fn mask_importance<'py>(
     let imp = FloatArr::new(importance, "importance")?;
     let rows = args.rows(batch, length, &special_ids)?;
     let imp = imp.view()?;
-    let out = py
-        .detach(|| masking::importance_mask(&rows, imp, p, sigma, seed, threads))
-        .py_err(py)?;
+    let out = guarded(py, || {
+        masking::importance_mask(&rows, imp, p, sigma, seed, threads)
+    })?;
     Ok(out.into_pyarray(py))
 }
 
@@ -259,9 +257,9 @@ fn mask_nested<'py>(
         .transpose()?;
     let rows = args.rows(batch, length, &special_ids)?;
     let imp = imp.as_ref().map(|i| i.view()).transpose()?;
-    let (enc, dec) = py
-        .detach(|| masking::nested_masks(&rows, p_enc, p_dec, imp, sigma, seed, threads))
-        .py_err(py)?;
+    let (enc, dec) = guarded(py, || {
+        masking::nested_masks(&rows, p_enc, p_dec, imp, sigma, seed, threads)
+    })?;
     Ok((enc.into_pyarray(py), dec.into_pyarray(py)))
 }
 
@@ -297,9 +295,9 @@ fn mask_replace<'py>(
     .py_err(py)?;
     let (ids, mask) = (ids.view()?, mask.view()?);
     let keys = row_keys.as_ref().map(|k| k.as_slice()).transpose()?;
-    let (new, labels) = py
-        .detach(|| masking::replace(ids, mask, batch, length, &replacer, seed, keys, threads))
-        .py_err(py)?;
+    let (new, labels) = guarded(py, || {
+        masking::replace(ids, mask, batch, length, &replacer, seed, keys, threads)
+    })?;
     Ok((new.into_pyarray(py), labels.into_pyarray(py)))
 }
 
@@ -432,11 +430,10 @@ fn mask_fast<'py>(
     {
         let mut view = out.readwrite();
         let o = view.as_slice_mut()?;
-        py.detach(|| match imp {
+        guarded(py, || match imp {
             Some(imp) => masking::importance_mask_into(&rows, imp, p, sigma, seed, threads, o),
             None => masking::random_mask_into(&rows, p, seed, threads, o),
-        })
-        .py_err(py)?;
+        })?;
     }
     Ok(Some(out.into_any()))
 }

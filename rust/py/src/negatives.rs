@@ -5,7 +5,7 @@ use dense_pt_core::negatives::Negatives;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use crate::errors::IntoPyResult;
+use crate::errors::guarded;
 
 type NegativesTuple<'py> = (
     Vec<String>,
@@ -37,13 +37,13 @@ fn negatives_write(
             None => None,
         },
     };
-    py.detach(|| negs.write(&path)).py_err(py)
+    guarded(py, || negs.write(&path))
 }
 
 /// Read and validate a negatives file: (query_ids, passage_ids, offsets, negatives, scores|None).
 #[pyfunction]
 fn negatives_read(py: Python<'_>, path: PathBuf) -> PyResult<NegativesTuple<'_>> {
-    let n = py.detach(|| Negatives::read(&path)).py_err(py)?;
+    let n = guarded(py, || Negatives::read(&path))?;
     Ok((
         n.query_ids,
         n.passage_ids,
@@ -56,8 +56,7 @@ fn negatives_read(py: Python<'_>, path: PathBuf) -> PyResult<NegativesTuple<'_>>
 /// The file as tab-separated text `qid<TAB>pid<TAB>score`.
 #[pyfunction]
 fn negatives_to_text(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    py.detach(|| Negatives::read(&path).map(|n| n.to_text()))
-        .py_err(py)
+    guarded(py, || Negatives::read(&path).map(|n| n.to_text()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -8,6 +8,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::errors::{catch, guarded, panic_error};
 use crate::IntoPyResult;
 
 fn hash_from_hex(hex: &str) -> dense_pt_core::Result<[u8; 32]> {
@@ -60,7 +61,7 @@ fn run_interruptible<T: Send>(
         std::thread::scope(|scope| {
             let (done, finished) = channel::<()>();
             let handle = scope.spawn(move || {
-                let res = job();
+                let res = catch(job);
                 let _ = done.send(());
                 res
             });
@@ -74,9 +75,7 @@ fn run_interruptible<T: Send>(
                     }
                 });
             }
-            handle
-                .join()
-                .unwrap_or_else(|_| Err(Error::invalid("the n-gram job panicked")))
+            handle.join().unwrap_or_else(|p| Err(panic_error(p)))
         })
     })
 }
@@ -118,7 +117,7 @@ impl PyNgramTable {
     #[staticmethod]
     #[pyo3(signature = (path, verify = true))]
     fn open(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<Self> {
-        let inner = py.detach(|| NgramTable::open(&path, verify)).py_err(py)?;
+        let inner = guarded(py, || NgramTable::open(&path, verify))?;
         Ok(PyNgramTable { inner })
     }
 
@@ -162,11 +161,11 @@ impl PyNgramTable {
     }
 
     fn count(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<u64> {
-        self.inner.count(&ids).py_err(py)
+        catch(|| self.inner.count(&ids)).py_err(py)
     }
 
     fn pmi(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<Option<f64>> {
-        self.inner.pmi(&ids).py_err(py)
+        catch(|| self.inner.pmi(&ids)).py_err(py)
     }
 
     fn unigram_counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
@@ -182,7 +181,7 @@ impl PyNgramTable {
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let ids = ids.as_slice()?;
         let mut out = vec![0f32; ids.len()];
-        pmi::ami_passage(&self.inner, ids, window, &mut out).py_err(py)?;
+        catch(|| pmi::ami_passage(&self.inner, ids, window, &mut out)).py_err(py)?;
         Ok(out.into_pyarray(py))
     }
 
@@ -199,9 +198,9 @@ impl PyNgramTable {
         let t = tokens.as_slice()?;
         let o = offsets.as_slice()?;
         let inner = &self.inner;
-        let out = py
-            .detach(|| pmi::ami_ragged(inner, Corpus::new(t, o)?, window, threads))
-            .py_err(py)?;
+        let out = guarded(py, || {
+            pmi::ami_ragged(inner, Corpus::new(t, o)?, window, threads)
+        })?;
         Ok(out.into_pyarray(py))
     }
 
@@ -215,7 +214,7 @@ impl PyNgramTable {
         min_count: u64,
     ) -> PyResult<Vec<(Vec<u32>, u64, f64)>> {
         let inner = &self.inner;
-        py.detach(|| inner.top_pmi(n, k, min_count)).py_err(py)
+        guarded(py, || inner.top_pmi(n, k, min_count))
     }
 }
 
@@ -251,6 +250,7 @@ fn build_ngrams<'py>(
         shard_index,
         shard_count,
         spill_dir,
+        max_buffer_loads: pmi::count::MAX_BUFFER_LOADS,
     };
     let t = tokens.as_slice()?;
     let o = offsets.as_slice()?;
@@ -295,6 +295,7 @@ fn count_ngrams<'py>(
         shard_index: 0,
         shard_count: 1,
         spill_dir,
+        max_buffer_loads: pmi::count::MAX_BUFFER_LOADS,
     };
     let t = tokens.as_slice()?;
     let o = offsets.as_slice()?;

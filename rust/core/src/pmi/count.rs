@@ -25,6 +25,7 @@ use super::keys::{key_width, token_bits, Key};
 use super::kmerge::kway_merge;
 use super::table::{TableMeta, TableWriter};
 use super::ProgressFn;
+use crate::atomic::ScratchFile;
 use crate::{Error, Result};
 
 /// A ragged corpus: passage `i` is `tokens[offsets[i]..offsets[i + 1]]`.
@@ -90,6 +91,10 @@ pub struct BuildOptions {
     pub shard_count: u32,
     /// Folder for spilled runs (default: the output's folder).
     pub spill_dir: Option<PathBuf>,
+    /// The key buffer must hold at least 1/this of every order's n-gram starts, else the budget
+    /// is refused ([`MAX_BUFFER_LOADS`] by default; `u64::MAX` lifts the bound, for tests of
+    /// the many-runs paths).
+    pub max_buffer_loads: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -111,6 +116,8 @@ pub struct BuildStats {
 
 /// Keys held at once never drop below this, whatever the budget (keeps tiny budgets usable).
 pub const MIN_BUFFER_KEYS: u64 = 64;
+/// The key buffer must hold at least 1/this of an order's n-gram starts (see [`check_budget`]).
+pub const MAX_BUFFER_LOADS: u64 = 64;
 const FIXED_OVERHEAD: u64 = 32 << 20;
 
 /// Where counted n-grams go, order by order (1, 2, ...), keys strictly ascending.
@@ -469,6 +476,19 @@ fn count_into<S: CountSink>(
         passages: (p1 - p0) as u64,
         ..Default::default()
     };
+    let resident = span_len * 4
+        + (p1 - p0 + 1) as u64 * 8 * 2
+        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
+        + FIXED_OVERHEAD;
+    // Before any work: a budget that would need thousands of passes is refused, naming the
+    // minimum (a tiny budget once meant 22,104 passes and 12 minutes on SciFact).
+    let fused_fits = allow_fused
+        && super::fused::key_fits(opts.max_n, v)
+        && order_total(corpus, p0, p1, 2) <= buffer_keys::<u64>(opts.memory_bytes, resident);
+    if !fused_fits {
+        check_budget(corpus, p0, p1, opts, resident)?;
+    }
+    crate::atomic::remove_stale_temporaries(spill_dir);
 
     // Order 1: dense counts, one array per worker, summed.
     super::report(progress, "order 1", 0, span_len)?;
@@ -501,36 +521,26 @@ fn count_into<S: CountSink>(
     stats.totals.push(n1);
     super::report(progress, "order 1", n1, n1)?;
 
-    let resident = span_len * 4
-        + (p1 - p0 + 1) as u64 * 8 * 2
-        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
-        + FIXED_OVERHEAD;
     let mut b64 = KeyBufs::<u64>::default();
     let mut b128 = KeyBufs::<u128>::default();
-    if allow_fused && super::fused::key_fits(opts.max_n, v) {
-        let cap = buffer_keys::<u64>(opts.memory_bytes, resident);
-        let keys: u64 = (p0..p1)
-            .map(|p| (corpus.passage(p).len() as u64).saturating_sub(1))
-            .sum();
-        if keys <= cap {
-            stats.buffer_keys = cap;
-            stats.passes += 1;
-            stats.fused = true;
-            let totals = super::fused::count_fused(
-                corpus,
-                p0,
-                p1,
-                opts.max_n,
-                v,
-                opts.min_count,
-                &mut b64,
-                writer,
-                progress,
-            )?;
-            stats.totals.extend(totals);
-            stats.entries = writer.entries();
-            return Ok(stats);
-        }
+    if fused_fits {
+        stats.buffer_keys = buffer_keys::<u64>(opts.memory_bytes, resident);
+        stats.passes += 1;
+        stats.fused = true;
+        let totals = super::fused::count_fused(
+            corpus,
+            p0,
+            p1,
+            opts.max_n,
+            v,
+            opts.min_count,
+            &mut b64,
+            writer,
+            progress,
+        )?;
+        stats.totals.extend(totals);
+        stats.entries = writer.entries();
+        return Ok(stats);
     }
     for n in 2..=opts.max_n {
         let kw = key_width(n, bits).expect("validated");
@@ -561,9 +571,70 @@ fn count_into<S: CountSink>(
 }
 
 /// Keys that fit the budget: a key buffer, its radix scratch twin and one count per key.
+/// `N_n` of passages `p0..p1`: the n-gram starts of order `n`.
+fn order_total(corpus: Corpus<'_>, p0: usize, p1: usize, n: usize) -> u64 {
+    (p0..p1)
+        .map(|p| (corpus.passage(p).len() as u64 + 1).saturating_sub(n as u64))
+        .sum()
+}
+
+/// Refuse a budget whose key buffer would cut some order into more than
+/// `opts.max_buffer_loads` loads: the passes over the corpus (at most `2 * loads + 1` per order, see `count_order`) and
+/// the spilled runs would grow without bound as the budget shrinks. The error names the least
+/// budget that keeps every order within the bound.
+fn check_budget(
+    corpus: Corpus<'_>,
+    p0: usize,
+    p1: usize,
+    opts: &BuildOptions,
+    resident: u64,
+) -> Result<()> {
+    let bits = token_bits(opts.vocab_size);
+    let mut least = 0u64;
+    let mut short = false;
+    for n in 2..=opts.max_n {
+        let total = order_total(corpus, p0, p1, n);
+        let need = total
+            .div_ceil(opts.max_buffer_loads.max(1))
+            .max(MIN_BUFFER_KEYS);
+        let wide = key_width(n, bits).expect("validated") > 8;
+        let (cap, per_key) = if wide {
+            (
+                buffer_keys::<u128>(opts.memory_bytes, resident),
+                per_key::<u128>(),
+            )
+        } else {
+            (
+                buffer_keys::<u64>(opts.memory_bytes, resident),
+                per_key::<u64>(),
+            )
+        };
+        short |= cap < need;
+        least = least.max(resident + need * per_key);
+    }
+    if short {
+        let gb = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let least_gb = (gb(least) * 1000.0).ceil() / 1000.0;
+        return Err(Error::invalid(format!(
+            "memory budget of {:.4} GB is too small for this corpus: it needs at least {least_gb:.3} GB \
+             ({:.3} GB for the corpus map and counting arrays, plus a key buffer holding 1/{} of the \
+             {} bigram starts, so that counting stays within a bounded number of passes); raise \
+             --memory-gb (memory_gb=) to {least_gb:.3} or more",
+            gb(opts.memory_bytes),
+            gb(resident),
+            opts.max_buffer_loads,
+            order_total(corpus, p0, p1, 2),
+        )));
+    }
+    Ok(())
+}
+
+fn per_key<K: Key>() -> u64 {
+    2 * K::BYTES as u64 + 8
+}
+
 fn buffer_keys<K: Key>(memory: u64, resident: u64) -> u64 {
-    let per_key = 2 * K::BYTES as u64 + 8;
-    (memory.saturating_sub(resident) / per_key).max(MIN_BUFFER_KEYS)
+    (memory.saturating_sub(resident) / per_key::<K>()).max(MIN_BUFFER_KEYS)
 }
 
 struct OrderCtx<'a> {
@@ -1209,40 +1280,42 @@ fn run_lengths_in_place<K: Key>(data: &mut [K], counts: &mut [K]) -> usize {
 const FAN_IN: usize = 64;
 const RUN_BUF: usize = 64 << 10;
 
-/// A sorted run on disk: records of 16-byte key + 8-byte count, deleted when dropped.
+/// A sorted run on disk: records of 16-byte key + 8-byte count, deleted when dropped. Named as
+/// a temporary of its process (`.pmi-run.<pid>-<host>.<random>.tmp`), so the runs of a killed
+/// build are recognised and removed by the next one.
 struct RunWriter {
-    path: PathBuf,
-    file: tempfile::NamedTempFile,
+    file: ScratchFile,
     w: BufWriter<File>,
 }
 
 impl RunWriter {
     fn new(dir: &Path) -> Result<Self> {
-        let file = tempfile::Builder::new()
-            .prefix(".pmi-run-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
-        let path = file.path().to_path_buf();
-        let handle = file.reopen().map_err(|e| Error::io(&path, e))?;
+        let (file, handle) = ScratchFile::create(dir, "pmi-run")?;
         Ok(RunWriter {
-            path,
             file,
             w: BufWriter::with_capacity(RUN_BUF, handle),
         })
     }
 
     fn push(&mut self, k: u128, c: u64) -> Result<()> {
+        let path = self.file.path();
         self.w
             .write_all(&k.to_le_bytes())
             .and_then(|_| self.w.write_all(&c.to_le_bytes()))
-            .map_err(|e| Error::io(&self.path, e))
+            .map_err(|e| spill_error(path, e))
     }
 
-    fn finish(mut self) -> Result<tempfile::NamedTempFile> {
-        self.w.flush().map_err(|e| Error::io(&self.path, e))?;
+    fn finish(mut self) -> Result<ScratchFile> {
+        let path = self.file.path().to_path_buf();
+        self.w.flush().map_err(|e| spill_error(&path, e))?;
         Ok(self.file)
     }
+}
+
+/// A failed write of a spilled run names the spill folder (the user's `--spill-dir` or the
+/// output's folder), not the hidden run file.
+fn spill_error(run: &Path, e: std::io::Error) -> Error {
+    Error::write(crate::atomic::parent_dir(run), e)
 }
 
 struct RunReader {
@@ -1251,9 +1324,9 @@ struct RunReader {
 }
 
 impl RunReader {
-    fn new(f: &tempfile::NamedTempFile) -> Result<Self> {
+    fn new(f: &ScratchFile) -> Result<Self> {
         let path = f.path().to_path_buf();
-        let file = f.reopen().map_err(|e| Error::io(&path, e))?;
+        let file = File::open(&path).map_err(|e| spill_error(&path, e))?;
         Ok(RunReader {
             path,
             r: BufReader::with_capacity(RUN_BUF, file),
@@ -1271,7 +1344,7 @@ impl Iterator for RunReader {
                 u64::from_le_bytes(rec[16..].try_into().unwrap()),
             ))),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
-            Err(e) => Some(Err(Error::io(&self.path, e))),
+            Err(e) => Some(Err(spill_error(&self.path, e))),
         }
     }
 }
@@ -1298,6 +1371,7 @@ pub(crate) fn count_into_for_test(
         shard_index: 0,
         shard_count: 1,
         spill_dir: None,
+        max_buffer_loads: MAX_BUFFER_LOADS,
     };
     let mut sink = MemorySink {
         min_count,

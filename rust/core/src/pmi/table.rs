@@ -32,6 +32,7 @@ use memmap2::Mmap;
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use super::keys::{key_width, pack, stored_key_width, token_bits, unpack, MAX_ORDER};
+use crate::atomic::AtomicFile;
 use crate::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"DPTNGRAM";
@@ -137,7 +138,7 @@ impl OrderInfo {
 pub struct TableWriter {
     meta: TableMeta,
     path: PathBuf,
-    tmp: PathBuf,
+    atomic: Option<AtomicFile>,
     out: Option<BufWriter<File>>,
     orders: Vec<OrderInfo>,
     // State of the order being written.
@@ -155,28 +156,15 @@ pub struct TableWriter {
 impl TableWriter {
     pub fn create(path: &Path, meta: TableMeta) -> Result<Self> {
         meta.validate()?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::invalid(format!("{}: not a file path", path.display())))?;
-        let tmp = dir.join(format!(
-            ".{}.{}.tmp",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let atomic = AtomicFile::create(path)?;
         let header_len = meta.header_len();
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = BufWriter::with_capacity(1 << 20, atomic.try_clone()?);
         out.write_all(&vec![0u8; header_len])
-            .map_err(|e| Error::io(&tmp, e))?;
+            .map_err(|e| Error::write(path, e))?;
         Ok(TableWriter {
             meta,
             path: path.to_path_buf(),
-            tmp,
+            atomic: Some(atomic),
             out: Some(out),
             orders: Vec::new(),
             cur_n: 0,
@@ -266,7 +254,8 @@ impl TableWriter {
     fn write_bytes(&mut self, data: &[u8]) -> Result<()> {
         self.hasher.update(data);
         let out = self.out.as_mut().expect("open");
-        out.write_all(data).map_err(|e| Error::io(&self.tmp, e))?;
+        out.write_all(data)
+            .map_err(|e| Error::write(&self.path, e))?;
         self.pos += data.len() as u64;
         Ok(())
     }
@@ -314,27 +303,20 @@ impl TableWriter {
         }
         let header = encode_header(&self.meta, &self.orders);
         let mut out = self.out.take().expect("open");
-        let tmp = self.tmp.clone();
+        let path = self.path.clone();
         out.seek(SeekFrom::Start(0))
             .and_then(|_| out.write_all(&header))
             .and_then(|_| out.flush())
-            .map_err(|e| Error::io(&tmp, e))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| Error::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        drop(file);
-        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        Ok(self.path.clone())
+            .map_err(|e| Error::write(&path, e))?;
+        drop(out);
+        self.atomic.take().expect("open").commit()
     }
 }
 
 impl Drop for TableWriter {
     fn drop(&mut self) {
-        if self.out.is_some() {
-            self.out = None;
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        // Unfinished: the AtomicFile removes its temporary when dropped.
+        self.out = None;
     }
 }
 
@@ -754,6 +736,10 @@ impl NgramTable {
         }
         let bits = self.meta.token_bits();
         let mut best: Vec<(f64, u128, u64)> = Vec::new();
+        if k == 0 {
+            self.records(n)?; // still validates the order
+            return Ok(Vec::new());
+        }
         for (key, c) in self.records(n)? {
             if c < min_count {
                 continue;
