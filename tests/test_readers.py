@@ -206,10 +206,11 @@ def test_qrels_formats_and_unknown_ids(tmp_path):
 
 
 def test_run_roundtrip_with_ties_broken_by_id(tmp_path):
+    # ties in trec_eval's (and the evaluation's default) order, passage id descending; exact scores
     run = {"q1": {"d2": 1.0, "d1": 1.0, "d3": 3.5}, "q2": {"d9": -0.25}}
     assert write_run(tmp_path / "r.trec", run, tag="test") == 4
     lines = (tmp_path / "r.trec").read_text().splitlines()
-    assert lines[:3] == ["q1 Q0 d3 1 3.500000 test", "q1 Q0 d1 2 1.000000 test", "q1 Q0 d2 3 1.000000 test"]
+    assert lines[:3] == ["q1 Q0 d3 1 3.5 test", "q1 Q0 d2 2 1.0 test", "q1 Q0 d1 3 1.0 test"]
     assert load_run(tmp_path / "r.trec") == run
     assert next(read_run(tmp_path / "r.trec")).rank == 1
     with pytest.raises(InvalidArgumentError):
