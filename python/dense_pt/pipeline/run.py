@@ -190,6 +190,14 @@ def _train_cfg(section: dict[str, Any], seed: int):
     return dataclass_from_mapping(TrainConfig, {"seed": seed, **section.get("train", {})}, "train")
 
 
+def _with_loss(sec: dict[str, Any]) -> dict[str, Any]:
+    """A retriever stage's settings plus what its loss name means: the fingerprint changes (and the
+    stage is redone) when a loss name comes to mean another formula, as ``simlm`` did."""
+    from dense_pt.objectives.retrieval import resolve_loss
+
+    return {**sec, "loss_source": resolve_loss(sec["loss"]).source}
+
+
 def _retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
     keys = ("group_size", "tau", "query_max_length", "passage_max_length")
     out = {k: sec[k] for k in keys if k in sec}
@@ -361,7 +369,7 @@ def run_pipeline(
     # --- R1: BM25 negatives -------------------------------------------------------------------
     bm25_neg = {"depth": cfg["mine"]["bm25_depth"], "num": cfg["mine"]["num"]}
     r1 = ctx.stage("r1", {"model": base_fp, "bm25": bm["fingerprint"], "store": st["fingerprint"], **split_in},
-                   {**cfg["r1"], "negatives": bm25_neg, "mine": cfg["mine"]},
+                   {**_with_loss(cfg["r1"]), "negatives": bm25_neg, "mine": cfg["mine"]},
                    retriever_stage("r1", cfg["r1"], base_model, ctx.out / "bm25" / "run.trec", bm25_neg))  # fmt: skip
 
     # --- mine from R1 -------------------------------------------------------------------------
@@ -377,7 +385,9 @@ def run_pipeline(
         shutil.copyfile(ctx.out / "mine" / "negatives.dpneg", folder / "negatives.dpneg")
         return retriever_stage("r2", cfg["r2"], base_model, Path(), {})(folder)
 
-    r2 = ctx.stage("r2", {"model": base_fp, "mine": mi["fingerprint"], **split_in}, cfg["r2"], do_r2)
+    r2 = ctx.stage(
+        "r2", {"model": base_fp, "mine": mi["fingerprint"], **split_in}, _with_loss(cfg["r2"]), do_r2
+    )
 
     # --- re-ranker: negatives from R2's top-k ---------------------------------------------------
     rr_sec = cfg["reranker"]
@@ -417,7 +427,7 @@ def run_pipeline(
         if ds["enabled"]:
             d_init = ctx.out / "r2" / "train" / "model" if ds["init"] == "r2" else base_model
             ctx.stage("distill", {"score": sc["fingerprint"], "r2": r2["fingerprint"], "model": base_fp, **split_in},
-                      ds, retriever_stage("distill", ds, d_init, Path(), {}, ctx.out / "score" / "scores.dpneg"))  # fmt: skip
+                      _with_loss(ds), retriever_stage("distill", ds, d_init, Path(), {}, ctx.out / "score" / "scores.dpneg"))  # fmt: skip
 
     # --- report -------------------------------------------------------------------------------
     from dense_pt.pipeline.report import write_report
