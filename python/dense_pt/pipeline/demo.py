@@ -189,6 +189,7 @@ def finetune_config(
         # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
         "reranker": {"init": "model", "group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30,
                      "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
+        # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
         "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
     }  # fmt: skip
     return validate_config(raw, out.parent.resolve(), "demo fine-tuning config")
