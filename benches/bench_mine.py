@@ -1,9 +1,12 @@
 """Hard-negative mining end to end: `dense-pt` (encode + search + mine + write) against
 sentence-transformers' ``mine_hard_negatives`` with the same model, corpus, queries and depth, in
 one process, one after the other; prints the wall times, their ratio, and how many queries get
-identical negative sets (top-``num`` non-positive candidates, sampling "top" on both sides).
+identical negative sets (top-``num`` candidates, sampling "top" on both sides). Ours mines with
+``pool="rank+positives"``, sentence-transformers' ``range_max`` semantics, and scores the positives
+its run lacks from its embeddings; ``--absolute-margin`` / ``--relative-margin`` go to both sides.
 
     nice python benches/bench_mine.py --beir ../shared/data/beir-scifact --passages 1000
+    nice python benches/bench_mine.py --beir ../shared/data/beir-scifact --passages 1000 --relative-margin 0.05
 
 The corpus store (tokenization, done once per corpus and shared by every stage) is timed
 separately and reported both excluded and included.
@@ -36,13 +39,15 @@ def load(beir: Path, n_passages: int | None):
     return docs, queries, qrels
 
 
-def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_size: int, device: str):
+def ours(
+    model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_size: int, device: str, margins
+):
     from tokenizers import Tokenizer
 
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.negatives import mine_negatives, read_negatives, write_negatives
-    from dense_pt.retrieval.search import search
+    from dense_pt.retrieval.search import PairScorer, search
 
     t0 = time.perf_counter()
     store = work / "store"
@@ -76,14 +81,17 @@ def ours(model, docs, queries, qrels, depth, num, work: Path, dtype: str, batch_
     )
     max_pos = max(len(v) for v in qrels.values())
     run = search(work / "q", work / "p", None, k=depth + max_pos)
-    table = mine_negatives(run, qrels, depth=depth, num=num, sampling="top")
+    scorer = PairScorer.open(work / "q", work / "p") if margins else None
+    table = mine_negatives(run, qrels, depth=depth, num=num, sampling="top", pool="rank+positives", scorer=scorer,
+                           **margins)  # fmt: skip
     write_negatives(work / "neg.dpneg", table)
     back = read_negatives(work / "neg.dpneg")
     t_mine = time.perf_counter() - t1
+    print(f"dense-pt mining stats: {table.stats}")
     return {q: set(back.pids(q)) for q in queries}, t_store, t_mine
 
 
-def st(model, docs, queries, qrels, depth, num, batch_size: int, device: str):
+def st(model, docs, queries, qrels, depth, num, batch_size: int, device: str, margins):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
@@ -99,16 +107,15 @@ def st(model, docs, queries, qrels, depth, num, batch_size: int, device: str):
     m = SentenceTransformer(str(model), device=device)
     out = mine_hard_negatives(
         Dataset.from_dict({"query": anchors, "positive": positives}), m, corpus=[t for _, t in docs],
-        range_max=depth, num_negatives=num, sampling_strategy="top", output_format="n-tuple",
-        batch_size=batch_size, verbose=False,
+        range_max=depth, num_negatives=num, sampling_strategy="top", output_format="labeled-list",
+        batch_size=batch_size, verbose=False, **margins,
     )  # fmt: skip
     elapsed = time.perf_counter() - t0
     qid_of = {t: q for q, t in queries.items()}
     res: dict[str, set[str]] = {}
+    # labeled-list keeps a query with fewer than num valid negatives (n-tuple would drop it)
     for row in out:
-        negs = {
-            by_text[row[f"negative_{i}"]] for i in range(1, num + 1) if row.get(f"negative_{i}") in by_text
-        }
+        negs = {by_text[t] for t, label in zip(row["positive"], row["labels"], strict=True) if label == 0}
         res.setdefault(qid_of[row["query"]], set()).update(negs)
     return res, elapsed
 
@@ -123,7 +130,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when visible)")
+    ap.add_argument("--absolute-margin", type=float, default=None)
+    ap.add_argument("--relative-margin", type=float, default=None)
     args = ap.parse_args()
+    margins = {k: v for k, v in (("absolute_margin", args.absolute_margin), ("relative_margin", args.relative_margin))
+               if v is not None}  # fmt: skip
     if args.device is None:
         import torch
 
@@ -132,13 +143,25 @@ def main() -> None:
     docs, queries, qrels = load(args.beir, args.passages)
     print(
         f"corpus {len(docs)} passages, {len(queries)} queries, depth {args.depth}, num {args.num}, "
-        f"device {args.device}"
+        f"device {args.device}, margins {margins or 'none'}"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-mine-"))
     try:
-        ref, t_st = st(model, docs, queries, qrels, args.depth, args.num, args.batch_size, args.device)
+        ref, t_st = st(
+            model, docs, queries, qrels, args.depth, args.num, args.batch_size, args.device, margins
+        )
         got, t_store, t_ours = ours(
-            model, docs, queries, qrels, args.depth, args.num, work, args.dtype, args.batch_size, args.device
+            model,
+            docs,
+            queries,
+            qrels,
+            args.depth,
+            args.num,
+            work,
+            args.dtype,
+            args.batch_size,
+            args.device,
+            margins,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

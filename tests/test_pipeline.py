@@ -138,7 +138,10 @@ def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
          'pretrain={method="cdmae", train={max_steps=3}}'],
     )  # fmt: skip
     assert cfg["out"] == tmp_path / "runs" / "b"
-    assert cfg["r1"]["group_size"] == 4 and cfg["r1"]["train"] == {"max_steps": 7}
+    # the file's train table is merged over the profile's; its max_steps replaces the profile's epochs
+    assert cfg["r1"]["group_size"] == 4 and cfg["r1"]["train"] == {"lr": 2e-5, "warmup": 1000, "batch_size": 64,
+                                                                    "max_steps": 7}  # fmt: skip
+    assert cfg["r1"]["epochs"] is None and cfg["r2"]["epochs"] == 3
     assert cfg["pretrain"]["method"] == "cdmae" and cfg["pretrain"]["train"] == {"max_steps": 3}
     assert cfg["pretrain"]["pmi"] == {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
     # the file itself is untouched by overrides

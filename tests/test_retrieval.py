@@ -18,7 +18,6 @@ from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import (
     NegativesTable,
     export_text,
-    mine_negatives,
     read_negatives,
     write_negatives,
 )
@@ -164,62 +163,6 @@ def test_search_ranks_near_ties_exactly_whatever_the_chunking(budget_rows, seed)
     order = np.lexsort((np.broadcast_to(np.arange(len(passages)), exact.shape), -exact), axis=-1)
     np.testing.assert_array_equal(r, order[:, :k])
     np.testing.assert_allclose(s, np.take_along_axis(exact, order[:, :k], 1), rtol=1e-12)
-
-
-runs = st.dictionaries(
-    st.sampled_from([f"q{i}" for i in range(4)]),
-    st.dictionaries(st.sampled_from([f"d{i}" for i in range(30)]), st.floats(-5, 5), min_size=1, max_size=30),
-    min_size=1,
-)
-qrels_st = st.dictionaries(
-    st.sampled_from([f"q{i}" for i in range(4)]),
-    st.dictionaries(st.sampled_from([f"d{i}" for i in range(30)]), st.integers(0, 2), min_size=1, max_size=6),
-    min_size=1,
-)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    runs,
-    qrels_st,
-    st.integers(1, 30),
-    st.integers(0, 5),
-    st.integers(0, 8),
-    st.sampled_from(["top", "random"]),
-    st.one_of(st.none(), st.floats(0, 1)),
-)
-def test_mining_never_returns_a_positive(run, qrels, depth, skip, num, sampling, margin):
-    if skip >= depth or not any(q in run for q in qrels):
-        return
-    t = mine_negatives(
-        run, qrels, depth=depth, skip_top=skip, num=num, sampling=sampling, margin=margin, seed=3
-    )
-    for q, rows in t.rows.items():
-        pos = {d for d, r in qrels[q].items() if r > 0}
-        pids = [p for p, _ in rows]
-        assert not pos & set(pids)
-        assert len(pids) == len(set(pids)) and (num == 0 or len(pids) <= num)
-        scores = [s for _, s in rows]
-        assert scores == sorted(scores, reverse=True)
-        assert set(pids) <= set(run[q])
-    again = mine_negatives(
-        run, qrels, depth=depth, skip_top=skip, num=num, sampling=sampling, margin=margin, seed=3
-    )
-    assert again.rows == t.rows  # deterministic in the seed
-
-
-def test_mining_semantics():
-    run = {"q": {"a": 5.0, "p": 4.0, "b": 3.9, "c": 3.0, "d": 1.0, "e": 0.5}}
-    qrels = {"q": {"p": 1, "c": 0}}
-    t = mine_negatives(run, qrels, depth=3, skip_top=1, num=0)
-    assert t.pids("q") == ["b", "c"]  # non-positives a,b,c,d,e -> first 3 -> skip 1; judged-0 c allowed
-    t = mine_negatives(run, qrels, depth=10, num=0, margin=0.5)
-    assert t.pids("q") == ["c", "d", "e"]  # a (5 > 4-0.5) and b (3.9 > 3.5) filtered
-    assert t.stats["filtered_by_margin_or_score"] == 2 and t.stats["excluded_positives"] == 1
-    with pytest.raises(MismatchError, match="not in the corpus"):
-        mine_negatives(run, qrels, known_ids={"a", "b", "p"})
-    with pytest.raises(MismatchError, match="another corpus"):
-        mine_negatives(run, {"q": {"zz": 1}}, known_ids={"a", "p", "b", "c", "d", "e"})
 
 
 def test_negatives_file_roundtrip_and_corruption(tmp_path):

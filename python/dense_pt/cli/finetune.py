@@ -8,14 +8,19 @@ from typing import Any
 import typer
 
 from dense_pt.cli import app
+from dense_pt.finetune import defaults as FT
 
 train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 
-def _train_cfg(config: Path | None, **overrides: Any):
+def _train_cfg(config: Path | None, epochs: float | None = None, **overrides: Any):
     """TrainConfig from the [train] table of a TOML file, CLI options winning."""
+    from dense_pt.errors import InvalidArgumentError
     from dense_pt.training import TrainConfig, dataclass_from_mapping, merge_overrides, read_toml
+
+    if epochs is not None and overrides.get("max_steps") is not None:
+        raise InvalidArgumentError("give --epochs or --max-steps, not both")
 
     base = TrainConfig()
     stage: dict[str, Any] = {}
@@ -47,17 +52,18 @@ def retriever(
         help="simlm (SimLM, the authors' code) | simlm-eq3 (SimLM eq. 3 as printed) | "
         "infonce (CDMAE eq. 10, dot product) | triplet (SEED).",
     ),
-    group_size: int = typer.Option(8, help="1 positive + n-1 negatives per query."),
-    query_max_length: int = typer.Option(32),
-    passage_max_length: int = typer.Option(144),
+    group_size: int = typer.Option(FT.RETRIEVER_GROUP_SIZE, help="1 positive + n-1 negatives per query."),
+    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
+    passage_max_length: int = typer.Option(FT.PASSAGE_MAX_LENGTH),
     tau: float | None = typer.Option(
-        None, help="Temperature: default 0.02 for simlm / simlm-eq3, 1 for infonce; triplet has none."
+        None, help=f"Temperature: default {FT.TAU} for simlm / simlm-eq3, 1 for infonce; triplet has none."
     ),
     pooling: str = typer.Option(
         "auto", help="cls | mean | auto (from the init's sentence-transformers files)."
     ),
     config: Path | None = typer.Option(None, help="TOML with a [train] table (engine settings)."),
     max_steps: int | None = typer.Option(None),
+    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
@@ -66,36 +72,43 @@ def retriever(
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
     from dense_pt.finetune.stages import train_retriever
 
-    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
     m = train_retriever(model, corpus, queries, qrels, out, negatives, loss, group_size, query_max_length,
-                        passage_max_length, tau, pooling=pooling, train=cfg, resume=resume)  # fmt: skip
+                        passage_max_length, tau, pooling=pooling, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
     typer.echo(f"wrote {out}/model after {m['steps']} steps")
 
 
 @train_app.command("reranker")
 def reranker(
-    model: Path = typer.Argument(..., help="Init: a local HF folder or a config.json."),
+    model: str = typer.Argument(
+        ...,
+        help=f"Init: a local HF folder, a config.json, or a hub name already in the local cache (SimLM: "
+        f"{FT.RERANKER_INIT}; nothing is downloaded).",
+    ),
     corpus: Path = COMMON["corpus"],
     queries: Path = COMMON["queries"],
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     negatives: Path = typer.Option(..., help="Negatives mined from the previous retriever's top-k."),
-    group_size: int = typer.Option(8),
-    query_max_length: int = typer.Option(32),
-    max_length: int = typer.Option(192),
+    group_size: int = typer.Option(FT.RERANKER_GROUP_SIZE),
+    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
+    max_length: int = typer.Option(FT.RERANKER_MAX_LENGTH, help="The whole pair, [CLS] q [SEP] p [SEP]."),
     config: Path | None = typer.Option(None, help="TOML with a [train] table."),
     max_steps: int | None = typer.Option(None),
+    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
     resume: bool = typer.Option(True),
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
+    from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
 
-    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
-    m = train_reranker(model, corpus, queries, qrels, negatives, out, group_size, query_max_length,
-                       max_length, train=cfg, resume=resume)  # fmt: skip
+    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    init = resolve_checkpoint(model, None, "MODEL")
+    m = train_reranker(init, corpus, queries, qrels, negatives, out, group_size, query_max_length,
+                       max_length, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
     typer.echo(f"wrote {out}/model after {m['steps']} steps")
 
 
@@ -107,18 +120,19 @@ def distill(
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
-    group_size: int = typer.Option(8),
-    alpha: float = typer.Option(0.2, help="Weight of the contrastive term (SimLM eq. 5, CDMAE eq. 11)."),
+    group_size: int = typer.Option(FT.DISTILL_GROUP_SIZE),
+    alpha: float = typer.Option(FT.ALPHA, help="Weight of the contrastive term (SimLM eq. 5, CDMAE eq. 11)."),
     loss: str = typer.Option(
         "simlm",
         help="The contrastive term and the similarity of the student's scores: simlm (SimLM eq. 5, "
         "cosine / tau) | simlm-eq3 | infonce (CDMAE eq. 11, dot product).",
     ),
-    tau: float | None = typer.Option(None, help="Temperature: default 0.02 for simlm*, 1 for infonce."),
-    query_max_length: int = typer.Option(32),
-    passage_max_length: int = typer.Option(144),
+    tau: float | None = typer.Option(None, help=f"Temperature: default {FT.TAU} for simlm*, 1 for infonce."),
+    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
+    passage_max_length: int = typer.Option(FT.PASSAGE_MAX_LENGTH),
     config: Path | None = typer.Option(None, help="TOML with a [train] table."),
     max_steps: int | None = typer.Option(None),
+    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
@@ -128,10 +142,10 @@ def distill(
     retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
 
-    cfg, _ = _train_cfg(config, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
     m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha, loss=loss, tau=tau,
                       query_max_length=query_max_length, passage_max_length=passage_max_length,
-                      train=cfg, resume=resume)  # fmt: skip
+                      train=cfg, resume=resume, epochs=epochs)  # fmt: skip
     typer.echo(f"wrote {out}/model after {m['steps']} steps")
 
 

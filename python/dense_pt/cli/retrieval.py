@@ -36,7 +36,11 @@ def encode(
     ),
     normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise."),
     batch_size: int = typer.Option(64),
-    max_length: int = typer.Option(256, help="Tokens per sequence, [CLS] and [SEP] included."),
+    max_length: int | None = typer.Option(
+        None,
+        help="Tokens per sequence, [CLS] and [SEP] included (default: the lengths the retriever was trained "
+        "with, from its retriever.json; else its sentence-transformers max_seq_length; else 32 / 144).",
+    ),
     shard_size: int = typer.Option(100_000, help="Rows per shard file."),
     dtype: str = typer.Option("float16", help="float16 | float32."),
     device: str | None = typer.Option(None, help="cpu / cuda (default: cuda when available)."),
@@ -69,19 +73,44 @@ def mine_negatives(
     run: Path = typer.Argument(..., help="TREC run to mine from (BM25 or dense)."),
     qrels: Path = typer.Option(..., help="Judgements; every positive is excluded by id."),
     out: Path = typer.Option(..., help="Negatives file (.dpneg); a manifest is written beside it."),
-    depth: int = typer.Option(200, help="Candidates considered: the first DEPTH non-positives."),
-    skip_top: int = typer.Option(0, help="Skip the first N candidates."),
-    num: int = typer.Option(30, help="Negatives kept per query (0: all)."),
+    depth: int = typer.Option(200, help="Candidates considered (SimLM: the top 200; see --pool)."),
+    pool: str = typer.Option(
+        "rank",
+        help="rank: the run's top DEPTH hits, positives then dropped (SimLM's code) | rank+positives: the top "
+        "DEPTH + P hits, at most DEPTH survivors (sentence-transformers' range_max) | filtered: the first DEPTH "
+        "candidates that pass the filters.",
+    ),
+    skip_top: int = typer.Option(
+        0, help="Skip the first N candidates left (sentence-transformers' range_min)."
+    ),
+    num: int = typer.Option(0, help="Negatives kept per query (0: all of the pool)."),
     seed: int = typer.Option(0),
-    sampling: str = typer.Option("random", help="random | top."),
-    margin: float | None = typer.Option(None, help="Keep only if score + MARGIN <= positive score."),
-    relative_margin: float | None = typer.Option(None, help="Keep only if score <= s+ - |s+| * R."),
+    sampling: str = typer.Option("random", help="random | top (with --num)."),
+    absolute_margin: float | None = typer.Option(
+        None, help="Keep only if score + M <= the positive's score (lowest positive)."
+    ),
+    relative_margin: float | None = typer.Option(
+        None, help="Keep only if score <= s+ - |s+| * R (see --relative-form)."
+    ),
+    relative_form: str = typer.Option(
+        "magnitude",
+        help="magnitude: s+ - |s+| R (sentence-transformers today) | signed: s+ (1 - R) (before its fix).",
+    ),
     max_score: float | None = typer.Option(None, help="Drop candidates scoring above this."),
+    min_score: float | None = typer.Option(None, help="Drop candidates scoring below this."),
+    query_embeddings: Path | None = typer.Option(
+        None, help="The run's query embeddings (dense-pt encode): score positives missing from the run."
+    ),
+    passage_embeddings: Path | None = typer.Option(
+        None, help="The run's passage embeddings (dense-pt encode)."
+    ),
     corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
 ) -> None:
-    """Mine hard negatives from a run, excluding judged positives."""
+    """Mine hard negatives from a run, excluding judged positives. With a margin, a positive that
+    the run does not contain is scored from --query-embeddings / --passage-embeddings."""
     from dense_pt.data import load_qrels, load_run
+    from dense_pt.errors import InvalidArgumentError
     from dense_pt.retrieval import negatives as neg
 
     known = None
@@ -89,11 +118,19 @@ def mine_negatives(
         from dense_pt.data.store import CorpusStore
 
         known = set(CorpusStore.open(corpus).ids.to_pylist())
+    if (query_embeddings is None) != (passage_embeddings is None):
+        raise InvalidArgumentError("give both --query-embeddings and --passage-embeddings, or neither")
+    scorer = None
+    if query_embeddings is not None and passage_embeddings is not None:
+        from dense_pt.retrieval.search import PairScorer
+
+        scorer = PairScorer.open(query_embeddings, passage_embeddings)
     params = dict(
-        depth=depth, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
-        margin=margin, relative_margin=relative_margin, max_score=max_score,
+        depth=depth, pool=pool, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
+        absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
+        max_score=max_score, min_score=min_score,
     )  # fmt: skip
-    table = neg.mine_negatives(load_run(run), load_qrels(qrels), known_ids=known, **params)
+    table = neg.mine_negatives(load_run(run), load_qrels(qrels), known_ids=known, scorer=scorer, **params)
     neg.write_negatives(out, table)
     neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
     if text is not None:

@@ -26,8 +26,10 @@ import numpy as np
 
 from dense_pt import __version__
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.finetune import defaults as FT
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
+RETRIEVER_LENGTHS = "retriever.json"  # the lengths a retriever was trained with, beside its weights
 TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
 
 
@@ -54,7 +56,13 @@ def _hash(path: str | Path | None) -> str | None:
     p = Path(path)
     if p.is_dir():
         m = p / "manifest.json"
-        return sha256_file(m) if m.exists() else None
+        if m.exists():
+            return sha256_file(m)
+        if (p / "config.json").exists():  # a model folder: its config and weights identify it
+            from dense_pt.retrieval.encode import model_hash
+
+            return model_hash(p)
+        return None
     return sha256_file(p)
 
 
@@ -94,6 +102,21 @@ def _train_config(train: Any) -> Any:
     return train
 
 
+def _for_epochs(cfg: Any, rows: int, epochs: float | None) -> Any:
+    """``cfg`` with ``max_steps`` covering ``epochs`` passes over ``rows`` training queries (the
+    engine drops the last partial batch of an epoch), when ``epochs`` is given."""
+    if epochs is None:
+        return cfg
+    import math
+    import os
+
+    if epochs <= 0:
+        raise InvalidArgumentError(f"epochs must be > 0, got {epochs}")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_epoch = max(1, rows // (cfg.batch_size * world))
+    return dataclasses.replace(cfg, max_steps=max(1, math.ceil(epochs * per_epoch)))
+
+
 def _finish(
     out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None,
     write: bool = True,
@@ -122,21 +145,25 @@ def train_retriever(
     out: str | Path,
     negatives: str | Path | None = None,
     loss: str = "simlm",
-    group_size: int = 8,
-    query_max_length: int = 32,
-    passage_max_length: int = 144,
+    group_size: int = FT.RETRIEVER_GROUP_SIZE,
+    query_max_length: int = FT.QUERY_MAX_LENGTH,
+    passage_max_length: int = FT.PASSAGE_MAX_LENGTH,
     tau: float | None = None,
     margin: float = 1.0,
     pooling: str = "auto",
     train: Any = None,
     restrict_to: Sequence[str] | None = None,
     teacher_scores: str | Path | None = None,
-    alpha: float = 0.2,
+    alpha: float = FT.ALPHA,
     resume: bool = True,
     progress: bool = True,
+    epochs: float | None = None,
 ) -> dict:
     """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5 / CDMAE eq. 11, ``loss``
-    then being its contrastive term). ``tau=None``: the loss's own temperature. Returns the manifest."""
+    then being its contrastive term). ``tau=None``: the loss's own temperature (SimLM's 0.02 for the
+    simlm losses, 1 for infonce). Returns the manifest.
+    ``epochs`` sets ``max_steps`` from the number of training queries (``train.max_steps`` otherwise).
+    The model records its lengths in ``OUT/model/retriever.json``: encoding reads them from there."""
     from dense_pt.finetune.data import build_sampler
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
@@ -197,6 +224,7 @@ def train_retriever(
     batch_size = min(cfg.batch_size, len(sampler))
     if batch_size != cfg.batch_size:
         cfg = dataclasses.replace(cfg, batch_size=batch_size)
+    cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     stage = "distill" if teacher is not None else "retriever"
     trainer = Trainer(module, cfg, out, source, progress=progress, description=stage)
@@ -205,12 +233,17 @@ def train_retriever(
         save_sentence_transformer(
             module.backbone, tok, out / "model", spec.pooling, module.normalize, passage_max_length
         )
+        write_json_atomic(
+            out / "model" / RETRIEVER_LENGTHS,
+            {"query_max_length": query_max_length, "passage_max_length": passage_max_length},
+        )
     settings = {
         "loss": f"distill (KL + alpha * {loss})" if teacher is not None else loss,
         "loss_source": module.spec.source, "similarity": module.spec.similarity,
         "group_size": group_size, "query_max_length": query_max_length,
         "passage_max_length": passage_max_length, "tau": module.tau,
         "margin": margin if loss == "triplet" else None, "alpha": alpha if teacher is not None else None,
+        "epochs": epochs,
         "pooling": spec.pooling, "normalize": module.normalize, "train": cfg.to_dict(),
         "rows": sampler.stats,
     }  # fmt: skip
@@ -219,10 +252,15 @@ def train_retriever(
     return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
 
 
-def train_distill(model, corpus, queries, qrels, scores, out, **kw) -> dict:
-    """Distil the re-ranker's ``scores`` file into a retriever started from ``model``: KL + alpha *
-    the ``loss`` keyword's contrastive term (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with ``infonce``)."""
-    return train_retriever(model, corpus, queries, qrels, out, teacher_scores=scores, **kw)
+def train_distill(
+    model, corpus, queries, qrels, scores, out, group_size: int = FT.DISTILL_GROUP_SIZE, **kw
+) -> dict:
+    """Distil the re-ranker's ``scores`` file into a retriever started from ``model`` (SimLM: the
+    pre-trained checkpoint, not R2): KL + alpha * the ``loss`` keyword's contrastive term (SimLM eq. 5
+    with ``simlm``, CDMAE eq. 11 with ``infonce``)."""
+    return train_retriever(
+        model, corpus, queries, qrels, out, teacher_scores=scores, group_size=group_size, **kw
+    )
 
 
 def train_reranker(
@@ -232,15 +270,17 @@ def train_reranker(
     qrels: str | Path,
     negatives: str | Path,
     out: str | Path,
-    group_size: int = 8,
-    query_max_length: int = 32,
-    max_length: int = 192,
+    group_size: int = FT.RERANKER_GROUP_SIZE,
+    query_max_length: int = FT.QUERY_MAX_LENGTH,
+    max_length: int = FT.RERANKER_MAX_LENGTH,
     train: Any = None,
     restrict_to: Sequence[str] | None = None,
     resume: bool = True,
     progress: bool = True,
+    epochs: float | None = None,
 ) -> dict:
-    """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``."""
+    """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``; ``model``
+    is its initial checkpoint (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``)."""
     from dense_pt.finetune.data import build_sampler, pad_pairs
     from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
@@ -269,6 +309,7 @@ def train_reranker(
     seed_everything(cfg.seed)
     module = CrossEncoder(load_cross_encoder(str(model)), group_size)
     cfg = dataclasses.replace(cfg, batch_size=min(cfg.batch_size, len(sampler)))
+    cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     trainer = Trainer(module, cfg, out, source, progress=progress, description="reranker")
     result = trainer.train(resume=resume)
@@ -279,7 +320,7 @@ def train_reranker(
             out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}
         )
     settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
-                "max_length": max_length, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
+                "max_length": max_length, "epochs": epochs, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
     return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
 
@@ -294,7 +335,7 @@ def _load_reranker(path: str | Path, device: str):
         AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True).to(device).eval()
     )
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    lengths = {"query_max_length": 32, "max_length": 192}
+    lengths = {"query_max_length": FT.QUERY_MAX_LENGTH, "max_length": FT.RERANKER_MAX_LENGTH}
     if (path / "reranker.json").exists():
         lengths.update(json.loads((path / "reranker.json").read_text()))
     return model, tok, lengths

@@ -42,9 +42,8 @@ import torch
 import torch.nn.functional as F
 
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.finetune.defaults import TAU  # SimLM Table 13: the one place of this default
 from dense_pt.objectives.gather import gathered_loss
-
-TAU = 0.02
 
 __all__ = [
     "DEFAULT_LOSS",

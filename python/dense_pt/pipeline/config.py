@@ -1,54 +1,90 @@
 """The pipeline's TOML configuration: validated, paths resolved against the file's folder.
 
-Top-level keys: ``out``, ``seed``. Tables: ``[data]`` (corpus, queries, qrels, dev_fraction,
-max_length, and optionally dev_qrels: a fixed dev split instead of drawing dev_fraction of qrels), ``[model]`` (init: a folder, a config.json, or ``pkg:PACKAGE/sub/path`` for a model
-shipped inside an installed Python package; pooling), ``[pretrain]`` (optional: ``method``,
-``max_length``, the ``options`` / ``train`` sub-tables of ``dense-pt pretrain``, and for cdmae a
-``pmi`` sub-table: max_n, min_count, window, memory_gb for the importance column; the encoder it
-writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures, rel_level, tie_break:
-see ``dense_pt.evaluation``), ``[encode]`` (batch_size, query_max_length,
-passage_max_length), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size, tau (None: the loss's own), alpha,
-query_max_length, passage_max_length, and a ``train`` sub-table for the engine), ``[mine]``
-(depth, num, skip_top, margin), ``[reranker]`` (group_size, max_length, depth, num, rerank_depth,
-score_num, ``train``). Unknown keys are errors.
+Top-level keys: ``out``, ``seed``, ``profile`` (``"paper"``: SimLM Table 13, the default; ``"cpu"``:
+smaller groups, depths, batches and epochs for a small machine, see ``PROFILES``). Tables:
+``[data]`` (corpus, queries, qrels, dev_fraction, max_length, and optionally dev_qrels: a fixed dev
+split instead of drawing dev_fraction of qrels), ``[model]`` (init: a folder, a config.json,
+``pkg:PACKAGE/sub/path`` for a model shipped inside an installed Python package, or a hub name
+already in the local cache; pooling), ``[pretrain]`` (optional: ``method``, ``max_length``, the
+``options`` / ``train`` sub-tables of ``dense-pt pretrain``, and for cdmae a ``pmi`` sub-table:
+max_n, min_count, window, memory_gb for the importance column; the encoder it writes replaces
+``[model] init`` for every later stage), ``[eval]`` (k, measures, rel_level, tie_break: see
+``dense_pt.evaluation``), ``[encode]`` (batch_size; the
+lengths are each retriever stage's own), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size,
+tau (None: the loss's own), alpha, query_max_length, passage_max_length, epochs, and a ``train`` sub-table for the
+engine; distill also init), ``[mine]`` (depth, num, skip_top, pool, sampling, absolute_margin,
+relative_margin, relative_form, max_score, min_score, bm25_depth), ``[reranker]`` (init,
+group_size, query_max_length, max_length, depth, num, rerank_depth, score_num, epochs, ``train``).
+Unknown keys are errors.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.finetune import defaults as FT
 
+# The "paper" profile: SimLM Table 13 (dense_pt.finetune.defaults says where each number comes from).
+# tau None: the loss's own temperature (SimLM's FT.TAU for simlm / simlm-eq3, 1 for infonce).
+_RETRIEVER = {"loss": "simlm", "group_size": FT.RETRIEVER_GROUP_SIZE, "tau": None,
+              "query_max_length": FT.QUERY_MAX_LENGTH, "passage_max_length": FT.PASSAGE_MAX_LENGTH,
+              "epochs": FT.RETRIEVER_EPOCHS, "train": FT.RETRIEVER_TRAIN}  # fmt: skip
 DEFAULTS: dict[str, dict[str, Any]] = {
     "data": {"corpus": None, "queries": None, "qrels": None, "dev_qrels": None, "dev_fraction": 0.1,
              "max_length": 256},
     "model": {"init": None, "pooling": "auto"},
     "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"], "rel_level": 1, "tie_break": "docno"},
-    "encode": {"batch_size": 64, "query_max_length": 64, "passage_max_length": 256},
-    "r1": {"loss": "simlm", "group_size": 8, "tau": None, "query_max_length": 64, "passage_max_length": 192, "train": {}},
-    "mine": {"depth": 200, "num": 30, "skip_top": 0, "margin": None, "bm25_depth": 200},
-    "r2": {"loss": "simlm", "group_size": 8, "tau": None, "query_max_length": 64, "passage_max_length": 192, "train": {}},
-    "reranker": {"enabled": True, "group_size": 8, "query_max_length": 64, "max_length": 256, "depth": 100,
-                 "num": 30, "rerank_depth": 100, "score_num": 15, "train": {}},
-    "distill": {"enabled": True, "init": "r2", "loss": "simlm", "group_size": 8, "alpha": 0.2, "tau": None, "query_max_length": 64,
-                "passage_max_length": 192, "train": {}},
+    "encode": {"batch_size": 64},
+    "r1": _RETRIEVER,
+    # num 0 keeps every negative of the pool; training draws group_size - 1 of them per epoch.
+    "mine": {"depth": FT.NEGATIVES_DEPTH, "num": 0, "skip_top": 0, "pool": "rank", "sampling": "random",
+             "absolute_margin": None, "relative_margin": None, "relative_form": "magnitude",
+             "max_score": None, "min_score": None, "bm25_depth": FT.NEGATIVES_DEPTH},
+    "r2": _RETRIEVER,
+    "reranker": {"enabled": True, "init": FT.RERANKER_INIT, "group_size": FT.RERANKER_GROUP_SIZE,
+                 "query_max_length": FT.QUERY_MAX_LENGTH, "max_length": FT.RERANKER_MAX_LENGTH,
+                 "depth": FT.NEGATIVES_DEPTH, "num": 0, "rerank_depth": FT.RERANK_DEPTH, "score_num": 0,
+                 "epochs": FT.RERANKER_EPOCHS, "train": FT.RERANKER_TRAIN},
+    "distill": {"enabled": True, "init": "model", "loss": "simlm", "group_size": FT.DISTILL_GROUP_SIZE,
+                "alpha": FT.ALPHA, "tau": None, "query_max_length": FT.QUERY_MAX_LENGTH,
+                "passage_max_length": FT.PASSAGE_MAX_LENGTH, "epochs": FT.DISTILL_EPOCHS,
+                "train": FT.DISTILL_TRAIN},
     "pretrain": {},
 }  # fmt: skip
-TOP = {"out": None, "seed": 13}
+# What each profile changes in DEFAULTS (tables are merged key by key, ``train`` too). "cpu" is
+# sized for a 2-core machine, a small encoder and a BEIR-sized training set (SciFact: 809 judged
+# queries): smaller groups, shallower mining, smaller batches, fewer epochs and a warm-up fraction
+# instead of 1,000 steps. Lengths, temperatures, alpha and learning rates stay the paper's.
+_CPU_TRAIN = {"batch_size": 16, "warmup": 0.1}
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "paper": {},
+    "cpu": {
+        "r1": {"group_size": 4, "epochs": 1, "train": _CPU_TRAIN},
+        "r2": {"group_size": 4, "epochs": 1, "train": _CPU_TRAIN},
+        "mine": {"depth": 100, "bm25_depth": 100, "num": 30},
+        "reranker": {"group_size": 8, "depth": 50, "num": 30, "rerank_depth": 50, "score_num": 7, "epochs": 1,
+                     "train": {"batch_size": 8, "warmup": 0.1}},
+        "distill": {"group_size": 6, "epochs": 2, "train": _CPU_TRAIN},
+    },
+}  # fmt: skip
+TOP = {"out": None, "seed": 13, "profile": "paper"}
+# Keys that moved: the error says where to.
+MOVED = {
+    ("encode", "query_max_length"): "encoding uses each retriever stage's own lengths: set query_max_length "
+    "in [r1] / [r2] / [distill] (zero-shot encodes with [r1]'s)",
+    ("encode", "passage_max_length"): "encoding uses each retriever stage's own lengths: set "
+    "passage_max_length in [r1] / [r2] / [distill] (zero-shot encodes with [r1]'s)",
+    ("mine", "margin"): "renamed absolute_margin (sentence-transformers' name; same meaning)",
+}
+STAGE_TABLES = ("r1", "r2", "reranker", "distill")
 
 
 def resolve_model(value: str, base: Path) -> Path:
-    if value.startswith("pkg:"):
-        pkg, _, sub = value[4:].partition("/")
-        try:
-            root = importlib.resources.files(pkg)
-        except ModuleNotFoundError:
-            raise InvalidArgumentError(f"model {value!r}: package {pkg!r} is not installed") from None
-        return Path(str(root / sub))
-    p = Path(value)
-    return p if p.is_absolute() else (base / p)
+    from dense_pt.finetune.checkpoints import resolve_checkpoint
+
+    return resolve_checkpoint(value, base, "[model] init", must_exist=False)
 
 
 def load_pipeline_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
@@ -95,13 +131,21 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
                 raise FormatError(f"[{key}] must be a table", where)
             if key == "pretrain":
                 continue
+            for k in sorted(value):
+                if (key, k) in MOVED:
+                    raise FormatError(f"[{key}] {k}: {MOVED[key, k]}", where)
             unknown = set(value) - set(DEFAULTS[key])
             if unknown:
                 raise FormatError(f"[{key}] has unknown key(s) {sorted(unknown)}", where)
         else:
             raise FormatError(f"unknown key or table {key!r}", where)
+    if cfg["profile"] not in PROFILES:
+        raise FormatError(f"profile must be one of {', '.join(PROFILES)}, got {cfg['profile']!r}", where)
+    profile = PROFILES[cfg["profile"]]
     for table, defaults in DEFAULTS.items():
-        cfg[table] = {**defaults, **raw.get(table, {})}
+        cfg[table] = _merge(defaults, profile.get(table, {}), raw.get(table, {}))
+    for table in STAGE_TABLES:
+        _check_epochs(cfg, raw, table, where)
     for key in ("corpus", "queries", "qrels"):
         if cfg["data"][key] is None:
             raise FormatError(f"[data] {key} is required", where)
@@ -119,8 +163,12 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
     cfg["out"] = out if out.is_absolute() else base / out
     if not 0 < cfg["data"]["dev_fraction"] < 1:
         raise FormatError("[data] dev_fraction must lie in (0, 1)", where)
-    if cfg["distill"]["init"] not in ("r2", "model"):
-        raise FormatError("[distill] init must be 'r2' or 'model'", where)
+    if cfg["distill"]["init"] not in DISTILL_INITS:
+        raise FormatError(f"[distill] init must be one of {', '.join(DISTILL_INITS)}", where)
+    if not isinstance(cfg["reranker"]["init"], str):
+        raise FormatError("[reranker] init must be 'model', a path or a hub name", where)
+    _check_mining(cfg["mine"], where)
+    _check_lengths(cfg, where)
     cfg["pretrain"] = _pretrain_section(raw.get("pretrain") or {}, where, cfg["data"]["max_length"])
     _check_eval_and_losses(cfg, where)
     return cfg
@@ -148,6 +196,61 @@ def _check_eval_and_losses(cfg: dict[str, Any], where: str) -> None:
     if cfg["distill"]["loss"] not in DISTILL_LOSSES:
         raise FormatError(
             f"[distill] loss must be one of {DISTILL_LOSSES}, got {cfg['distill']['loss']!r}", where
+        )
+
+
+# "model": the pipeline's pre-trained model (SimLM Figure 2, the default); "r2": continue from R2.
+DISTILL_INITS = ("model", "r2")
+
+
+def _merge(*tables: dict[str, Any]) -> dict[str, Any]:
+    """Later tables win key by key; a ``train`` sub-table is merged the same way."""
+    out: dict[str, Any] = {}
+    for t in tables:
+        for k, v in t.items():
+            out[k] = {**out.get(k, {}), **v} if k == "train" and isinstance(v, dict) else v
+    return out
+
+
+def _check_epochs(cfg: dict[str, Any], raw: dict[str, Any], table: str, where: str) -> None:
+    """``epochs`` (the profile's, or the file's) sets the number of steps unless the file's ``train``
+    table gives ``max_steps``; the file giving both is ambiguous."""
+    mine = raw.get(table, {})
+    sets_steps = isinstance(mine.get("train"), dict) and "max_steps" in mine["train"]
+    if sets_steps and mine.get("epochs") is not None:
+        raise FormatError(f"[{table}] gives both epochs and train.max_steps: keep one", where)
+    if sets_steps:
+        cfg[table]["epochs"] = None
+    e = cfg[table]["epochs"]
+    if e is not None and (isinstance(e, bool) or not isinstance(e, int | float) or e <= 0):
+        raise FormatError(f"[{table}] epochs must be a positive number, got {e!r}", where)
+
+
+def _check_mining(sec: dict[str, Any], where: str) -> None:
+    from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
+
+    for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
+        if sec[key] not in allowed:
+            raise FormatError(f"[mine] {key} must be one of {', '.join(allowed)}, got {sec[key]!r}", where)
+
+
+def _check_lengths(cfg: dict[str, Any], where: str) -> None:
+    """The store keeps ``[data] max_length`` tokens of a passage ([CLS]/[SEP] counted): a stage
+    reading more would silently see passages cut shorter than it was told."""
+    store = cfg["data"]["max_length"]
+    for table in ("r1", "r2", "distill"):
+        if cfg[table]["passage_max_length"] > store:
+            raise FormatError(
+                f"[{table}] passage_max_length {cfg[table]['passage_max_length']} exceeds [data] max_length "
+                f"{store}, the length the corpus store keeps: raise [data] max_length",
+                where,
+            )
+    # the re-ranker's passage gets max_length - 3 - (query tokens >= 1); the store gives max_length - 2
+    if cfg["reranker"]["max_length"] - 2 > store:
+        raise FormatError(
+            f"[reranker] max_length {cfg['reranker']['max_length']} leaves passages room for more tokens than "
+            f"[data] max_length {store} keeps: raise [data] max_length to at least {cfg['reranker']['max_length'] - 2}",
+            where,
         )
 
 

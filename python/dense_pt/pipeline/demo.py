@@ -102,12 +102,13 @@ def demo_config(
                  "qrels": str(beir / "qrels" / "train.tsv"), "dev_fraction": 0.25, "max_length": 64},
         "model": {"init": str(model)},
         "eval": {"k": 20, "measures": ["nDCG@10", "R@20", "RR@10"]},
-        "encode": {"batch_size": 32, "query_max_length": 16, "passage_max_length": 64},
+        "encode": {"batch_size": 32},
         "mine": {"depth": 20, "num": 8, "bm25_depth": 20},
         "r1": {"group_size": 4, "query_max_length": 16, "passage_max_length": 64, "train": train},
         "r2": {"group_size": 4, "query_max_length": 16, "passage_max_length": 64, "train": train},
-        "reranker": {"group_size": 4, "query_max_length": 16, "max_length": 80, "depth": 20, "num": 8,
-                     "rerank_depth": 20, "score_num": 6, "train": train},
+        # no ELECTRA checkpoint here: the re-ranker starts from the tiny model too
+        "reranker": {"init": "model", "group_size": 4, "query_max_length": 16, "max_length": 64, "depth": 20,
+                     "num": 8, "rerank_depth": 20, "score_num": 6, "train": train},
         "distill": {"group_size": 4, "query_max_length": 16, "passage_max_length": 64, "train": train},
     }  # fmt: skip
     if pretrain:
@@ -171,7 +172,7 @@ def finetune_config(
         "loss": DEMO_LOSS,
         "group_size": 4,
         "query_max_length": 32,
-        "passage_max_length": 128,
+        "passage_max_length": 126,  # the store's length ([data] max_length)
         "train": train,
     }
     raw = {
@@ -181,12 +182,14 @@ def finetune_config(
                  "qrels": str(train_qrels), "dev_qrels": str(eval_qrels), "max_length": 126},
         "model": {"init": str(encoder)},
         "eval": {"k": 100, "measures": ["nDCG@10", "R@100"]},
-        "encode": {"batch_size": 64, "query_max_length": 32, "passage_max_length": 128},
+        "encode": {"batch_size": 64},
         "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
         "r1": retriever,
         "r2": retriever,
-        "reranker": {"group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30, "num": 8,
-                     "rerank_depth": 30, "score_num": 6, "train": train},
+        # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
+        "reranker": {"init": "model", "group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30,
+                     "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
+        # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
         "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
     }  # fmt: skip
     return validate_config(raw, out.parent.resolve(), "demo fine-tuning config")

@@ -37,6 +37,11 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
         ),
         _pretrain_line(results),
         (
+            f"Profile `{cfg['profile']}`; the re-ranker starts from "
+            f"`{'the pipeline model' if cfg['reranker']['init'] == 'model' else cfg['reranker']['init']}`, "
+            f"the distilled retriever from {'the pipeline model' if cfg['distill']['init'] == 'model' else 'R2'}."
+        ),
+        (
             f"Evaluation (ir-measures): ties ordered by {cfg['eval']['tie_break']}; binary measures count "
             f"grade >= {cfg['eval']['rel_level']} as relevant; judged dev queries missing from a run count as zero."
         ),
@@ -59,13 +64,13 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
 def _pretrain_line(results: dict[str, dict[str, Any]]) -> str:
     pt = results.get("pretrain")
     if pt is None:
-        return "No pre-training stage: every stage starts from the model above."
+        return "No pre-training stage: the pipeline model is the model above."
     loss = pt.get("final_loss")
     loss_s = f", final loss {loss:.3f}" if isinstance(loss, int | float) else ""
     pmi = " (after a pmi stage: AMI importance column)" if "pmi" in results else ""
     return (
         f"Pre-training: {pt.get('method')} for {pt.get('steps')} steps{loss_s}{pmi}; its encoder is the "
-        "starting point of every later stage."
+        "pipeline model from here on."
     )
 
 

@@ -156,17 +156,24 @@ def _evaluate(ctx: Context, run: dict, dev_qrels: Path) -> dict[str, float]:
     ).measures
 
 
-def _retrieve(ctx: Context, model: Path, folder: Path, store: Path, queries: Path, k: int) -> dict:
+def _encode_lengths(sec: dict[str, Any]) -> dict[str, int]:
+    """A retriever is encoded with the lengths it was trained with (SimLM: 32 / 144 for both)."""
+    return {"query_max_length": sec["query_max_length"], "passage_max_length": sec["passage_max_length"]}
+
+
+def _retrieve(
+    ctx: Context, model: Path, folder: Path, store: Path, queries: Path, k: int, lengths: dict[str, int]
+) -> dict:
     """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
     from dense_pt.data import write_run
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search
 
-    e = ctx.cfg["encode"]
-    encode(model, store, folder / "emb_passages", batch_size=e["batch_size"],
-           max_length=e["passage_max_length"], progress=ctx.progress)  # fmt: skip
-    encode(model, queries, folder / "emb_queries", batch_size=e["batch_size"],
-           max_length=e["query_max_length"], progress=ctx.progress)  # fmt: skip
+    batch_size = ctx.cfg["encode"]["batch_size"]
+    encode(model, store, folder / "emb_passages", batch_size=batch_size,
+           max_length=lengths["passage_max_length"], progress=ctx.progress)  # fmt: skip
+    encode(model, queries, folder / "emb_queries", batch_size=batch_size,
+           max_length=lengths["query_max_length"], progress=ctx.progress)  # fmt: skip
     run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
     write_run(folder / "run.trec", run)
     return run
@@ -198,8 +205,44 @@ def _with_loss(sec: dict[str, Any]) -> dict[str, Any]:
     return {**sec, "loss_source": resolve_loss(sec["loss"]).source}
 
 
+def _model_fingerprint(path: Path) -> str:
+    """The files of a model folder (or a config.json), hashed."""
+    return _fingerprint(
+        sorted((p.name, _file_hash(p)) for p in (path.iterdir() if path.is_dir() else [path]) if p.is_file())
+    )
+
+
+def _reranker_init(cfg: dict[str, Any]) -> Path | None:
+    """The re-ranker's initial checkpoint (None: the pipeline's model), resolved and checked before
+    the first stage runs: a missing checkpoint or a vocabulary other than the corpus store's would
+    otherwise fail only after hours of R1 and R2."""
+    from dense_pt.finetune.checkpoints import resolve_checkpoint
+
+    sec = cfg["reranker"]
+    if not sec["enabled"] or sec["init"] == "model":
+        return None
+    path = resolve_checkpoint(str(sec["init"]), None, "[reranker] init")
+    if path.is_dir():
+        from tokenizers import Tokenizer
+
+        from dense_pt.data.tokenizer import vocab_hash
+
+        init = Path(cfg["model"]["init"])
+        mine, base = path / "tokenizer.json", init / "tokenizer.json"
+        if not mine.exists():
+            raise DensePtError(f"[reranker] init {path}: no tokenizer.json (a fast tokenizer is needed)")
+        if base.exists() and vocab_hash(Tokenizer.from_file(str(mine))) != vocab_hash(
+            Tokenizer.from_file(str(base))
+        ):
+            raise DensePtError(
+                f"[reranker] init {path} has another vocabulary than [model] init {init}, whose tokenizer "
+                "builds the corpus store every stage reads: pick a re-ranker with the same vocabulary"
+            )
+    return path
+
+
 def _retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
-    keys = ("group_size", "tau", "query_max_length", "passage_max_length")
+    keys = ("group_size", "tau", "query_max_length", "passage_max_length", "epochs")
     out = {k: sec[k] for k in keys if k in sec}
     if "loss" in sec:
         out["loss"] = sec["loss"]
@@ -227,9 +270,8 @@ def run_pipeline(
     init = Path(model_cfg["init"])
     corpus, queries, qrels_path = Path(data["corpus"]), Path(data["queries"]), Path(data["qrels"])
     corpus_h, queries_h, qrels_h = _file_hash(corpus), _file_hash(queries), _file_hash(qrels_path)
-    init_h = _fingerprint(
-        sorted((p.name, _file_hash(p)) for p in (init.iterdir() if init.is_dir() else [init]) if p.is_file())
-    )
+    init_h = _model_fingerprint(init)
+    rr_init = _reranker_init(cfg)
     k_eval = int(cfg["eval"]["k"])
     k_search = max(k_eval, int(cfg["mine"]["depth"]) + 10, int(cfg["reranker"]["depth"]) + 10)
 
@@ -327,19 +369,35 @@ def run_pipeline(
     bm = ctx.stage("bm25", {"corpus": corpus_h, **split_in}, {"k": k_search}, do_bm25)
 
     # --- zero-shot ----------------------------------------------------------------------------
+    # Zero-shot encodes with the lengths R1 will train with.
+    zs_params = {**cfg["encode"], **_encode_lengths(cfg["r1"])}
+
     def do_zeroshot(folder: Path) -> dict:
-        run = _retrieve(ctx, base_model, folder, store, ctx.out / "split" / "dev_queries.jsonl", k_eval)
+        run = _retrieve(ctx, base_model, folder, store, ctx.out / "split" / "dev_queries.jsonl", k_eval,
+                        zs_params)  # fmt: skip
         return {"metrics": _evaluate(ctx, run, dev_qrels)}
 
-    ctx.stage(
-        "zeroshot", {"model": base_fp, "store": st["fingerprint"], **split_in}, cfg["encode"], do_zeroshot
-    )
+    ctx.stage("zeroshot", {"model": base_fp, "store": st["fingerprint"], **split_in}, zs_params, do_zeroshot)
 
     train_ids = sorted(load_qrels(train_qrels))
 
-    def mine_from(run_path: Path, out: Path, sec: dict[str, Any], depth: int, num: int) -> dict:
+    def mine_from(run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:
+        """Negatives from a run. ``dense``: the stage folder holding the run's embeddings; the
+        [mine] filters apply to dense runs only (a margin in cosine units means nothing for BM25
+        scores), and positives missing from the run are scored from those embeddings."""
+        from dense_pt.retrieval.search import PairScorer
+
+        m = cfg["mine"]
+        filters = {}
+        scorer = None
+        if dense is not None:
+            filters = {k: m[k] for k in ("absolute_margin", "relative_margin", "relative_form", "max_score",
+                                         "min_score")}  # fmt: skip
+            if m["absolute_margin"] is not None or m["relative_margin"] is not None:
+                scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
         table = mine_negatives(load_run(run_path), load_qrels(train_qrels), depth=depth, num=num,
-                               skip_top=sec.get("skip_top", 0), margin=sec.get("margin"), seed=ctx.seed)  # fmt: skip
+                               skip_top=m["skip_top"], pool=m["pool"], sampling=m["sampling"], seed=ctx.seed,
+                               scorer=scorer, **filters)  # fmt: skip
         write_negatives(out, table)
         return table.stats
 
@@ -351,16 +409,15 @@ def run_pipeline(
             if teacher is None:
                 neg = folder / "negatives.dpneg"
                 if not neg.exists():
-                    stats = mine_from(
-                        negatives_from, neg, cfg["mine"], neg_params["depth"], neg_params["num"]
-                    )
+                    stats = mine_from(negatives_from, neg, neg_params["depth"], neg_params["num"], None)
             kw = _retriever_kwargs(sec)
             if teacher is not None:
                 kw["alpha"] = sec["alpha"]
             m = train_retriever(init_model, store, queries, train_qrels, folder / "train", negatives=neg,
                                 pooling=model_cfg["pooling"], train=_train_cfg(sec, ctx.seed),
                                 restrict_to=train_ids, teacher_scores=teacher, progress=ctx.progress, **kw)  # fmt: skip
-            run = _retrieve(ctx, folder / "train" / "model", folder, store, judged_queries, k_search)
+            run = _retrieve(ctx, folder / "train" / "model", folder, store, judged_queries, k_search,
+                            _encode_lengths(sec))  # fmt: skip
             return {"metrics": _evaluate(ctx, run, dev_qrels), "negatives": stats, "train_steps": m["steps"],
                     "train_wall_s": m["wall_s"]}  # fmt: skip
 
@@ -374,8 +431,8 @@ def run_pipeline(
 
     # --- mine from R1 -------------------------------------------------------------------------
     def do_mine(folder: Path) -> dict:
-        stats = mine_from(ctx.out / "r1" / "run.trec", folder / "negatives.dpneg", cfg["mine"],
-                          cfg["mine"]["depth"], cfg["mine"]["num"])  # fmt: skip
+        stats = mine_from(ctx.out / "r1" / "run.trec", folder / "negatives.dpneg", cfg["mine"]["depth"],
+                          cfg["mine"]["num"], ctx.out / "r1")  # fmt: skip
         return {"negatives": stats}
 
     mi = ctx.stage("mine", {"r1": r1["fingerprint"]}, cfg["mine"], do_mine)
@@ -395,11 +452,13 @@ def run_pipeline(
 
         def do_reranker(folder: Path) -> dict:
             neg = folder / "negatives.dpneg"
-            stats = mine_from(ctx.out / "r2" / "run.trec", neg, cfg["mine"], rr_sec["depth"], rr_sec["num"])
-            m = train_reranker(base_model, store, queries, train_qrels, neg, folder / "train",
+            stats = mine_from(
+                ctx.out / "r2" / "run.trec", neg, rr_sec["depth"], rr_sec["num"], ctx.out / "r2"
+            )
+            m = train_reranker(rr_model, store, queries, train_qrels, neg, folder / "train",
                                group_size=rr_sec["group_size"], query_max_length=rr_sec["query_max_length"],
                                max_length=rr_sec["max_length"], train=_train_cfg(rr_sec, ctx.seed),
-                               restrict_to=train_ids, progress=ctx.progress)  # fmt: skip
+                               restrict_to=train_ids, progress=ctx.progress, epochs=rr_sec["epochs"])  # fmt: skip
             dev = set(load_qrels(dev_qrels))
             r2run = {q: h for q, h in load_run(ctx.out / "r2" / "run.trec").items() if q in dev}
             reranked = rerank_run(folder / "train" / "model", store, queries, r2run, rr_sec["rerank_depth"])
@@ -407,15 +466,16 @@ def run_pipeline(
             return {"metrics": _evaluate(ctx, reranked, dev_qrels), "negatives": stats,
                     "train_steps": m["steps"], "train_wall_s": m["wall_s"]}  # fmt: skip
 
-        rr = ctx.stage(
-            "reranker", {"r2": r2["fingerprint"], "model": base_fp, **split_in}, rr_sec, do_reranker
-        )
+        # SimLM's re-ranker starts from ELECTRA-base ([reranker] init); "model": the pipeline's model.
+        rr_model, rr_fp = (base_model, base_fp) if rr_init is None else (rr_init, _model_fingerprint(rr_init))
+        rr = ctx.stage("reranker", {"r2": r2["fingerprint"], "model": rr_fp, **split_in}, rr_sec, do_reranker)
 
         def do_score(folder: Path) -> dict:
             from dense_pt.retrieval.negatives import NegativesTable, read_negatives
 
             full = read_negatives(ctx.out / "reranker" / "negatives.dpneg")
-            cut = NegativesTable({q: rows[: rr_sec["score_num"]] for q, rows in full.rows.items()})
+            n = rr_sec["score_num"] or None  # 0: all of them (SimLM scores every mined negative)
+            cut = NegativesTable({q: rows[:n] for q, rows in full.rows.items()})
             write_negatives(folder / "to_score.dpneg", cut)
             m = score(ctx.out / "reranker" / "train" / "model", store, queries, train_qrels,
                       folder / "to_score.dpneg", folder / "scores.dpneg")  # fmt: skip
@@ -425,6 +485,7 @@ def run_pipeline(
 
         ds = cfg["distill"]
         if ds["enabled"]:
+            # SimLM Figure 2: the distilled retriever starts from the pre-trained model, as R1 and R2 do.
             d_init = ctx.out / "r2" / "train" / "model" if ds["init"] == "r2" else base_model
             ctx.stage("distill", {"score": sc["fingerprint"], "r2": r2["fingerprint"], "model": base_fp, **split_in},
                       _with_loss(ds), retriever_stage("distill", ds, d_init, Path(), {}, ctx.out / "score" / "scores.dpneg"))  # fmt: skip

@@ -93,6 +93,26 @@ class Embeddings:
         return ids, emb
 
 
+def default_max_length(model_dir: str | Path, kind: str) -> int:
+    """The length to encode ``kind`` ("queries" or "passages") with: the one the retriever was trained
+    with (its ``retriever.json``, written by ``dense-pt train retriever / distill``), else the
+    sentence-transformers ``max_seq_length`` of the folder, else SimLM's (32 / 144, Table 13)."""
+    from dense_pt.finetune import defaults as FT
+    from dense_pt.finetune.stages import RETRIEVER_LENGTHS
+
+    root = Path(model_dir)
+    trained = root / RETRIEVER_LENGTHS
+    if trained.exists():
+        lengths = json.loads(trained.read_text())
+        return int(lengths["query_max_length" if kind == "queries" else "passage_max_length"])
+    st_config = root / "sentence_bert_config.json"
+    if st_config.exists():
+        value = json.loads(st_config.read_text()).get("max_seq_length")
+        if isinstance(value, int) and value >= 3:
+            return value
+    return FT.QUERY_MAX_LENGTH if kind == "queries" else FT.PASSAGE_MAX_LENGTH
+
+
 def _default_device() -> str:
     import torch
 
@@ -148,7 +168,7 @@ def encode(
     pooling: str = "auto",
     normalize: bool | None = None,
     batch_size: int = 64,
-    max_length: int = 256,
+    max_length: int | None = None,
     shard_size: int = 100_000,
     dtype: str = "float16",
     device: str | None = None,
@@ -157,7 +177,9 @@ def encode(
 ) -> Path:
     """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``.
 
-    ``max_shards`` stops after that many new shards (used by tests to simulate an interrupted run).
+    ``max_length`` (tokens, [CLS] and [SEP] included) defaults to the lengths the model was trained
+    with (``default_max_length``). ``max_shards`` stops after that many new shards (used by tests to
+    simulate an interrupted run).
     """
 
     from dense_pt.data.readers import load_queries
@@ -167,6 +189,8 @@ def encode(
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
     if dtype not in DTYPES:
         raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if max_length is None:
+        max_length = default_max_length(model_dir, "passages" if source.is_dir() else "queries")
     if max_length < 3 or batch_size < 1 or shard_size < 1:
         raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
     spec = detect_spec(model_dir, pooling, normalize)

@@ -1,22 +1,38 @@
 """Hard-negative mining from a run, and the negatives file (binary, read and written in Rust).
 
-Mining, per judged query (the semantics of sentence-transformers' ``mine_hard_negatives``, on ids):
+Mining, per judged query (the options carry sentence-transformers' ``mine_hard_negatives`` names
+where the meaning is the same; the README maps every option):
 
 1. the run's hits ordered by score (ties by docid);
-2. every judged positive (relevance > 0) removed **by id**;
-3. optional false-negative filters against the query's positive score ``s+`` (the lowest score
-   among its judged positives that the run or ``positive_scores`` gives): ``margin`` keeps a
-   candidate only if ``score + margin <= s+``; ``relative_margin`` only if
-   ``score <= s+ - |s+| * relative_margin``; ``max_score`` drops candidates above it;
-4. the first ``depth`` candidates that remain, minus the first ``skip_top`` of them;
-5. ``num`` of those: the top ones (``sampling="top"``) or a uniform sample without replacement
-   drawn from a stream seeded by (seed, query id) (``"random"``), kept in rank order.
+2. the **pool**: ``"rank"`` keeps the hits ranked 1..``depth`` (the SimLM authors' code takes the
+   retriever's top ``depth``, then drops the positives; the default), ``"rank+positives"`` the hits
+   ranked 1..``depth + P`` with P the largest number of positives a query has, of which at most
+   ``depth`` survive the steps below (sentence-transformers' ``range_max``), ``"filtered"`` the
+   whole run, of which the first ``depth`` survivors are kept;
+3. every judged positive (relevance > 0) removed **by id**;
+4. optional false-negative filters against the query's positive score ``s+`` (the lowest score
+   among its judged positives; given by ``positive_scores``, else the run, else computed by
+   ``scorer`` when the positive is not in the run): ``absolute_margin`` keeps a candidate only if
+   ``score + absolute_margin <= s+``; ``relative_margin`` only if ``score <= s+ - |s+| * R``
+   (``relative_form="magnitude"``: sentence-transformers since the fix of its issue #3819, as in
+   the 6.2 installed here) or ``score <= s+ * (1 - R)`` (``"signed"``: sentence-transformers before
+   that fix, and NV-Retriever's TopK-PercPos; for s+ < 0 it keeps candidates scoring above the
+   positive); the two agree when s+ >= 0; ``max_score`` / ``min_score`` drop candidates above /
+   below them;
+5. the first ``depth`` survivors, minus the first ``skip_top`` of them (``range_min``);
+6. ``num`` of those (0: all): the top ones (``sampling="top"``) or a uniform sample without
+   replacement drawn from a stream seeded by (seed, query id) (``"random"``), kept in rank order.
+
+A query with a margin filter whose positive is missing from the run needs that positive's score:
+with no ``scorer`` (``PairScorer`` over the run's embeddings) mining stops with an error rather than
+skip the filter.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +43,11 @@ from dense_pt import __version__
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
-SAMPLINGS = ("top", "random")
+SAMPLINGS = ("random", "top")
+POOLS = ("rank", "rank+positives", "filtered")
+RELATIVE_FORMS = ("magnitude", "signed")
+# (query id, passage id) pairs -> their scores, NaN for a pair it cannot score.
+Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 
 
 @dataclass
@@ -46,24 +66,70 @@ def _query_rng(seed: int, qid: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
+def _positive_reference(
+    run: Mapping[str, Mapping[str, float]],
+    positives: Mapping[str, set[str]],
+    positive_scores: Mapping[str, Mapping[str, float]] | None,
+    scorer: Scorer | None,
+    known_ids: Collection[str] | None,
+) -> dict[str, float | None]:
+    """s+ of every mined query: the lowest score among its positives (None: none can be scored)."""
+    given = positive_scores or {}
+    scores: dict[str, list[float]] = {}
+    missing: list[tuple[str, str]] = []
+    for q, pos in positives.items():
+        hits = run[q]
+        mine = scores.setdefault(q, [])
+        for d in sorted(pos):
+            if d in given.get(q, {}):
+                mine.append(float(given[q][d]))
+            elif d in hits:
+                mine.append(float(hits[d]))
+            elif known_ids is None or d in known_ids:
+                missing.append((q, d))
+    if missing:
+        if scorer is None:
+            q, d = missing[0]
+            raise InvalidArgumentError(
+                f"query {q!r}: positive {d!r} is not in the run ({len(missing)} such positives), so the margin "
+                "has no positive score to compare with: give a scorer (e.g. PairScorer over the run's "
+                "embeddings; --query-embeddings/--passage-embeddings on the command line) or positive_scores"
+            )
+        got = scorer(missing)
+        if len(got) != len(missing):
+            raise InvalidArgumentError(f"the scorer returned {len(got)} scores for {len(missing)} pairs")
+        for (q, _), s in zip(missing, got, strict=True):
+            if not math.isnan(float(s)):
+                scores[q].append(float(s))
+    return {q: (min(v) if v else None) for q, v in scores.items()}
+
+
 def mine_negatives(
     run: Mapping[str, Mapping[str, float]],
     qrels: Mapping[str, Mapping[str, int]],
     depth: int = 200,
     skip_top: int = 0,
-    num: int = 30,
+    num: int = 0,
     seed: int = 0,
     sampling: str = "random",
-    margin: float | None = None,
+    pool: str = "rank",
+    absolute_margin: float | None = None,
     relative_margin: float | None = None,
+    relative_form: str = "magnitude",
     max_score: float | None = None,
+    min_score: float | None = None,
     positive_scores: Mapping[str, Mapping[str, float]] | None = None,
+    scorer: Scorer | None = None,
     known_ids: Collection[str] | None = None,
 ) -> NegativesTable:
     """Mine negatives (see the module docstring). ``known_ids``: the corpus ids; a run naming
     any other id is refused."""
     if sampling not in SAMPLINGS:
         raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    if pool not in POOLS:
+        raise InvalidArgumentError(f"pool must be one of {POOLS}, got {pool!r}")
+    if relative_form not in RELATIVE_FORMS:
+        raise InvalidArgumentError(f"relative_form must be one of {RELATIVE_FORMS}, got {relative_form!r}")
     if depth < 1 or skip_top < 0 or num < 0 or skip_top >= depth:
         raise InvalidArgumentError("need depth >= 1, 0 <= skip_top < depth and num >= 0")
     if not any(q in run for q in qrels):
@@ -75,41 +141,55 @@ def mine_negatives(
                 f"no judged document of the qrels is in the corpus (e.g. {unknown_q[0]!r}): "
                 "is the qrels file for another corpus?"
             )
+    mined = [q for q in qrels if run.get(q)]
+    positives = {q: {d for d, r in qrels[q].items() if r > 0} for q in mined}
+    if known_ids is not None:
+        for q in mined:
+            for d in run[q]:
+                if d not in known_ids:
+                    raise MismatchError(f"the run names document {d!r} (query {q!r}), not in the corpus")
+    margins = absolute_margin is not None or relative_margin is not None
+    reference = _positive_reference(run, positives, positive_scores, scorer, known_ids) if margins else {}
+    # sentence-transformers widens its pool by the largest positive count so that range_max
+    # non-positives remain even where the positives rank first.
+    widen = max((len(p) for p in positives.values()), default=0) if pool == "rank+positives" else 0
     rows: dict[str, list[tuple[str, float]]] = {}
     excluded = filtered = short = no_pos_score = 0
-    for qid, judged in qrels.items():
-        hits = run.get(qid)
-        if not hits:
-            continue
-        if known_ids is not None:
-            for d in hits:
-                if d not in known_ids:
-                    raise MismatchError(f"the run names document {d!r} (query {qid!r}), not in the corpus")
-        positives = {d for d, r in judged.items() if r > 0}
+    for qid in mined:
+        hits = run[qid]
         ranked = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
-        cand = [(d, s) for d, s in ranked if d not in positives]
+        if pool != "filtered":
+            ranked = ranked[: depth + widen]
+        cand = [(d, s) for d, s in ranked if d not in positives[qid]]
         excluded += len(ranked) - len(cand)
-        if margin is not None or relative_margin is not None:
-            pos = [s for d, s in (positive_scores or {}).get(qid, {}).items() if d in positives]
-            pos = pos or [hits[d] for d in positives if d in hits]
-            if pos:
-                ref = min(pos)
-                keep = []
-                for d, s in cand:
-                    if margin is not None and s + margin > ref:
-                        continue
-                    if relative_margin is not None and s > ref - abs(ref) * relative_margin:
-                        continue
-                    keep.append((d, s))
-                filtered += len(cand) - len(keep)
-                cand = keep
-            else:
+        if margins:
+            ref = reference[qid]
+            if ref is None:  # no positive of this query can be scored: its negatives cannot be vetted
                 no_pos_score += 1
-        if max_score is not None:
-            keep = [(d, s) for d, s in cand if s <= max_score]
+                continue
+            rel = math.inf
+            if relative_margin is not None:
+                rel = (
+                    ref * (1 - relative_margin)
+                    if relative_form == "signed"
+                    else ref - abs(ref) * relative_margin
+                )
+            keep = [
+                (d, s)
+                for d, s in cand
+                if (absolute_margin is None or s + absolute_margin <= ref) and s <= rel
+            ]
             filtered += len(cand) - len(keep)
             cand = keep
-        cand = cand[skip_top:depth]
+        if max_score is not None or min_score is not None:
+            keep = [
+                (d, s)
+                for d, s in cand
+                if (max_score is None or s <= max_score) and (min_score is None or s >= min_score)
+            ]
+            filtered += len(cand) - len(keep)
+            cand = keep
+        cand = cand[:depth][skip_top:]
         if num and len(cand) > num:
             if sampling == "top":
                 cand = cand[:num]

@@ -199,3 +199,55 @@ def run_from_arrays(
         q: {pids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True) if r >= 0}
         for i, q in enumerate(qids)
     }
+
+
+class PairScorer:
+    """Scores of (query id, passage id) pairs, computed exactly as ``search`` scores its hits
+    (float64, one fixed-order dot product per pair, both sides normalised for ``cosine``), so a
+    pair the search returned gets the same score, to the bit. Mining uses it for the positives a
+    run does not contain. A pair naming an unknown id scores NaN."""
+
+    def __init__(
+        self, qids: list[str], queries: np.ndarray, pids: list[str], passages: list[np.ndarray], metric: str
+    ):
+        if metric not in METRICS:
+            raise InvalidArgumentError(f"metric must be one of {METRICS}, got {metric!r}")
+        self.metric, self.queries, self.shards = metric, queries, passages
+        self.offsets = np.cumsum([0] + [len(s) for s in passages])
+        self.q_index = {q: i for i, q in enumerate(qids)}
+        self.p_index = {p: i for i, p in enumerate(pids)}
+
+    @classmethod
+    def open(cls, query_emb: str | Path, passage_emb: str | Path, metric: str | None = None) -> PairScorer:
+        """Over two ``dense-pt encode`` folders; ``metric`` as in ``search`` (default: cosine if the
+        passages are normalised, else ip)."""
+        qe, pe = Embeddings.open(query_emb), Embeddings.open(passage_emb)
+        if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
+            raise MismatchError(f"{query_emb} and {passage_emb} were encoded by different models")
+        qids, q = qe.load_all()
+        pids: list[str] = []
+        shards = []
+        for i in range(pe.num_shards):
+            ids, emb = pe.shard(i)
+            pids.extend(ids)
+            shards.append(emb)
+        return cls(qids, q, pids, shards, metric or ("cosine" if pe.normalized else "ip"))
+
+    def __call__(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        out = np.full(len(pairs), np.nan)
+        known = [
+            (i, self.q_index[q], self.p_index[p])
+            for i, (q, p) in enumerate(pairs)
+            if q in self.q_index and p in self.p_index
+        ]
+        if not known:
+            return out
+        at, qi, pi = (np.asarray(x, dtype=np.int64) for x in zip(*known, strict=True))
+        q = self.queries[qi].astype(np.float64)
+        uniq, inv = np.unique(pi, return_inverse=True)
+        p = _gather(self.shards, self.offsets, uniq)[inv]
+        if self.metric == "cosine":
+            q /= np.maximum(_norms(q), 1e-12)
+            p /= np.maximum(_norms(p), 1e-12)
+        out[at] = _dot_pairs(p[:, None, :], q)[:, 0]
+        return out

@@ -1,0 +1,43 @@
+"""The fine-tuning defaults, each in one place: SimLM's Table 13 (fine-tuning hyper-parameters),
+checked against the authors' released scripts (``microsoft/unilm`` ``simlm/scripts/``), which agree
+with the table. The command line, the stage functions and the pipeline's ``paper`` profile read
+them from here; the pipeline's ``cpu`` profile (``dense_pt.pipeline.config.PROFILES``) shrinks the
+group sizes, depths and steps, never the lengths.
+"""
+
+from __future__ import annotations
+
+# Lengths in tokens, [CLS] and [SEP] included, the same at training and at encoding.
+QUERY_MAX_LENGTH = 32  # Table 13 "query length"; train_biencoder_marco.sh --q_max_len 32
+PASSAGE_MAX_LENGTH = 144  # Table 13 "passage length"; --p_max_len 144, also in encode_marco.sh
+# The re-ranker reads "[CLS] query [SEP] passage [SEP]" cut to 192 tokens (Table 13; --rerank_max_length
+# 192 for training, re-ranking and the teacher scores). The authors' tokenizer truncates the longer
+# side first; we cap the query at QUERY_MAX_LENGTH and give the passage the rest, which is the same
+# whenever a query has at most 32 tokens (MS MARCO queries nearly always do).
+RERANKER_MAX_LENGTH = 192
+
+# Group = 1 positive + n - 1 negatives (Table 13 "# of negatives" 15 / 63 / 23; --train_n_passages).
+RETRIEVER_GROUP_SIZE = 16
+RERANKER_GROUP_SIZE = 64
+DISTILL_GROUP_SIZE = 24
+
+TAU = 0.02  # Table 13 temperature of the contrastive loss
+ALPHA = 0.2  # Table 13 weight of the contrastive term in distillation (SimLM eq. 5)
+
+# Negatives come from the previous retriever's top 200 (Table 13 "negatives depth"); the re-ranker
+# re-ranks the top 200 (rerank_marco.sh --rerank_depth 200).
+NEGATIVES_DEPTH = 200
+RERANK_DEPTH = 200
+
+# Initial checkpoints (Figure 2, Table 13 "PLM"): every bi-encoder (R1, R2 and the distilled one)
+# starts from the pre-trained model; the re-ranker from an ELECTRA-base discriminator (Table 5: a
+# SimLM-initialised re-ranker does worse).
+RERANKER_INIT = "google/electra-base-discriminator"
+
+# Optimisation per stage (Table 13): peak learning rate, warm-up steps, batch (queries per step), epochs.
+RETRIEVER_TRAIN = {"lr": 2e-5, "warmup": 1000, "batch_size": 64}
+RERANKER_TRAIN = {"lr": 3e-5, "warmup": 1000, "batch_size": 64}
+DISTILL_TRAIN = {"lr": 3e-5, "warmup": 1000, "batch_size": 64}
+RETRIEVER_EPOCHS = 3
+RERANKER_EPOCHS = 3
+DISTILL_EPOCHS = 6
