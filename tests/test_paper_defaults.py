@@ -13,7 +13,7 @@ import pytest
 
 from dense_pt.collate import Collator, paper_settings
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.objectives import DEFAULT_PAPER, METHODS, PROFILES, MethodOptions, profile, resolve_options
+from dense_pt.objectives import resolve_pooling, DEFAULT_PAPER, METHODS, PROFILES, MethodOptions, profile, resolve_options
 from dense_pt.objectives.defaults import REQUIRED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,9 @@ def test_options_and_config_take_the_declared_values(tmp_path_factory, method, p
         del top["queries"]
     cfg = build_config(top=top, options={"generator": "joint"} if given else None, train={"max_steps": 10**6})
     assert cfg.paper == paper and cfg.max_length == prof.top["max_length"].value
-    assert cfg.options == opts
+    # "auto" pooling is resolved against the checkpoint: a bare config.json reads [CLS], the papers'
+    assert cfg.options == resolve_pooling(opts, str(base / "tiny.json"))
+    assert cfg.options.pooling == (None if opts.pooling is None else "cls")
     for key in TRAIN_KEYS:
         assert getattr(cfg.train, key) == prof.train[key].value, key
 

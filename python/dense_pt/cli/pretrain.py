@@ -117,6 +117,12 @@ def pretrain(
     ),
     crop: str | None = typer.Option(None, help="Long passages: a 'random' window each epoch, or the 'head'."),
     condenser_layer: int | None = typer.Option(None, help="condenser: the early layer the head reads."),
+    pooling: str | None = typer.Option(
+        None,
+        help="What the bottleneck reads: 'cls' (the papers), 'mean', or 'auto' (the checkpoint's own "
+        "sentence-transformers pooling, else [CLS]). Recorded in OUT/encoder, so fine-tuning and "
+        f"encoding pool the same way. {PAPER_DEFAULT}",
+    ),
     queries: Path | None = typer.Option(
         None, help="querygen / contrastive: the queries folder written by `dense-pt expand`."
     ),
@@ -183,6 +189,7 @@ def pretrain(
             "condenser_layer": condenser_layer,
             "whole_word": whole_word,
             "crop": crop,
+            "pooling": pooling,
         },
         train={
             "max_steps": max_steps,

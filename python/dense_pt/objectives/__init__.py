@@ -16,6 +16,7 @@ from dense_pt.objectives.options import (
     SpecialIds,
     check_method,
     resolve_options,
+    resolve_pooling,
     uses_generator,
 )
 
@@ -39,5 +40,6 @@ __all__ = [
     "describe",
     "profile",
     "resolve_options",
+    "resolve_pooling",
     "uses_generator",
 ]

@@ -23,7 +23,7 @@ class AutoEncoder(Objective):
         targets = self.every_token_labels(batch, original)
         seq = self.encode(original, am).last_hidden_state
         dec_ids = original.masked_fill(targets != -100, self.special.mask)
-        dec_in = with_bottleneck(self.embed(dec_ids), self.bottleneck(seq[:, 0]))
+        dec_in = with_bottleneck(self.embed(dec_ids), self.bottleneck_vector(seq, am))
         dec = self.decoder(dec_in, bidirectional_keep(am))
         l_dec = mlm_loss(self.lm_head, dec, targets)
         return {"loss": l_dec, "loss_dec": l_dec.detach()}

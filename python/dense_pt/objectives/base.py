@@ -24,6 +24,10 @@ class Objective(nn.Module):
     def __init__(self, encoder: nn.Module, special: SpecialIds, opts: MethodOptions):
         super().__init__()
         cfg = encoder.config
+        if opts.pooling == "auto":  # built around an encoder in memory: the folder it was loaded from
+            from dense_pt.objectives.options import resolve_pooling
+
+            opts = resolve_pooling(opts, getattr(cfg, "_name_or_path", None))
         self.encoder = encoder
         self.special = special
         self.opts = opts
@@ -41,6 +45,20 @@ class Objective(nn.Module):
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kw):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    def pooled(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The last layer pooled as the checkpoint pools (``pooling``: [CLS] as in the papers, or the
+        attention-masked mean of a sentence model): the vector encoding will produce."""
+        if self.opts.pooling == "mean":
+            m = attention_mask.unsqueeze(-1).to(seq.dtype)
+            return (seq * m).sum(1) / m.sum(1).clamp(min=1)
+        if self.opts.pooling in (None, "cls"):
+            return seq[:, 0]
+        raise ValueError(f"unresolved bottleneck pooling {self.opts.pooling!r}")  # "auto" unresolved
+
+    def bottleneck_vector(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """What the decoder (or head, or contrastive loss) reads: the pooled vector, projected."""
+        return self.bottleneck(self.pooled(seq, attention_mask))
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The encoder's own input embeddings (word + position + type, normalised): decoders share them."""

@@ -23,7 +23,7 @@ class CDMAE(Objective):
         am = batch["attention_mask"]
         seq = self.encode(batch["input_ids"], am).last_hidden_state
         l_enc = mlm_loss(self.lm_head, seq, batch["labels"])
-        h_b = self.bottleneck(seq[:, 0])
+        h_b = self.bottleneck_vector(seq, am)
         dec_in = with_bottleneck(self.embed(batch["dec_input_ids"]), h_b)
         dec = self.decoder(dec_in, bidirectional_keep(am))
         l_dec = mlm_loss(self.lm_head, dec, batch["dec_labels"])

@@ -28,7 +28,7 @@ class Condenser(Objective):
         out = self.encode(batch["input_ids"], am, output_hidden_states=True)
         seq = out.last_hidden_state
         early = out.hidden_states[self.early]  # hidden_states[0] is the embedding output
-        head_in = torch.cat([self.bottleneck(seq[:, 0])[:, None].to(early.dtype), early[:, 1:]], dim=1)
+        head_in = torch.cat([self.bottleneck_vector(seq, am)[:, None].to(early.dtype), early[:, 1:]], dim=1)
         head = self.head(head_in, bidirectional_keep(am))
         l_mlm = mlm_loss(self.lm_head, seq, batch["labels"])
         l_head = mlm_loss(self.lm_head, head, batch["labels"])

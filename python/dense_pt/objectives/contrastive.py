@@ -38,13 +38,14 @@ class Contrastive(Objective):
         am = batch["attention_mask"]
         out = self.encode(batch["input_ids"], am, output_hidden_states=True)
         seq, early = out.last_hidden_state, out.hidden_states[self.early]
-        cls = self.bottleneck(seq[:, 0])
+        cls = self.bottleneck_vector(seq, am)
         head_in = torch.cat([cls[:, None].to(early.dtype), early[:, 1:]], dim=1)
         head = self.head(head_in, bidirectional_keep(am))
         l_mlm = mlm_loss(self.lm_head, seq, batch["labels"])
         l_head = mlm_loss(self.lm_head, head, batch["labels"])
-        ctx = self.encode(batch["ctx_input_ids"], batch["ctx_attention_mask"]).last_hidden_state[:, 0]
-        l_con = self.contrastive_loss(cls, self.bottleneck(ctx))
+        ctx_am = batch["ctx_attention_mask"]
+        ctx = self.bottleneck_vector(self.encode(batch["ctx_input_ids"], ctx_am).last_hidden_state, ctx_am)
+        l_con = self.contrastive_loss(cls, ctx)
         return {
             "loss": l_mlm + l_head + l_con,
             "loss_enc": l_mlm.detach(),

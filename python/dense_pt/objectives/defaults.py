@@ -143,6 +143,17 @@ CONDENSER_HEAD = {
 # Document Expansion for Dense Passage Retrieval"), implementation details.
 LLMEXP_TITLE = "LLM document expansion (Ma et al. 2023)"
 
+# What the bottleneck reads. Every paper starts from a BERT-style checkpoint pre-trained with [CLS]
+# and feeds the decoder h_cls; continued pre-training of a sentence model trained with mean pooling
+# (all-MiniLM-L6-v2) would otherwise swap its representation for another one (issue 15).
+POOLING = {
+    "pooling": _d(
+        "auto",
+        "dense-pt: the checkpoint's own pooling (its sentence-transformers Pooling module), else [CLS] "
+        "as in the papers (SimLM §3, CDMAE §3, SEED-Encoder §3, Condenser §3: the decoder reads h_cls)",
+    )
+}
+
 # ---- the profiles -------------------------------------------------------------------------------
 
 _PROFILES: tuple[Profile, ...] = (
@@ -151,7 +162,7 @@ _PROFILES: tuple[Profile, ...] = (
         "simlm",
         SIMLM_TITLE,
         top=SIMLM_TOP,
-        options={**SIMLM_RATES, **SIMLM_GENERATOR, **SIMLM_DECODER, **SIMLM_MASKING, **BERT_FILL},
+        options={**POOLING, **SIMLM_RATES, **SIMLM_GENERATOR, **SIMLM_DECODER, **SIMLM_MASKING, **BERT_FILL},
         train=SIMLM_TRAIN,
         scale=SIMLM_SCALE,
     ),
@@ -161,6 +172,7 @@ _PROFILES: tuple[Profile, ...] = (
         ABLATION_TITLE,
         top=SIMLM_TOP,
         options={
+            **POOLING,
             **SIMLM_RATES,
             **SIMLM_GENERATOR,
             **SIMLM_DECODER,
@@ -176,7 +188,7 @@ _PROFILES: tuple[Profile, ...] = (
         "simlm",
         ABLATION_TITLE,
         top=SIMLM_TOP,
-        options={**SIMLM_RATES, **SIMLM_DECODER, **SIMLM_MASKING, **BERT_FILL},
+        options={**POOLING, **SIMLM_RATES, **SIMLM_DECODER, **SIMLM_MASKING, **BERT_FILL},
         train=SIMLM_TRAIN,
         scale=SIMLM_SCALE,
     ),
@@ -200,6 +212,7 @@ _PROFILES: tuple[Profile, ...] = (
         ABLATION_TITLE,
         top=SIMLM_TOP,
         options={
+            **POOLING,
             **SIMLM_DECODER,
             "crop": SIMLM_MASKING["crop"],
         },
@@ -214,6 +227,7 @@ _PROFILES: tuple[Profile, ...] = (
             "max_length": _d(144, "dense-pt: Condenser's README leaves it to --max_seq_length; SimLM's 144")
         },
         options={
+            **POOLING,
             "p_enc": _d(0.15, "Condenser code: arguments.py mlm_probability 0.15"),
             "whole_word": _d(True, "Condenser code: data.py CondenserCollator masks whole words"),
             "crop": _d("random", "Condenser code: data.py _truncate keeps a random window"),
@@ -238,6 +252,7 @@ _PROFILES: tuple[Profile, ...] = (
         ABLATION_TITLE,
         top=SIMLM_TOP,
         options={
+            **POOLING,
             "p_enc": _d(0.3, "SimLM §5.1: the Condenser row of Table 7 is trained with a 30% mask"),
             **{k: v for k, v in CONDENSER_HEAD.items() if k != "decoder_layers"},
             "decoder_layers": _d(2, "SimLM §5.1 / Table 7: Condenser's 2-layer head"),
@@ -257,6 +272,7 @@ _PROFILES: tuple[Profile, ...] = (
             )
         },
         options={
+            **POOLING,
             "p_enc": _d(0.3, "CDMAE, method: encoder MLM on a random 30% mask"),
             "p_dec": _d(0.5, "CDMAE Algorithm 1: the decoder hides the 50% most important tokens"),
             "sigma": _d(1.0, "CDMAE Algorithm 1: importance + N(0, sigma^2) noise, sigma = 1"),
@@ -287,6 +303,7 @@ _PROFILES: tuple[Profile, ...] = (
         "SEED-Encoder (Lu et al., EMNLP 2021)",
         top={"max_length": _d(512, "SEED-Encoder pre-training setup: sequences of 512 tokens")},
         options={
+            **POOLING,
             "p_enc": _d(0.15, "SEED-Encoder pre-training setup: 15% masked tokens"),
             "decoder_layers": _d(3, "SEED-Encoder: a 3-layer decoder"),
             "attention_span": _d(2, "SEED-Encoder eq. 9: each token sees the previous k = 2"),
@@ -316,6 +333,7 @@ _PROFILES: tuple[Profile, ...] = (
         LLMEXP_TITLE,
         top={"max_length": _d(144, "dense-pt: not stated with the query-generation settings; SimLM's 144")},
         options={
+            **POOLING,
             "p_enc": _d(0.3, "dense-pt: the encoder's MLM rate is not stated; SimLM's 30%"),
             "decoder_layers": _d(1, "LLM expansion paper: a 1-layer randomly initialised decoder"),
             "projection": _d(False, "LLM expansion paper: the decoder reads h_cls"),
@@ -344,6 +362,7 @@ _PROFILES: tuple[Profile, ...] = (
         LLMEXP_TITLE,
         top={"max_length": _d(144, "dense-pt: not stated with the contrastive settings; SimLM's 144")},
         options={
+            **POOLING,
             "p_enc": _d(0.15, "LLM expansion paper: coCondenser's settings (15% MLM)"),
             **CONDENSER_HEAD,
             "whole_word": _d(True, "coCondenser's collator (Condenser's) masks whole words"),

@@ -26,7 +26,7 @@ class EncDecRTD(ReplacedViews):
         original, x_enc, x_dec, l_gen = self.make_views(batch)
         where = am.bool() & ~self.special_mask(batch, original)
         seq = self.encode(x_enc, am).last_hidden_state
-        dec = self.run_decoder(self.bottleneck(seq[:, 0]), x_dec, am)
+        dec = self.run_decoder(self.bottleneck_vector(seq, am), x_dec, am)
         l_enc = F.binary_cross_entropy_with_logits(
             self.rtd_enc(seq[where]).float(), (x_enc != original)[where].float()
         )

@@ -27,6 +27,9 @@ METHODS: tuple[str, ...] = (
 )
 
 SEED_WINDOWS = ("strict", "band", "released")
+# What the bottleneck reads: "auto" = the checkpoint's own pooling, resolved to one of the others by
+# ``resolve_pooling`` before the objective is built.
+BOTTLENECK_POOLINGS = ("auto", "cls", "mean")
 GENERATOR_FILLS = ("mask", "bert")
 
 # Batch keys each method reads (the collator must provide them).
@@ -93,6 +96,7 @@ class MethodOptions:
     rtd_weight: float | None = None
     whole_word: bool | None = None
     crop: str | None = None
+    pooling: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +142,10 @@ def _validate(method: str, opts: MethodOptions) -> None:
         v = getattr(opts, name)
         if v is not None and not 0 <= v <= 1:
             raise InvalidArgumentError(f"{name} must lie in [0, 1], got {v}")
+    if opts.pooling is not None and opts.pooling not in BOTTLENECK_POOLINGS:
+        raise InvalidArgumentError(
+            f"pooling must be one of {', '.join(BOTTLENECK_POOLINGS)}, got {opts.pooling!r}"
+        )
     if opts.crop is not None and opts.crop not in ("random", "head"):
         raise InvalidArgumentError(f"crop must be 'random' or 'head', got {opts.crop!r}")
     if (opts.mask_prob or 0) + (opts.random_prob or 0) > 1:
@@ -169,3 +177,18 @@ def _validate(method: str, opts: MethodOptions) -> None:
             raise InvalidArgumentError(f"{name} must be >= 0, got {v}")
     if opts.generator is not None and not str(opts.generator).strip():
         raise InvalidArgumentError("generator must name a folder, a hub model, or 'joint'")
+
+
+def resolve_pooling(opts: MethodOptions, model: Any) -> MethodOptions:
+    """``opts`` with ``pooling="auto"`` replaced by the pooling of the checkpoint ``model`` (a folder
+    with sentence-transformers module files says mean or cls; anything else, a config.json or a
+    plain Hugging Face checkpoint, is read through [CLS] as in the papers)."""
+    if opts.pooling != "auto":
+        return opts
+    from pathlib import Path
+
+    from dense_pt.retrieval.encoder import detect_spec
+
+    path = Path(str(model)) if model else None
+    found = detect_spec(path).pooling if path is not None and path.is_dir() else "cls"
+    return dataclasses.replace(opts, pooling=found)

@@ -36,5 +36,5 @@ class QueryGen(Objective):
     def forward(self, batch):
         seq = self.encode(batch["input_ids"], batch["attention_mask"]).last_hidden_state
         l_enc = mlm_loss(self.lm_head, seq, batch["labels"])
-        l_dec = self.decoder_loss(self.bottleneck(seq[:, 0]), batch)
+        l_dec = self.decoder_loss(self.bottleneck_vector(seq, batch["attention_mask"]), batch)
         return {"loss": l_enc + l_dec, "loss_enc": l_enc.detach(), "loss_dec": l_dec.detach()}

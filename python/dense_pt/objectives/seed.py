@@ -79,6 +79,6 @@ class SEED(Objective):
         seq = self.encode(batch["input_ids"], am).last_hidden_state
         l_mlm = mlm_loss(self.lm_head, seq, batch["labels"])
         original = batch["dec_input_ids"]  # the collator's clean view of the passage
-        dec = self.decode(self.bottleneck(seq[:, 0]), original, am)
+        dec = self.decode(self.bottleneck_vector(seq, am), original, am)
         l_dec = mlm_loss(self.lm_head, dec, self.next_token_labels(original, am))
         return {"loss": l_mlm + l_dec, "loss_enc": l_mlm.detach(), "loss_dec": l_dec.detach()}

@@ -60,7 +60,7 @@ class SimLM(ReplacedViews):
         targets = self.every_token_labels(batch, original)
         seq = self.encode(x_enc, am).last_hidden_state
         l_enc = mlm_loss(self.lm_head, seq, targets)
-        dec = self.run_decoder(self.bottleneck(seq[:, 0]), x_dec, am)
+        dec = self.run_decoder(self.bottleneck_vector(seq, am), x_dec, am)
         l_dec = mlm_loss(self.lm_head, dec, targets)
         out = {
             "loss": l_enc + l_dec + self.generator_loss(l_gen),

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import FormatError, InvalidArgumentError
-from dense_pt.objectives import MethodOptions, check_method, profile, resolve_options
+from dense_pt.objectives import MethodOptions, check_method, profile, resolve_options, resolve_pooling
 from dense_pt.objectives.defaults import STAGE_OPTIMIZER
 from dense_pt.training.config import TrainConfig, dataclass_from_mapping, read_toml
 
@@ -82,6 +82,7 @@ class PretrainConfig:
             raise FileNotFoundError(f"corpus store {self.corpus} does not exist")
         if not Path(self.model).exists():
             raise FileNotFoundError(f"model {self.model} does not exist")
+        self.options = resolve_pooling(self.options, self.model)
         if self.options.generator is not None:
             from dense_pt.models.generator import resolve_generator
 

@@ -38,6 +38,20 @@ def write_tokenizer(folder: Path, store, init: str | Path, max_length: int) -> N
     write_json_atomic(folder / "tokenizer_config.json", config)
 
 
+def write_pooling(folder: Path, objective, init: str | Path, max_length: int) -> None:
+    """Record what the bottleneck read (``pooling``) as the encoder's sentence-transformers pooling,
+    so fine-tuning, encoding and ``SentenceTransformer(folder)`` use the vector that was trained.
+    Normalisation stays the starting checkpoint's own."""
+    from dense_pt.retrieval.encoder import detect_spec, write_pooling_modules
+
+    init = Path(init)
+    own = detect_spec(init) if init.is_dir() else None
+    # a method without a bottleneck (mlm) keeps the checkpoint's pooling
+    pooling = getattr(objective.opts, "pooling", None) or (own.pooling if own else "cls")
+    normalize = own.normalize if own else False
+    write_pooling_modules(folder, objective.hidden, pooling, normalize, max_length)
+
+
 def export_model(
     objective, out: Path, store, init: str | Path, max_length: int, summary: dict[str, Any]
 ) -> dict:
@@ -51,6 +65,7 @@ def export_model(
     with atomic_dir(out / "encoder", force=True) as tmp:
         objective.encoder.save_pretrained(str(tmp), safe_serialization=True)
         write_tokenizer(tmp, store, init, max_length)
+        write_pooling(tmp, objective, init, max_length)
     written["encoder"] = str(out / "encoder")
 
     with atomic_dir(out / "decoder", force=True) as tmp:

@@ -139,7 +139,12 @@ def save_sentence_transformer(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    dim = int(model.config.hidden_size)
+    write_pooling_modules(out, int(model.config.hidden_size), pooling, normalize, max_seq_length)
+
+
+def write_pooling_modules(out: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int) -> None:
+    """The sentence-transformers module files beside a checkpoint: they say how it pools, for
+    ``detect_spec`` (fine-tuning, encoding) and ``SentenceTransformer(out)`` alike."""
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
