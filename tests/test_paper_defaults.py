@@ -13,7 +13,15 @@ import pytest
 
 from dense_pt.collate import Collator, paper_settings
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.objectives import resolve_pooling, DEFAULT_PAPER, METHODS, PROFILES, MethodOptions, profile, resolve_options
+from dense_pt.objectives import (
+    DEFAULT_PAPER,
+    METHODS,
+    PROFILES,
+    MethodOptions,
+    profile,
+    resolve_options,
+    resolve_pooling,
+)
 from dense_pt.objectives.defaults import REQUIRED
 
 ROOT = Path(__file__).resolve().parents[1]
