@@ -31,9 +31,11 @@ GROUPS = [
     "dense_pt.cli.expand",
     "dense_pt.cli.pretrain",
     "dense_pt.cli.retrieval",
+    "dense_pt.cli.fusion",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",
     "dense_pt.cli.pipeline",
+    "dense_pt.cli.study",
     "dense_pt.cli.demo",
 ]
 

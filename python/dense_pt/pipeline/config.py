@@ -33,7 +33,7 @@ _RETRIEVER = {"loss": "simlm", "group_size": FT.RETRIEVER_GROUP_SIZE, "tau": Non
               "epochs": FT.RETRIEVER_EPOCHS, "train": FT.RETRIEVER_TRAIN}  # fmt: skip
 DEFAULTS: dict[str, dict[str, Any]] = {
     "data": {"corpus": None, "queries": None, "qrels": None, "dev_qrels": None, "dev_fraction": 0.1,
-             "max_length": 256},
+             "split_seed": None, "max_length": 256},  # split_seed None: the run's seed
     "model": {"init": None, "pooling": "auto"},
     "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"], "rel_level": 1, "tie_break": "docno"},
     "encode": {"batch_size": 64},
@@ -52,6 +52,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "passage_max_length": FT.PASSAGE_MAX_LENGTH, "epochs": FT.DISTILL_EPOCHS,
                 "train": FT.DISTILL_TRAIN},
     "pretrain": {},
+    # Hybrid retrieval after the last dense stage (off by default: not part of the papers' pipeline).
+    # dense: the stage whose run is fused ("auto": distill when it runs, else r2); weight: the dense
+    # run's interpolation weight, or "tune" to choose it on the training queries (dev stays unseen).
+    "fusion": {"enabled": False, "dense": "auto", "method": "interpolation", "weight": "tune", "rrf_k": 60},
 }  # fmt: skip
 # What each profile changes in DEFAULTS (tables are merged key by key, ``train`` too). "cpu" is
 # sized for a 2-core machine, a small encoder and a BEIR-sized training set (SciFact: 809 judged
@@ -168,6 +172,7 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
     if not isinstance(cfg["reranker"]["init"], str):
         raise FormatError("[reranker] init must be 'model', a path or a hub name", where)
     _check_mining(cfg["mine"], where)
+    _check_fusion(cfg, where)
     _check_lengths(cfg, where)
     cfg["pretrain"] = _pretrain_section(raw.get("pretrain") or {}, where, cfg["data"]["max_length"])
     _check_eval_and_losses(cfg, where)
@@ -197,6 +202,34 @@ def _check_eval_and_losses(cfg: dict[str, Any], where: str) -> None:
         raise FormatError(
             f"[distill] loss must be one of {DISTILL_LOSSES}, got {cfg['distill']['loss']!r}", where
         )
+
+
+FUSION_DENSE = ("auto", "r1", "r2", "distill")
+
+
+def _check_fusion(cfg: dict[str, Any], where: str) -> None:
+    from dense_pt.retrieval.fusion import METHODS
+
+    sec = cfg["fusion"]
+    if sec["dense"] not in FUSION_DENSE:
+        raise FormatError(
+            f"[fusion] dense must be one of {', '.join(FUSION_DENSE)}, got {sec['dense']!r}", where
+        )
+    if sec["method"] not in METHODS:
+        raise FormatError(
+            f"[fusion] method must be one of {', '.join(METHODS)}, got {sec['method']!r}", where
+        )
+    w = sec["weight"]
+    if w != "tune" and (isinstance(w, bool) or not isinstance(w, int | float) or not 0 <= w <= 1):
+        raise FormatError(f"[fusion] weight must be 'tune' or a number in [0, 1], got {w!r}", where)
+    if isinstance(sec["rrf_k"], bool) or not isinstance(sec["rrf_k"], int) or sec["rrf_k"] < 0:
+        raise FormatError(f"[fusion] rrf_k must be an integer >= 0, got {sec['rrf_k']!r}", where)
+    if (
+        sec["enabled"]
+        and sec["dense"] == "distill"
+        and not (cfg["distill"]["enabled"] and cfg["reranker"]["enabled"])
+    ):
+        raise FormatError("[fusion] dense = 'distill' needs the re-ranker and distillation stages", where)
 
 
 # "model": the pipeline's pre-trained model (SimLM Figure 2, the default); "r2": continue from R2.

@@ -14,6 +14,7 @@ LABELS = {
     "r2": "R2 (R1-mined negatives)",
     "reranker": "re-ranker (R2 top-k re-ranked)",
     "distill": "distilled retriever",
+    "fusion": "hybrid: BM25 + dense",
 }
 
 
@@ -52,13 +53,27 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
     pretrained = "pretrain" in results
     for name, m in rows:
         label = "zero-shot (the pre-trained encoder)" if name == "zeroshot" and pretrained else LABELS[name]
+        if name == "fusion":
+            label = _fusion_label(m, m["method"])
         vals = " | ".join(f"{m['metrics'].get(k, float('nan')):.4f}" for k in measures)
         lines.append(f"| {label} | {vals} | {m.get('wall_s', 0):.0f} |")
+        for other, metrics in (m.get("other_methods") or {}).items() if name == "fusion" else ():
+            vals = " | ".join(f"{metrics.get(k, float('nan')):.4f}" for k in measures)
+            lines.append(f"| {_fusion_label(m, other)} | {vals} | |")
     lines += ["", "![stages](stages.png)", ""]
     with atomic_file(folder / "report.md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     _plot(folder / "stages.png", rows, measures)
     return folder / "report.md"
+
+
+def _fusion_label(m: dict[str, Any], method: str) -> str:
+    how = (
+        f"weight {m['weight']:g}" + (" tuned on train" if m.get("tuning") else "")
+        if method == "interpolation"
+        else f"k {m['rrf_k']}"
+    )
+    return f"hybrid: BM25 + {m['dense_stage']} ({method}, {how})"
 
 
 def _pretrain_line(results: dict[str, dict[str, Any]]) -> str:

@@ -38,13 +38,14 @@ STAGES = (
     "reranker",
     "score",
     "distill",
+    "fusion",
     "report",
 )
 
 
 # The run file each evaluated stage leaves in its folder (its metrics can be recomputed from it).
 RUN_FILES = {"bm25": "run.trec", "zeroshot": "run.trec", "r1": "run.trec", "r2": "run.trec",
-             "reranker": "dev_reranked.trec", "distill": "run.trec"}  # fmt: skip
+             "reranker": "dev_reranked.trec", "distill": "run.trec", "fusion": "run.trec"}  # fmt: skip
 
 
 class StopPipeline(DensePtError):
@@ -249,6 +250,32 @@ def _retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _fusion(ctx: Context, folder: Path, dense: str, train_qrels: Path, k: int) -> dict:
+    """Both fusions of BM25 with ``dense``'s run; the configured one is the stage's run. The
+    interpolation weight is tuned on the training queries, so the dev metrics stay unbiased."""
+    from dense_pt.data import load_qrels, load_run, write_run
+    from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
+
+    fu, ev = ctx.cfg["fusion"], ctx.cfg["eval"]
+    sparse, dense_run = load_run(ctx.out / "bm25" / "run.trec"), load_run(ctx.out / dense / "run.trec")
+    tuning = None
+    weight = fu["weight"]
+    if weight == "tune":
+        measure = ev["measures"][0]
+        weight, table = tune_weight(sparse, dense_run, load_qrels(train_qrels), measure, depth=k,
+                                    tie_break=ev["tie_break"], rel_level=ev["rel_level"])  # fmt: skip
+        tuning = {"measure": measure, "on": "train split", "table": {str(w): v for w, v in table.items()}}
+    runs = {
+        "interpolation": interpolate(sparse, dense_run, weight, k),
+        "rrf": rrf([sparse, dense_run], fu["rrf_k"], k),
+    }
+    write_run(folder / "run.trec", runs[fu["method"]], tag=f"fused-{fu['method']}")
+    dev = ctx.out / "split" / "dev.qrels"
+    other = {m: _evaluate(ctx, r, dev) for m, r in runs.items() if m != fu["method"]}
+    return {"metrics": _evaluate(ctx, runs[fu["method"]], dev), "dense_stage": dense, "method": fu["method"],
+            "weight": weight, "rrf_k": fu["rrf_k"], "tuning": tuning, "other_methods": other}  # fmt: skip
+
+
 def run_pipeline(
     config: dict[str, Any] | str | Path,
     progress: bool = True,
@@ -299,7 +326,8 @@ def run_pipeline(
     def do_split(folder: Path) -> dict:
         qrels = load_qrels(qrels_path)
         if dev_path is None:
-            train, dev = dev_split(list(qrels), data["dev_fraction"], ctx.seed)
+            seed = ctx.seed if data["split_seed"] is None else data["split_seed"]
+            train, dev = dev_split(list(qrels), data["dev_fraction"], seed)
         else:  # a fixed dev split (e.g. BEIR's qrels/dev.tsv): train on all of ``qrels``
             dev_judged = load_qrels(dev_path)
             overlap = set(qrels) & set(dev_judged)
@@ -318,6 +346,8 @@ def run_pipeline(
         {"qrels": qrels_h} if dev_path is None else {"qrels": qrels_h, "dev_qrels": _file_hash(dev_path)}
     )
     split_params = {"dev_fraction": data["dev_fraction"]} if dev_path is None else {"dev": "fixed"}
+    if dev_path is None and data["split_seed"] is not None:  # a study fixes the split across seeds
+        split_params["split_seed"] = data["split_seed"]
     sp = ctx.stage("split", split_inputs, split_params, do_split)
     train_qrels, dev_qrels = ctx.out / "split" / "train.qrels", ctx.out / "split" / "dev.qrels"
     judged_queries = ctx.out / "split" / "judged_queries.jsonl"
@@ -489,6 +519,13 @@ def run_pipeline(
             d_init = ctx.out / "r2" / "train" / "model" if ds["init"] == "r2" else base_model
             ctx.stage("distill", {"score": sc["fingerprint"], "r2": r2["fingerprint"], "model": base_fp, **split_in},
                       _with_loss(ds), retriever_stage("distill", ds, d_init, Path(), {}, ctx.out / "score" / "scores.dpneg"))  # fmt: skip
+
+    # --- fusion: BM25 + the last dense retriever (hybrid retrieval) --------------------------------
+    fu = cfg["fusion"]
+    if fu["enabled"]:
+        dense = fu["dense"] if fu["dense"] != "auto" else ("distill" if "distill" in ctx.results else "r2")
+        ctx.stage("fusion", {"bm25": bm["fingerprint"], "dense": ctx.results[dense]["fingerprint"], **split_in},
+                  {**fu, "dense": dense, "k": k_eval}, lambda folder: _fusion(ctx, folder, dense, train_qrels, k_eval))  # fmt: skip
 
     # --- report -------------------------------------------------------------------------------
     from dense_pt.pipeline.report import write_report

@@ -1,0 +1,127 @@
+"""`dense-pt study` and the pipeline's fusion stage, end to end on the demo corpus with a tiny random
+model at a budget of seconds: every cell runs, the table is the cells' mean and std, an interrupted
+or extended study reruns only what changed, and bad study files are refused before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+from typer.testing import CliRunner  # noqa: E402
+
+from dense_pt.cli import app  # noqa: E402
+from dense_pt.errors import FormatError  # noqa: E402
+from dense_pt.pipeline import load_study, run_study  # noqa: E402
+from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir  # noqa: E402
+from dense_pt.pipeline.study import mean_std  # noqa: E402
+
+TRAIN = '{ max_steps = 2, batch_size = 8, lr = 5e-4, warmup = 0.1, save_every = 2, log_every = 1, precision = "fp32" }'
+RETRIEVER = (
+    f'group_size = 4\nquery_max_length = 16\npassage_max_length = 64\nloss = "infonce"\ntrain = {TRAIN}\n'
+)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    docs, queries, qrels = synthetic_corpus(n_per_topic=6, queries_per_topic=3)
+    beir = write_beir(root / "data", docs, queries, qrels)
+    model = tiny_model(root / "model", [t for _, t in docs] + list(queries.values()))
+    (root / "pipeline.toml").write_text(
+        f'out = "unused"\nseed = 13\n'
+        f'[data]\ncorpus = "{beir}/corpus.jsonl"\nqueries = "{beir}/queries.jsonl"\n'
+        f'qrels = "{beir}/qrels/train.tsv"\ndev_fraction = 0.25\nmax_length = 64\n'
+        f'[model]\ninit = "{model}"\n'
+        '[eval]\nk = 20\nmeasures = ["nDCG@10", "R@20"]\n'
+        "[mine]\ndepth = 20\nnum = 8\nbm25_depth = 20\n"
+        f"[r1]\n{RETRIEVER}[r2]\n{RETRIEVER}"
+        "[reranker]\nenabled = false\nmax_length = 64\n"
+        "[distill]\nenabled = false\npassage_max_length = 64\n"
+        '[fusion]\nenabled = true\nmethod = "interpolation"\n'
+    )
+    return root
+
+
+def write_study(root: Path, name: str, **extra) -> Path:
+    body = {
+        "out": f'"{root / name}"',
+        "pipeline": '"pipeline.toml"',
+        "objectives": '["none", "cdmae"]',
+        "seeds": "[1, 2]",
+        **extra,
+    }
+    text = "\n".join(f"{k} = {v}" for k, v in body.items())
+    text += f"\n[pretrain]\nmax_length = 66\ntrain = {TRAIN}\n"
+    path = root / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_mean_and_sample_std():
+    assert mean_std([0.5]) == (0.5, 0.0)
+    m, s = mean_std([0.2, 0.4, 0.9])
+    assert m == pytest.approx(0.5) and s == pytest.approx(0.3605551275463989)
+
+
+def test_study_runs_every_cell_tabulates_and_resumes(demo):
+    path = write_study(demo, "s1")
+    lines: list[str] = []
+    res = run_study(path, log=lines.append)
+    cells = res["cells"]
+    assert sorted(cells) == ["cdmae-seed1", "cdmae-seed2", "none-seed1", "none-seed2"]
+    # the table is the mean and sample std of the cells' dev metrics
+    for objective in ("none", "cdmae"):
+        for stage in ("zeroshot", "r1", "r2", "fusion"):
+            vals = [cells[f"{objective}-seed{s}"]["metrics"][stage]["nDCG@10"] for s in (1, 2)]
+            got = res["table"][objective][stage]["nDCG@10"]
+            assert (got["mean"], got["std"], got["n"]) == pytest.approx((*mean_std(vals), 2))
+    # seeds vary the training, not the dev split: BM25 (no training) is the same in every cell
+    assert len({json.dumps(c["metrics"]["bm25"], sort_keys=True) for c in cells.values()}) == 1
+    assert "pretrain" in cells["cdmae-seed1"] and "pretrain" not in cells["none-seed1"]
+    out = demo / "s1"
+    assert (out / "study.png").stat().st_size > 0
+    assert json.loads((out / "results.json").read_text())["table"] == json.loads(json.dumps(res["table"]))
+    report = (out / "report.md").read_text()
+    assert "| cdmae |" in report and "±" in report and "BM25 on the same dev split" in report
+    # the fusion stage: BM25 + R2, weight tuned on the training split, both fusions on dev
+    fusion = json.loads((out / "cells" / "none-seed1" / "fusion" / "manifest.json").read_text())
+    assert fusion["dense_stage"] == "r2" and fusion["tuning"]["on"] == "train split"
+    assert 0 <= fusion["weight"] <= 1 and set(fusion["other_methods"]) == {"rrf"}
+
+    # everything done: a re-run trains nothing
+    lines.clear()
+    run_study(path, log=lines.append)
+    assert not any(line.endswith("] running") for line in lines)
+    # a new seed: only its cells run
+    lines.clear()
+    res3 = run_study(load_study(path, ["seeds=[1, 2, 3]"]), log=lines.append)
+    ran = {line.split()[0] for line in lines if line.endswith("] running")}
+    assert ran == {"cdmae-seed3", "none-seed3"}
+    assert res3["table"]["none"]["r1"]["nDCG@10"]["n"] == 3
+
+
+def test_bad_study_files_are_refused_before_any_work(demo):
+    cases = [
+        ({"objectives": '["none", "banana"]'}, "unknown method 'banana'"),
+        ({"seeds": "[1, 1]"}, "must not repeat"),
+        ({"objectives": "[]"}, "non-empty"),
+        ({"set": '["fusion.weight=2"]', "objectives": '["none"]'}, r"\[fusion\] weight"),
+        ({"options": "{ simlm = { generator = 'joint' } }"}, "does not run"),
+    ]
+    for extra, message in cases:
+        path = write_study(demo, "bad", **extra)
+        with pytest.raises(FormatError, match=message):
+            load_study(path)
+        assert not (demo / "bad").exists()
+
+
+def test_cli_study(demo):
+    path = write_study(demo, "s2", objectives='["none"]', seeds="[5]")
+    r = CliRunner().invoke(app, ["study", "run", str(path), "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert "| none |" in r.stdout and (demo / "s2" / "report.md").is_file()
