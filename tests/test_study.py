@@ -125,3 +125,30 @@ def test_cli_study(demo):
     r = CliRunner().invoke(app, ["study", "run", str(path), "--quiet"])
     assert r.exit_code == 0, r.output
     assert "| none |" in r.stdout and (demo / "s2" / "report.md").is_file()
+
+
+def test_model_cards_carry_the_story(demo):
+    """Every trained model folder of a cell has a Hugging Face model card: method, paper, data, config,
+    and the stage's dev metrics once the pipeline has evaluated it (the pre-trained encoder: zero-shot)."""
+    from huggingface_hub import ModelCard
+
+    from dense_pt import __version__
+
+    path = write_study(demo, "s1")  # finished by the first test, or run now
+    run_study(path, log=lambda m: None)
+    cell = demo / "s1" / "cells" / "cdmae-seed1"
+    for folder, stage, library in (
+        (cell / "r1" / "train" / "model", "r1", "sentence-transformers"),
+        (cell / "r2" / "train" / "model", "r2", "sentence-transformers"),
+        (cell / "pretrain" / "run" / "encoder", "zeroshot", "transformers"),
+    ):
+        card = ModelCard.load(folder / "README.md")
+        assert card.data.library_name == library and "dense-pt" in card.data.tags
+        text = card.text
+        metrics = json.loads((cell / stage / "manifest.json").read_text())["metrics"]
+        assert f"| nDCG@10 | {metrics['nDCG@10']:.4f} |" in text, text
+        assert __version__ in text and "## Configuration" in text
+    enc = (cell / "pretrain" / "run" / "encoder" / "README.md").read_text()
+    assert "cdmae" in enc and "CDMAE" in enc and "corpus store" in enc
+    r1 = (cell / "r1" / "train" / "model" / "README.md").read_text()
+    assert "infonce" in r1 and "negatives" in r1

@@ -117,6 +117,15 @@ def _for_epochs(cfg: Any, rows: int, epochs: float | None) -> Any:
     return dataclasses.replace(cfg, max_steps=max(1, math.ceil(epochs * per_epoch)))
 
 
+def _card(
+    folder: Path, kind: str, title: str, model, method: str, paper: str, inputs: dict, settings: dict
+) -> None:
+    from dense_pt.model_card import write_model_card
+
+    data = {k: str(v) for k, v in inputs.items() if v is not None and k != "model"}
+    write_model_card(folder, kind, title, str(model), method, paper, data, settings)
+
+
 def _finish(
     out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None,
     write: bool = True,
@@ -249,6 +258,12 @@ def train_retriever(
     }  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels,
               "negatives": negatives, "teacher_scores": teacher_scores}  # fmt: skip
+    if trainer.dist.is_main:
+        what = (
+            "distillation (KL to the re-ranker's scores, SimLM eq. 5 / CDMAE eq. 11) plus " if teacher else ""
+        )
+        _card(out / "model", "retriever", f"dense retriever ({stage})", model, loss,
+              what + module.spec.source, inputs, settings)  # fmt: skip
     return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
 
 
@@ -322,6 +337,9 @@ def train_reranker(
     settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
                 "max_length": max_length, "epochs": epochs, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
+    if trainer.dist.is_main:
+        _card(out / "model", "reranker", "cross-encoder re-ranker", model, "listwise",
+              "SimLM eq. 4: listwise cross-entropy over a positive and group_size - 1 negatives", inputs, settings)  # fmt: skip
     return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
 
 

@@ -97,6 +97,7 @@ class Context:
         result = fn(folder)
         if "metrics" in result:
             result = {**result, "evaluation": self.eval_key}
+            self._card_metrics(name, folder, result["metrics"])
         manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result}
         write_json_atomic(mpath, manifest)
         self.results[name] = manifest
@@ -106,6 +107,16 @@ class Context:
         if self.stop_after == name:
             raise StopPipeline(f"stopped after stage {name!r} as asked")
         return manifest
+
+    def _card_metrics(self, name: str, folder: Path, metrics: dict[str, float]) -> None:
+        """The stage's dev metrics on the model card of what it trained (zero-shot: of the
+        pre-trained encoder, when the pipeline pre-trained one)."""
+        from dense_pt.model_card import add_metrics
+
+        model = {"zeroshot": self.out / "pretrain" / "run" / "encoder"}.get(name, folder / "train" / "model")
+        ev = self.cfg["eval"]
+        add_metrics(model, {"split": f"pipeline dev split, {name} stage", "values": metrics,
+                            "settings": {"tie order": ev["tie_break"], "relevance level": ev["rel_level"]}})  # fmt: skip
 
     def _refresh_metrics(self, name: str, folder: Path, manifest: dict) -> dict:
         """A finished stage's metrics, recomputed from its run file when they were computed with

@@ -52,10 +52,28 @@ def write_pooling(folder: Path, objective, init: str | Path, max_length: int) ->
     write_pooling_modules(folder, objective.hidden, pooling, normalize, max_length)
 
 
+def _card(
+    folder: Path, objective, store, init: str | Path, summary: dict[str, Any], config: dict | None
+) -> None:
+    from dense_pt.model_card import write_model_card
+    from dense_pt.objectives import profile
+
+    paper = (config or {}).get("paper")
+    prof = profile(objective.method, paper)
+    write_model_card(
+        folder, "encoder", f"{objective.method} pre-trained encoder", init, objective.method,
+        f"{prof.title}; defaults from profile '{prof.paper}' (dense_pt.objectives.defaults)",
+        {"corpus store": str(Path(store.path).resolve()), "passages": len(store), "steps": summary.get("steps")},
+        config or objective.describe(),
+    )  # fmt: skip
+
+
 def export_model(
-    objective, out: Path, store, init: str | Path, max_length: int, summary: dict[str, Any]
-) -> dict:
-    """Write ``out/encoder``, ``out/decoder`` (when the method has one) and ``out/generator``."""
+    objective, out: Path, store, init: str | Path, max_length: int, summary: dict[str, Any],
+    config: dict[str, Any] | None = None,
+) -> dict:  # fmt: skip
+    """Write ``out/encoder`` (with its model card), ``out/decoder`` (when the method has one) and
+    ``out/generator``. ``config``: the run's resolved configuration, for the card."""
     from safetensors.torch import save_file
     from transformers.utils import logging as hf_logging
 
@@ -66,6 +84,7 @@ def export_model(
         objective.encoder.save_pretrained(str(tmp), safe_serialization=True)
         write_tokenizer(tmp, store, init, max_length)
         write_pooling(tmp, objective, init, max_length)
+        _card(tmp, objective, store, init, summary, config)
     written["encoder"] = str(out / "encoder")
 
     with atomic_dir(out / "decoder", force=True) as tmp:

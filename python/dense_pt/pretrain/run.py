@@ -173,7 +173,9 @@ def run_pretrain(
         "rank": dist.rank,
     }
     if dist.is_main:
-        written = export_model(objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary)
+        written = export_model(
+            objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary, cfg.to_dict()
+        )
         summary["written"] = written
         write_json_atomic(
             Path(cfg.out) / "pretrain.json",
