@@ -152,3 +152,23 @@ def test_model_cards_carry_the_story(demo):
     assert "cdmae" in enc and "CDMAE" in enc and "corpus store" in enc
     r1 = (cell / "r1" / "train" / "model" / "README.md").read_text()
     assert "infonce" in r1 and "negatives" in r1
+
+
+def test_variants_and_until(demo):
+    """A labelled variant runs its method with its options; ``until`` stops every cell after a stage
+    (a re-run with the same ``until`` does not go further), and raising it continues the cells."""
+    opts = '{ cdmae-cls = { method = "cdmae", pooling = "cls" } }'
+    path = write_study(demo, "s3", objectives='["none", "cdmae-cls"]', seeds="[1]", until='"zeroshot"', options=opts)
+    res = run_study(path, log=lambda m: None)
+    assert set(res["table"]["cdmae-cls"]) == {"zeroshot"}
+    cell = demo / "s3" / "cells" / "cdmae-cls-seed1"
+    run_config = json.loads((cell / "pretrain" / "run" / "run_config.json").read_text())
+    assert run_config["method"] == "cdmae" and run_config["options"]["pooling"] == "cls"
+    assert not (cell / "r1").exists()
+    lines: list[str] = []
+    run_study(path, log=lines.append)
+    assert not (cell / "r1").exists() and not any(x.endswith("] running") for x in lines)
+    res = run_study(load_study(path, ['until="r1"']), log=lambda m: None)
+    assert set(res["table"]["cdmae-cls"]) == {"zeroshot", "r1"}
+    with pytest.raises(FormatError, match="until must be a pipeline stage"):
+        load_study(path, ['until="banana"'])

@@ -83,6 +83,8 @@ class Context:
             old = self._refresh_metrics(name, folder, old)
             self.log(f"[{name}] up to date, skipped")
             self.results[name] = old
+            if self.stop_after == name:  # a finished stage stops the run as a fresh one would
+                raise StopPipeline(f"stopped after stage {name!r} as asked")
             return old
         if folder.exists() and not (old and old.get("fingerprint") == fp):
             shutil.rmtree(folder)  # inputs changed (or no manifest): start the stage afresh

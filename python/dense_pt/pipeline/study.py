@@ -24,6 +24,11 @@ alone. Study file (TOML; paths relative to it)::
 
     [options.simlm]                  # per-objective options (simlm needs a generator)
     generator = "joint"
+
+An objective may be a label for a variant: ``[options.cdmae-cls]`` with ``method = "cdmae"`` and
+``pooling = "cls"`` is the cdmae method with those options, tabulated as ``cdmae-cls``. ``until``
+(a pipeline stage name) stops every cell after that stage, for a cheaper study (``"zeroshot"``:
+pre-training alone; ``"r1"``: one fine-tuning stage); raising it later continues the same cells.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any
 from dense_pt.errors import FormatError
 
 NONE = "none"  # the objective "no pre-training": fine-tune the initial checkpoint as it is
-STUDY_KEYS = ("out", "pipeline", "set", "objectives", "seeds", "split_seed", "pretrain", "options")
+STUDY_KEYS = ("out", "pipeline", "set", "objectives", "seeds", "split_seed", "until", "pretrain", "options")
 BUDGET_KEYS = ("max_length", "train", "pmi")
 # Stages whose dev metrics the study tabulates, in pipeline order (BM25 is the same in every cell).
 STAGES = ("zeroshot", "r1", "r2", "reranker", "distill", "fusion")
@@ -61,6 +66,7 @@ class StudyConfig:
     seeds: list[int]
     cells: list[Cell]
     measures: list[str]
+    until: str | None = None
 
 
 def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> StudyConfig:
@@ -88,12 +94,24 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
     objectives, seeds = raw["objectives"], raw["seeds"]
     if not isinstance(objectives, list) or not objectives or len(set(objectives)) != len(objectives):
         raise FormatError("objectives must be a non-empty list without repeats", where)
-    for o in objectives:
+    options = raw.get("options", {})
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise FormatError("[options.<objective>] must be tables", where)
+    methods = {o: str(options.get(o, {}).get("method", o)) for o in objectives}  # a label -> its method
+    for o, method in methods.items():
         if o != NONE:
             try:
-                check_method(str(o))
+                check_method(method)
             except Exception as exc:  # InvalidArgumentError: name the file and the key
                 raise FormatError(f"objectives: {exc} (or '{NONE}')", where) from None
+    until = raw.get("until")
+    if until is not None:
+        from dense_pt.pipeline.run import STAGES as PIPELINE_STAGES
+
+        if until not in PIPELINE_STAGES:
+            raise FormatError(
+                f"until must be a pipeline stage ({', '.join(PIPELINE_STAGES)}), got {until!r}", where
+            )
     if (
         not isinstance(seeds, list)
         or not seeds
@@ -107,9 +125,6 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
         raise FormatError(
             f"[pretrain] takes only {', '.join(BUDGET_KEYS)} (the budget every objective gets)", where
         )
-    options = raw.get("options", {})
-    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
-        raise FormatError("[options.<objective>] must be tables", where)
     stray = set(options) - set(objectives)
     if stray:
         raise FormatError(f"[options] names objectives the study does not run: {sorted(stray)}", where)
@@ -131,17 +146,18 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
             cell_raw = {**pipeline_raw, "out": str(out / "cells" / f"{objective}-seed{seed}"), "seed": seed}
             cell_raw["data"] = {**pipeline_raw.get("data", {}), "split_seed": split_seed}
             if objective != NONE:
+                opts = {k: v for k, v in options.get(objective, {}).items() if k != "method"}
                 cell_raw["pretrain"] = {
-                    "method": objective,
+                    "method": methods[objective],
                     **budget,
-                    "options": dict(options.get(objective, {})),
+                    "options": opts,
                 }
             where_cell = f"{where} (cell {objective}-seed{seed}, pipeline {pipeline_path})"
             cells.append(
                 Cell(objective, seed, validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell))
             )
     measures = list(cells[0].config["eval"]["measures"])
-    return StudyConfig(out, list(objectives), list(seeds), cells, measures)
+    return StudyConfig(out, list(objectives), list(seeds), cells, measures, until)
 
 
 def run_study(
@@ -153,7 +169,7 @@ def run_study(
     """Run (or continue) every cell, then write ``OUT/results.json``, ``OUT/report.md`` and
     ``OUT/study.png``; returns the results. ``only``: run just these objectives (the table still
     lists every finished cell)."""
-    from dense_pt.pipeline.run import run_pipeline
+    from dense_pt.pipeline.run import StopPipeline, run_pipeline
 
     study = study if isinstance(study, StudyConfig) else load_study(study)
     if only:
@@ -165,8 +181,16 @@ def run_study(
         if only and cell.objective not in only:
             continue
         log(f"[study] cell {i}/{len(study.cells)}: {cell.name}")
-        manifests = run_pipeline(cell.config, progress=progress, log=lambda m, c=cell.name: log(f"  {c} {m}"))
-        cells[cell.name] = _cell_record(cell, manifests)
+        try:
+            manifests = run_pipeline(
+                cell.config,
+                progress=progress,
+                stop_after=study.until,
+                log=lambda m, c=cell.name: log(f"  {c} {m}"),
+            )
+            cells[cell.name] = _cell_record(cell, manifests)
+        except StopPipeline:  # ``until``: the finished stages are read back from their manifests
+            pass
     results = summarize(study, _with_finished(study, cells))
     write_study(study, results)
     log(f"[study] report: {study.out / 'report.md'}")
