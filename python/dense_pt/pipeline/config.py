@@ -14,7 +14,9 @@ lengths are each retriever stage's own), ``[r1]`` / ``[r2]`` / ``[distill]`` (lo
 tau (None: the loss's own), alpha, query_max_length, passage_max_length, epochs, and a ``train`` sub-table for the
 engine; distill also init), ``[mine]`` (depth, num, skip_top, pool, sampling, absolute_margin,
 relative_margin, relative_form, max_score, min_score, bm25_depth), ``[reranker]`` (init,
-group_size, query_max_length, max_length, depth, num, rerank_depth, score_num, epochs, ``train``).
+group_size, query_max_length, max_length, depth, num, rerank_depth, score_num, epochs, ``train``),
+``[fusion]`` (enabled, dense, method, weight, rrf_k: BM25 + a dense run, ``dense_pt.retrieval.fusion``).
+``[data] split_seed`` fixes the dev split independently of ``seed`` (a study's cells share it).
 Unknown keys are errors.
 """
 
