@@ -380,9 +380,9 @@ def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> 
     _check_context_method(method, where)
     max_length = _pretrain_max_length(sec.get("max_length"), int(prof.top["max_length"].value), data_max_length,
                                       where)  # fmt: skip
+    pmi = _pmi_section(method, sec.get("pmi"), where)
     _check_pretrain_options(method, prof.paper, sec.get("options", {}), where)
     _check_pretrain_train(method, prof, sec.get("train", {}), where)
-    pmi = _pmi_section(method, sec.get("pmi"), where)
     return {"method": method, "paper": prof.paper, "max_length": max_length,
             "options": dict(sec.get("options", {})), "train": dict(sec.get("train", {})), "pmi": pmi}  # fmt: skip
 
