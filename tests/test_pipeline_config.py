@@ -93,12 +93,17 @@ def test_pretrain_length_paper_and_method(cfg_file: Path):
     seed = load_pipeline_config(cfg_file, ['pretrain={method="seed", train={warmup=0.1}}'])["pretrain"]
     assert seed["max_length"] == 256  # SEED's 512, capped at the store's 256
     assert pretrain_length_note(seed, 256) == (
-        "max_length 256: seed's declared 512 capped at [data] max_length 256, what the store keeps"
+        "max_length 256 = [data] max_length, what the store keeps (seed's declared default is 512)"
     )
-    assert load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])[
-        "pretrain"
-    ]["max_length"] == 100
-    cond = load_pipeline_config(cfg_file, ['pretrain={method="condenser", paper="simlm", train={max_steps=5000}}'])
+    assert (
+        load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])[
+            "pretrain"
+        ]["max_length"]
+        == 100
+    )
+    cond = load_pipeline_config(
+        cfg_file, ['pretrain={method="condenser", paper="simlm", train={max_steps=5000}}']
+    )
     assert cond["pretrain"]["paper"] == "simlm"
 
 
@@ -160,4 +165,4 @@ def test_pretrain_paper_reaches_the_run(tmp_path: Path):
     run_cfg = json.loads((tmp_path / "out" / "pretrain" / "run" / "run_config.json").read_text())
     assert run_cfg["paper"] == "simlm" and run_cfg["options"]["p_enc"] == 0.3 and run_cfg["max_length"] == 64
     manifest = json.loads((tmp_path / "out" / "pretrain" / "manifest.json").read_text())
-    assert manifest["max_length_source"].startswith("max_length 64: condenser's declared 144 capped")
+    assert manifest["max_length_source"].startswith("max_length 64 = [data] max_length")

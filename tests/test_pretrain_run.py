@@ -133,7 +133,9 @@ def test_a_run_that_failed_before_its_first_step_leaves_no_record(setup, tmp_pat
     from dense_pt.data.tokenizer import train_wordpiece
 
     tiny_generator(gen, vocab_size=store.vocab_size, pad=store.special_tokens["pad"])
-    train_wordpiece(["other words entirely"] * 20, vocab_size=60, min_frequency=1).save(str(gen / "tokenizer.json"))
+    train_wordpiece(["other words entirely"] * 20, vocab_size=60, min_frequency=1).save(
+        str(gen / "tokenizer.json")
+    )
     with pytest.raises(MismatchError, match="another vocabulary"):
         run_pretrain(_cfg(setup, out, "simlm", options={"generator": str(gen)}, max_steps=2), progress=False)
     assert not (out / "run_config.json").exists()

@@ -215,11 +215,15 @@ def _check_numbers(cfg: dict[str, Any], where: str) -> None:
         raise FormatError(f"[data] dev_fraction must lie in (0, 1), got {fraction!r}", where)
     for table in ("reranker", "distill"):
         if not isinstance(cfg[table]["enabled"], bool):
-            raise FormatError(f"[{table}] enabled must be true or false, got {cfg[table]['enabled']!r}", where)
+            raise FormatError(
+                f"[{table}] enabled must be true or false, got {cfg[table]['enabled']!r}", where
+            )
     for table in ("r1", "r2", "distill"):
         tau = cfg[table]["tau"]
         if tau is not None and not _is_number(tau):
-            raise FormatError(f"[{table}] tau must be a number (or unset: the loss's own), got {tau!r}", where)
+            raise FormatError(
+                f"[{table}] tau must be a number (or unset: the loss's own), got {tau!r}", where
+            )
     alpha = cfg["distill"]["alpha"]
     if not _is_number(alpha) or not 0 <= alpha <= 1:
         raise FormatError(f"[distill] alpha must lie in [0, 1], got {alpha!r}", where)
@@ -325,7 +329,9 @@ def _check_lengths(cfg: dict[str, Any], where: str) -> None:
     """The store keeps ``[data] max_length`` tokens of a passage ([CLS]/[SEP] counted): a stage
     reading more would silently see passages cut shorter than it was told."""
     store = cfg["data"]["max_length"]
-    for table in ("r1", "r2", "distill"):
+    reranker_on = cfg["reranker"]["enabled"] is True
+    distill_on = reranker_on and cfg["distill"]["enabled"] is True  # distillation needs the re-ranker
+    for table in ("r1", "r2", "distill") if distill_on else ("r1", "r2"):
         if cfg[table]["passage_max_length"] > store:
             raise FormatError(
                 f"[{table}] passage_max_length {cfg[table]['passage_max_length']} exceeds [data] max_length "
@@ -333,7 +339,7 @@ def _check_lengths(cfg: dict[str, Any], where: str) -> None:
                 where,
             )
     rr = cfg["reranker"]
-    if rr["max_length"] < rr["query_max_length"] + 4:
+    if reranker_on and rr["max_length"] < rr["query_max_length"] + 4:
         raise FormatError(
             f"[reranker] max_length {rr['max_length']} leaves a query of query_max_length {rr['query_max_length']} "
             f"tokens no room for the passage ([CLS] query [SEP] passage [SEP]): need at least "
@@ -341,7 +347,7 @@ def _check_lengths(cfg: dict[str, Any], where: str) -> None:
             where,
         )
     # the re-ranker's passage gets max_length - 3 - (query tokens >= 1); the store gives max_length - 2
-    if cfg["reranker"]["max_length"] - 2 > store:
+    if reranker_on and cfg["reranker"]["max_length"] - 2 > store:
         raise FormatError(
             f"[reranker] max_length {cfg['reranker']['max_length']} leaves passages room for more tokens than "
             f"[data] max_length {store} keeps: raise [data] max_length to at least {cfg['reranker']['max_length'] - 2}",
@@ -422,8 +428,8 @@ def pretrain_length_note(pcfg: dict[str, Any], data_max_length: int) -> str:
     if n == declared.value:
         return f"max_length {n}: {pcfg['method']}'s declared default ({declared.source})"
     if n == data_max_length and n < declared.value:
-        return (f"max_length {n}: {pcfg['method']}'s declared {declared.value} capped at [data] max_length "
-                f"{data_max_length}, what the store keeps")  # fmt: skip
+        return (f"max_length {n} = [data] max_length, what the store keeps ({pcfg['method']}'s declared "
+                f"default is {declared.value})")  # fmt: skip
     return f"max_length {n}: set in [pretrain] ({pcfg['method']}'s declared default is {declared.value})"
 
 
@@ -495,5 +501,7 @@ def _pmi_section(method: str, pmi: Any, where: str) -> dict[str, Any] | None:
     if not _is_number(pmi["memory_gb"]) or not pmi["memory_gb"] > 0:
         raise FormatError(f"[pretrain.pmi] memory_gb must be > 0, got {pmi['memory_gb']!r}", where)
     if pmi["window"] > pmi["max_n"]:
-        raise FormatError(f"[pretrain.pmi] window {pmi['window']} needs max_n >= window, got {pmi['max_n']}", where)
+        raise FormatError(
+            f"[pretrain.pmi] window {pmi['window']} needs max_n >= window, got {pmi['max_n']}", where
+        )
     return pmi

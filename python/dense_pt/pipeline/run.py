@@ -135,7 +135,9 @@ class Context:
 
     def _maybe_stop(self, name: str) -> None:
         if self.stop_after == name:
-            raise StopPipeline(f"stopped after stage {name!r} as asked; re-run without --stop-after to continue")
+            raise StopPipeline(
+                f"stopped after stage {name!r} as asked; re-run without --stop-after to continue"
+            )
 
     def _refresh_metrics(self, name: str, folder: Path, manifest: dict) -> dict:
         """A finished stage's metrics, recomputed from its run file when they were computed with

@@ -72,7 +72,9 @@ def _check_out(cfg: PretrainConfig, resume: bool) -> None:
     if not run_config.exists() or not list_checkpoints(out / "checkpoints"):
         return
     if not resume:
-        raise FileExistsError(f"{out} already holds a pre-training run: pass --resume, or choose another --out")
+        raise FileExistsError(
+            f"{out} already holds a pre-training run: pass --resume, or choose another --out"
+        )
     old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:
