@@ -118,6 +118,39 @@ def test_refuses_to_overwrite_and_checks_resumed_settings(setup, tmp_path):
     assert run_pretrain(_cfg(setup, tmp_path / "r", max_steps=3), resume=True, progress=False)["steps"] == 3
 
 
+def test_a_run_that_failed_before_its_first_step_leaves_no_record(setup, tmp_path):
+    """A run refused while building (too long for the model's positions; a generator with another
+    vocabulary) or stopped before its first checkpoint holds nothing to continue: the corrected
+    command starts without --resume, and is then recorded with its own settings."""
+    _, store, _ = setup
+    out = tmp_path / "r"
+    too_long = _cfg(setup, out, max_steps=2)
+    too_long.max_length = 200  # the tiny model has 160 positions: found once the model is loaded
+    with pytest.raises(InvalidArgumentError, match="160 positions"):
+        run_pretrain(too_long, progress=False)
+    assert not (out / "run_config.json").exists()
+    gen = tmp_path / "gen"
+    from dense_pt.data.tokenizer import train_wordpiece
+
+    tiny_generator(gen, vocab_size=store.vocab_size, pad=store.special_tokens["pad"])
+    train_wordpiece(["other words entirely"] * 20, vocab_size=60, min_frequency=1).save(
+        str(gen / "tokenizer.json")
+    )
+    with pytest.raises(MismatchError, match="another vocabulary"):
+        run_pretrain(_cfg(setup, out, "simlm", options={"generator": str(gen)}, max_steps=2), progress=False)
+    assert not (out / "run_config.json").exists()
+
+    def fail_at_first_step(trainer, step, record):
+        raise RuntimeError("out of memory (simulated)")
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        run_pretrain(_cfg(setup, out, max_steps=2, lr=5e-4), callbacks=[fail_at_first_step], progress=False)
+    assert (out / "run_config.json").exists() and not (out / "checkpoints").exists()
+    # the corrected command (other settings), without --resume
+    assert run_pretrain(_cfg(setup, out, max_steps=2), progress=False)["steps"] == 2
+    assert json.loads((out / "run_config.json").read_text())["train"]["lr"] == 1e-3
+
+
 def test_cdmae_needs_importance(tmp_path):
     store = tiny_store(tmp_path / "plain", with_importance=False)
     config = tiny_config_file(tmp_path / "c.json", store)

@@ -56,7 +56,7 @@ def write_study(root: Path, name: str, **extra) -> Path:
         **extra,
     }
     text = "\n".join(f"{k} = {v}" for k, v in body.items())
-    text += f"\n[pretrain]\nmax_length = 66\ntrain = {TRAIN}\n"
+    text += f"\n[pretrain]\nmax_length = 64\ntrain = {TRAIN}\n"
     path = root / f"{name}.toml"
     path.write_text(text)
     return path
@@ -112,6 +112,8 @@ def test_bad_study_files_are_refused_before_any_work(demo):
         ({"objectives": "[]"}, "non-empty"),
         ({"set": '["fusion.weight=2"]', "objectives": '["none"]'}, r"\[fusion\] weight"),
         ({"options": "{ simlm = { generator = 'joint' } }"}, "does not run"),
+        ({"set": '["r1.group_size=-4"]', "objectives": '["none"]'}, r"\[r1\] group_size"),
+        ({"objectives": '["simlm"]'}, "simlm-seed1.*generator"),  # the pipeline's own check, naming the cell
     ]
     for extra, message in cases:
         path = write_study(demo, "bad", **extra)
@@ -158,7 +160,9 @@ def test_variants_and_until(demo):
     """A labelled variant runs its method with its options; ``until`` stops every cell after a stage
     (a re-run with the same ``until`` does not go further), and raising it continues the cells."""
     opts = '{ cdmae-cls = { method = "cdmae", pooling = "cls" } }'
-    path = write_study(demo, "s3", objectives='["none", "cdmae-cls"]', seeds="[1]", until='"zeroshot"', options=opts)
+    path = write_study(
+        demo, "s3", objectives='["none", "cdmae-cls"]', seeds="[1]", until='"zeroshot"', options=opts
+    )
     res = run_study(path, log=lambda m: None)
     assert set(res["table"]["cdmae-cls"]) == {"zeroshot"}
     cell = demo / "s3" / "cells" / "cdmae-cls-seed1"
@@ -172,3 +176,17 @@ def test_variants_and_until(demo):
     assert set(res["table"]["cdmae-cls"]) == {"zeroshot", "r1"}
     with pytest.raises(FormatError, match="until must be a pipeline stage"):
         load_study(path, ['until="banana"'])
+
+
+def test_the_example_study_file_is_valid():
+    root = Path(__file__).resolve().parents[1] / "examples"
+    study = load_study(root / "study-scifact.toml")
+    assert [c.name for c in study.cells] == [
+        "none-seed13",
+        "cdmae-cls-seed13",
+        "cdmae-seed13",
+        "contrastive-seed13",
+    ]
+    pre = {c.objective: c.config["pretrain"] for c in study.cells}
+    assert pre["none"] is None and pre["cdmae-cls"]["options"] == {"pooling": "cls"}
+    assert pre["cdmae"]["method"] == pre["cdmae-cls"]["method"] == "cdmae"

@@ -43,11 +43,16 @@ CHECK = textwrap.dedent(
 
 
 def _maturin() -> list[str]:
-    found = shutil.which("maturin") or shutil.which("maturin", path=str(Path(sys.executable).parent))
-    for candidate in (found, "/work/main/.venv/bin/maturin"):
-        if candidate and Path(candidate).exists():
-            return [candidate]
-    return [sys.executable, "-m", "maturin"]
+    """maturin from this interpreter's environment (its bin folder, then PATH, then ``-m``); the
+    test is skipped when none is installed."""
+    import importlib.util
+
+    here = shutil.which("maturin", path=str(Path(sys.executable).parent)) or shutil.which("maturin")
+    if here:
+        return [here]
+    if importlib.util.find_spec("maturin") is not None:
+        return [sys.executable, "-m", "maturin"]
+    pytest.skip(f"maturin is not installed beside {sys.executable} nor on PATH (pip install maturin)")
 
 
 @pytest.mark.slow

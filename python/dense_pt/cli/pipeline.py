@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.pipeline.run import STAGES
 
 pipeline_app = typer.Typer(help="Multi-stage fine-tuning pipeline.", no_args_is_help=True)
 app.add_typer(pipeline_app, name="pipeline")
@@ -16,7 +17,10 @@ app.add_typer(pipeline_app, name="pipeline")
 def run(
     config: Path = typer.Argument(..., help="Pipeline TOML (see examples/scifact.toml)."),
     quiet: bool = typer.Option(False, help="No progress bars."),
-    stop_after: str | None = typer.Option(None, help="Stop after this stage (re-run to continue)."),
+    stop_after: str | None = typer.Option(
+        None,
+        help=f"Stop after this stage, then exit 0 (re-run without it to continue): {', '.join(STAGES)}.",
+    ),
     set_: list[str] = typer.Option(
         [],
         "--set",
@@ -26,5 +30,11 @@ def run(
 ) -> None:
     """(pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker -> scores -> distill -> report."""
     from dense_pt.pipeline import load_pipeline_config, run_pipeline
+    from dense_pt.pipeline.run import StopPipeline, check_stop_after
 
-    run_pipeline(load_pipeline_config(config, set_), progress=not quiet, stop_after=stop_after)
+    check_stop_after(stop_after)  # a misspelt stage fails before the file is even read
+    cfg = load_pipeline_config(config, set_)
+    try:
+        run_pipeline(cfg, progress=not quiet, stop_after=stop_after)
+    except StopPipeline as exc:  # it did what was asked: not an error
+        typer.echo(str(exc), err=True)

@@ -5,10 +5,11 @@ smaller groups, depths, batches and epochs for a small machine, see ``PROFILES``
 ``[data]`` (corpus, queries, qrels, dev_fraction, max_length, and optionally dev_qrels: a fixed dev
 split instead of drawing dev_fraction of qrels), ``[model]`` (init: a folder, a config.json,
 ``pkg:PACKAGE/sub/path`` for a model shipped inside an installed Python package, or a hub name
-already in the local cache; pooling), ``[pretrain]`` (optional: ``method``, ``max_length``, the
-``options`` / ``train`` sub-tables of ``dense-pt pretrain``, and for cdmae a ``pmi`` sub-table:
-max_n, min_count, window, memory_gb for the importance column; the encoder it writes replaces
-``[model] init`` for every later stage), ``[eval]`` (k, measures, rel_level, tie_break: see
+already in the local cache; pooling), ``[pretrain]`` (optional: ``method`` (required in the
+table), ``paper`` (whose defaults, as ``dense-pt pretrain --paper``), ``max_length`` (default: the
+method's declared length, capped at ``[data] max_length``), the ``options`` / ``train`` sub-tables of
+``dense-pt pretrain``, and for cdmae a ``pmi`` sub-table: max_n, min_count, window, memory_gb for
+the importance column; the encoder it writes replaces ``[model] init`` for every later stage), ``[eval]`` (k, measures, rel_level, tie_break: see
 ``dense_pt.evaluation``), ``[encode]`` (batch_size; the
 lengths are each retriever stage's own), ``[r1]`` / ``[r2]`` / ``[distill]`` (loss, group_size,
 tau (None: the loss's own), alpha, query_max_length, passage_max_length, epochs, and a ``train`` sub-table for the
@@ -17,7 +18,7 @@ relative_margin, relative_form, max_score, min_score, bm25_depth), ``[reranker]`
 group_size, query_max_length, max_length, depth, num, rerank_depth, score_num, epochs, ``train``),
 ``[fusion]`` (enabled, dense, method, weight, rrf_k: BM25 + a dense run, ``dense_pt.retrieval.fusion``).
 ``[data] split_seed`` fixes the dev split independently of ``seed`` (a study's cells share it).
-Unknown keys are errors.
+Unknown keys are errors, and so are values out of range (checked before any stage runs).
 """
 
 from __future__ import annotations
@@ -167,18 +168,102 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
         raise FormatError("'out' is required", where)
     out = Path(cfg["out"])
     cfg["out"] = out if out.is_absolute() else base / out
-    if not 0 < cfg["data"]["dev_fraction"] < 1:
-        raise FormatError("[data] dev_fraction must lie in (0, 1)", where)
     if cfg["distill"]["init"] not in DISTILL_INITS:
         raise FormatError(f"[distill] init must be one of {', '.join(DISTILL_INITS)}", where)
     if not isinstance(cfg["reranker"]["init"], str):
         raise FormatError("[reranker] init must be 'model', a path or a hub name", where)
     _check_mining(cfg["mine"], where)
     _check_fusion(cfg, where)
+    _check_numbers(cfg, where)
     _check_lengths(cfg, where)
     cfg["pretrain"] = _pretrain_section(raw.get("pretrain") or {}, where, cfg["data"]["max_length"])
     _check_eval_and_losses(cfg, where)
     return cfg
+
+
+# The least each integer setting may be (checked before any stage runs: a bad value would fail, or
+# quietly train nothing, only when its stage is reached). Groups are 1 positive + n - 1 negatives:
+# a retriever may train on in-batch negatives alone (1; triplet needs 2, checked with the losses),
+# but the re-ranker's listwise loss and distillation's KL over a group of one are constant zero.
+_MIN_LENGTH = 8
+INT_MINIMA: dict[str, dict[str, int]] = {
+    "data": {"max_length": _MIN_LENGTH},
+    "eval": {"k": 1},
+    "encode": {"batch_size": 1},
+    "r1": {"group_size": 1, "query_max_length": _MIN_LENGTH, "passage_max_length": _MIN_LENGTH},
+    "r2": {"group_size": 1, "query_max_length": _MIN_LENGTH, "passage_max_length": _MIN_LENGTH},
+    # num / score_num 0: keep (score) every mined negative
+    "mine": {"depth": 1, "bm25_depth": 1, "num": 0, "skip_top": 0},
+    "reranker": {"group_size": 2, "query_max_length": _MIN_LENGTH, "max_length": _MIN_LENGTH, "depth": 1,
+                 "num": 0, "rerank_depth": 1, "score_num": 0},
+    "distill": {"group_size": 2, "query_max_length": _MIN_LENGTH, "passage_max_length": _MIN_LENGTH},
+}  # fmt: skip
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _check_numbers(cfg: dict[str, Any], where: str) -> None:
+    """Every numeric setting of every table, and each stage's ``train`` table, named on failure."""
+    if not _is_int(cfg["seed"]) or cfg["seed"] < 0:
+        raise FormatError(f"seed must be an integer >= 0, got {cfg['seed']!r}", where)
+    for table, minima in INT_MINIMA.items():
+        for key, least in minima.items():
+            v = cfg[table][key]
+            if not _is_int(v) or v < least:
+                raise FormatError(f"[{table}] {key} must be an integer >= {least}, got {v!r}", where)
+    fraction = cfg["data"]["dev_fraction"]
+    if not _is_number(fraction) or not 0 < fraction < 1:
+        raise FormatError(f"[data] dev_fraction must lie in (0, 1), got {fraction!r}", where)
+    for table in ("reranker", "distill"):
+        if not isinstance(cfg[table]["enabled"], bool):
+            raise FormatError(
+                f"[{table}] enabled must be true or false, got {cfg[table]['enabled']!r}", where
+            )
+    for table in ("r1", "r2", "distill"):
+        tau = cfg[table]["tau"]
+        if tau is not None and not _is_number(tau):
+            raise FormatError(
+                f"[{table}] tau must be a number (or unset: the loss's own), got {tau!r}", where
+            )
+    alpha = cfg["distill"]["alpha"]
+    if not _is_number(alpha) or not 0 <= alpha <= 1:
+        raise FormatError(f"[distill] alpha must lie in [0, 1], got {alpha!r}", where)
+    _check_mining_numbers(cfg["mine"], where)
+    for table in STAGE_TABLES:
+        _check_train(cfg[table].get("train", {}), cfg["seed"], f"{table}.train", where)
+
+
+def _check_mining_numbers(sec: dict[str, Any], where: str) -> None:
+    for key in ("absolute_margin", "max_score", "min_score"):
+        if sec[key] is not None and not _is_number(sec[key]):
+            raise FormatError(f"[mine] {key} must be a number (or unset), got {sec[key]!r}", where)
+    rel = sec["relative_margin"]
+    if rel is not None and (not _is_number(rel) or not 0 <= rel < 1):
+        raise FormatError(f"[mine] relative_margin must lie in [0, 1) (or unset), got {rel!r}", where)
+    if sec["max_score"] is not None and sec["min_score"] is not None and sec["min_score"] > sec["max_score"]:
+        raise FormatError(
+            f"[mine] min_score {sec['min_score']} exceeds max_score {sec['max_score']}: nothing would be kept",
+            where,
+        )
+
+
+def _check_train(values: dict[str, Any], seed: int, section: str, where: str):
+    """A stage's ``train`` table as the engine will read it: known keys, types and ranges."""
+    from dense_pt.training import TrainConfig, dataclass_from_mapping
+
+    if not isinstance(values, dict):
+        raise FormatError(f"[{section}] must be a table", where)
+    train = dataclass_from_mapping(TrainConfig, {"seed": seed, **values}, where, section)
+    try:
+        return train.validate(f"[{section}]")
+    except InvalidArgumentError as exc:
+        raise FormatError(str(exc), where) from None
 
 
 def _check_eval_and_losses(cfg: dict[str, Any], where: str) -> None:
@@ -200,6 +285,12 @@ def _check_eval_and_losses(cfg: dict[str, Any], where: str) -> None:
             resolve_loss(cfg[table]["loss"]).resolve_tau(cfg[table]["tau"])
         except InvalidArgumentError as exc:
             raise FormatError(f"[{table}] {exc}", where) from None
+        if cfg[table]["loss"] == "triplet" and cfg[table]["group_size"] < 2:
+            raise FormatError(
+                f"[{table}] group_size must be >= 2 for the triplet loss (it compares the positive with "
+                f"the query's own negatives), got {cfg[table]['group_size']}",
+                where,
+            )
     if cfg["distill"]["loss"] not in DISTILL_LOSSES:
         raise FormatError(
             f"[distill] loss must be one of {DISTILL_LOSSES}, got {cfg['distill']['loss']!r}", where
@@ -273,15 +364,25 @@ def _check_lengths(cfg: dict[str, Any], where: str) -> None:
     """The store keeps ``[data] max_length`` tokens of a passage ([CLS]/[SEP] counted): a stage
     reading more would silently see passages cut shorter than it was told."""
     store = cfg["data"]["max_length"]
-    for table in ("r1", "r2", "distill"):
+    reranker_on = cfg["reranker"]["enabled"] is True
+    distill_on = reranker_on and cfg["distill"]["enabled"] is True  # distillation needs the re-ranker
+    for table in ("r1", "r2", "distill") if distill_on else ("r1", "r2"):
         if cfg[table]["passage_max_length"] > store:
             raise FormatError(
                 f"[{table}] passage_max_length {cfg[table]['passage_max_length']} exceeds [data] max_length "
                 f"{store}, the length the corpus store keeps: raise [data] max_length",
                 where,
             )
+    rr = cfg["reranker"]
+    if reranker_on and rr["max_length"] < rr["query_max_length"] + 4:
+        raise FormatError(
+            f"[reranker] max_length {rr['max_length']} leaves a query of query_max_length {rr['query_max_length']} "
+            f"tokens no room for the passage ([CLS] query [SEP] passage [SEP]): need at least "
+            f"{rr['query_max_length'] + 4}",
+            where,
+        )
     # the re-ranker's passage gets max_length - 3 - (query tokens >= 1); the store gives max_length - 2
-    if cfg["reranker"]["max_length"] - 2 > store:
+    if reranker_on and cfg["reranker"]["max_length"] - 2 > store:
         raise FormatError(
             f"[reranker] max_length {cfg['reranker']['max_length']} leaves passages room for more tokens than "
             f"[data] max_length {store} keeps: raise [data] max_length to at least {cfg['reranker']['max_length'] - 2}",
@@ -289,37 +390,130 @@ def _check_lengths(cfg: dict[str, Any], where: str) -> None:
         )
 
 
-PRETRAIN_KEYS = ("method", "max_length", "options", "train", "pmi")
+PRETRAIN_KEYS = ("method", "paper", "max_length", "options", "train", "pmi")
 # How the pipeline builds the store's importance column for methods that mask by it (cdmae).
 PMI_DEFAULTS: dict[str, Any] = {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
 IMPORTANCE_METHODS = frozenset({"cdmae"})
 
 
 def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> dict[str, Any] | None:
-    """``[pretrain]`` checked key by key now, so a typo fails before any stage runs."""
+    """``[pretrain]`` checked key by key now (method, profile, length, options, optimiser, warm-up),
+    so a typo or a bad value fails before any stage runs."""
     if not sec:
         return None
-    from dense_pt.objectives import MethodOptions, check_method
-    from dense_pt.training import TrainConfig, dataclass_from_mapping
+    from dense_pt.objectives import METHODS, check_method, profile
 
     unknown = set(sec) - set(PRETRAIN_KEYS)
     if unknown:
         raise FormatError(
             f"[pretrain] has unknown key(s) {sorted(unknown)} (known: {', '.join(PRETRAIN_KEYS)})", where
         )
-    method = sec.get("method", "simlm")
+    if "method" not in sec:  # no default: each method needs its own settings (simlm a generator)
+        raise FormatError(f"[pretrain] method is required: one of {', '.join(METHODS)}", where)
+    method, paper = sec["method"], sec.get("paper")
+    if not isinstance(method, str) or not (paper is None or isinstance(paper, str)):
+        raise FormatError("[pretrain] method and paper must be strings", where)
     try:
         check_method(method)
+        prof = profile(method, paper)  # --paper: whose defaults, e.g. condenser with SimLM's settings
     except InvalidArgumentError as exc:
-        raise FormatError(f"[pretrain] method: {exc}", where) from None
-    max_length = sec.get("max_length", data_max_length + 2)  # the store's passages plus [CLS]/[SEP]
-    if isinstance(max_length, bool) or not isinstance(max_length, int):
-        raise FormatError(f"[pretrain] max_length must be an integer, got {max_length!r}", where)
-    for name, cls in (("options", MethodOptions), ("train", TrainConfig)):
-        if not isinstance(sec.get(name, {}), dict):
-            raise FormatError(f"[pretrain.{name}] must be a table", where)
-        dataclass_from_mapping(cls, sec.get(name, {}), where, f"pretrain.{name}")
-    pmi = sec.get("pmi")
+        raise FormatError(f"[pretrain] {exc}", where) from None
+    _check_context_method(method, where)
+    max_length = _pretrain_max_length(sec.get("max_length"), int(prof.top["max_length"].value), data_max_length,
+                                      where)  # fmt: skip
+    pmi = _pmi_section(method, sec.get("pmi"), where)
+    _check_pretrain_options(method, prof.paper, sec.get("options", {}), where)
+    _check_pretrain_train(method, prof, sec.get("train", {}), where)
+    return {"method": method, "paper": prof.paper, "max_length": max_length,
+            "options": dict(sec.get("options", {})), "train": dict(sec.get("train", {})), "pmi": pmi}  # fmt: skip
+
+
+def _check_context_method(method: str, where: str) -> None:
+    if method == "querygen":
+        raise FormatError(
+            "[pretrain] method querygen reads the LLM queries of `dense-pt expand`, which the pipeline does not "
+            "run: pre-train with `dense-pt pretrain --method querygen --queries ...` and set [model] init to "
+            "its encoder (examples/llm-expansion-pretrain.toml)",
+            where,
+        )
+
+
+def _pretrain_max_length(given: Any, declared: int, data_max_length: int, where: str) -> int:
+    """The method's declared length, capped by the store: it keeps ``[data] max_length`` tokens of a
+    passage, [CLS]/[SEP] counted, as pre-training's ``max_length`` counts them."""
+    if given is None:
+        return min(declared, data_max_length)
+    if not _is_int(given) or given < _MIN_LENGTH:
+        raise FormatError(f"[pretrain] max_length must be an integer >= {_MIN_LENGTH}, got {given!r}", where)
+    if given > data_max_length:
+        raise FormatError(
+            f"[pretrain] max_length {given} exceeds [data] max_length {data_max_length}, the length the corpus "
+            "store keeps: raise [data] max_length",
+            where,
+        )
+    return given
+
+
+def pretrain_length_note(pcfg: dict[str, Any], data_max_length: int) -> str:
+    """Where ``[pretrain]``'s max_length came from, for the stage's log and manifest."""
+    from dense_pt.objectives import profile
+
+    declared = profile(pcfg["method"], pcfg["paper"]).top["max_length"]
+    n = pcfg["max_length"]
+    if n == declared.value:
+        return f"max_length {n}: {pcfg['method']}'s declared default ({declared.source})"
+    if n == data_max_length and n < declared.value:
+        return (f"max_length {n} = [data] max_length, what the store keeps ({pcfg['method']}'s declared "
+                f"default is {declared.value})")  # fmt: skip
+    return f"max_length {n}: set in [pretrain] ({pcfg['method']}'s declared default is {declared.value})"
+
+
+def _check_pretrain_options(method: str, paper: str, options: Any, where: str) -> None:
+    from dense_pt.objectives import MethodOptions, resolve_options
+    from dense_pt.training import dataclass_from_mapping
+
+    if not isinstance(options, dict):
+        raise FormatError("[pretrain.options] must be a table", where)
+    opts = dataclass_from_mapping(MethodOptions, options, where, "pretrain.options")
+    from dense_pt.objectives.defaults import REQUIRED, profile
+
+    for name, d in profile(method, paper).options.items():
+        if d.value == REQUIRED and getattr(opts, name) is None:
+            raise FormatError(f"[pretrain.options] {name} is required for {method} ({d.source})", where)
+    try:
+        opts = resolve_options(method, opts, paper)  # a missing generator, a rate outside [0, 1] ...
+    except InvalidArgumentError as exc:
+        raise FormatError(f"[pretrain.options] {exc}", where) from None
+    if opts.generator is not None:
+        from dense_pt.models.generator import resolve_generator
+
+        try:
+            resolve_generator(opts.generator)
+        except (FileNotFoundError, FormatError) as exc:
+            raise FormatError(f"[pretrain.options] generator: {exc}", where) from None
+
+
+def _check_pretrain_train(method: str, prof: Any, values: Any, where: str) -> None:
+    """The engine's settings over the profile's, as ``build_config`` merges them; a warm-up longer
+    than the run never reaches the peak rate."""
+    if not isinstance(values, dict):
+        raise FormatError("[pretrain.train] must be a table", where)
+    from dense_pt.training import TrainConfig, dataclass_from_mapping
+
+    dataclass_from_mapping(TrainConfig, values, where, "pretrain.train")  # names the file's own keys
+    train = _check_train({**prof.values("train"), **values}, 0, "pretrain.train", where)
+    # contrastive in the pipeline reads spans only: one curriculum stage, the whole run
+    if train.warmup_steps() > train.max_steps:
+        declared = prof.train.get("warmup")
+        came = f" ({method}'s default: {declared.source})" if "warmup" not in values and declared else ""
+        raise FormatError(
+            f"[pretrain.train] warm-up of {train.warmup_steps()} steps{came} is longer than the run "
+            f"({train.max_steps} steps): set warmup (steps, or a fraction < 1)",
+            where,
+        )
+
+
+def _pmi_section(method: str, pmi: Any, where: str) -> dict[str, Any] | None:
     if pmi is not None:
         if not isinstance(pmi, dict):
             raise FormatError("[pretrain.pmi] must be a table", where)
@@ -333,14 +527,16 @@ def _pretrain_section(sec: dict[str, Any], where: str, data_max_length: int) -> 
             raise FormatError(
                 f"[pretrain.pmi] is only used by {', '.join(sorted(IMPORTANCE_METHODS))}, not {method}", where
             )
-    if method in IMPORTANCE_METHODS:
-        pmi = {**PMI_DEFAULTS, **(pmi or {})}
-        for key in ("max_n", "min_count", "window"):
-            if isinstance(pmi[key], bool) or not isinstance(pmi[key], int) or pmi[key] < 1:
-                raise FormatError(f"[pretrain.pmi] {key} must be a positive integer, got {pmi[key]!r}", where)
-        if pmi["window"] > pmi["max_n"]:
-            raise FormatError(
-                f"[pretrain.pmi] window {pmi['window']} needs max_n >= window, got {pmi['max_n']}", where
-            )
-    return {"method": method, "max_length": max_length, "options": dict(sec.get("options", {})),
-            "train": dict(sec.get("train", {})), "pmi": pmi}  # fmt: skip
+    if method not in IMPORTANCE_METHODS:
+        return None
+    pmi = {**PMI_DEFAULTS, **(pmi or {})}
+    for key in ("max_n", "min_count", "window"):
+        if not _is_int(pmi[key]) or pmi[key] < 1:
+            raise FormatError(f"[pretrain.pmi] {key} must be a positive integer, got {pmi[key]!r}", where)
+    if not _is_number(pmi["memory_gb"]) or not pmi["memory_gb"] > 0:
+        raise FormatError(f"[pretrain.pmi] memory_gb must be > 0, got {pmi['memory_gb']!r}", where)
+    if pmi["window"] > pmi["max_n"]:
+        raise FormatError(
+            f"[pretrain.pmi] window {pmi['window']} needs max_n >= window, got {pmi['max_n']}", where
+        )
+    return pmi

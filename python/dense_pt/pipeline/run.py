@@ -52,6 +52,35 @@ class StopPipeline(DensePtError):
     """Raised after ``stop_after`` (tests simulate an interrupted pipeline with it)."""
 
 
+def planned_stages(cfg: dict[str, Any]) -> tuple[str, ...]:
+    """The stages ``cfg`` runs, in order (the optional ones only when configured)."""
+    off = set()
+    if not cfg["pretrain"]:
+        off |= {"pmi", "pretrain"}
+    elif cfg["pretrain"].get("pmi") is None:
+        off.add("pmi")
+    if not cfg["reranker"]["enabled"]:
+        off |= {"reranker", "score", "distill"}
+    elif not cfg["distill"]["enabled"]:
+        off.add("distill")
+    if not cfg["fusion"]["enabled"]:
+        off.add("fusion")
+    return tuple(s for s in STAGES if s not in off)
+
+
+def check_stop_after(name: str | None, cfg: dict[str, Any] | None = None) -> None:
+    """``stop_after`` names a stage (that ``cfg`` runs), checked before any work."""
+    if name is None:
+        return
+    if name not in STAGES:
+        raise DensePtError(f"--stop-after {name!r}: not a stage; the stages are {', '.join(STAGES)}")
+    if cfg is not None and name not in planned_stages(cfg):
+        raise DensePtError(
+            f"--stop-after {name!r}: this configuration does not run that stage (it runs "
+            f"{', '.join(planned_stages(cfg))})"
+        )
+
+
 def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -83,8 +112,7 @@ class Context:
             old = self._refresh_metrics(name, folder, old)
             self.log(f"[{name}] up to date, skipped")
             self.results[name] = old
-            if self.stop_after == name:  # a finished stage stops the run as a fresh one would
-                raise StopPipeline(f"stopped after stage {name!r} as asked")
+            self._maybe_stop(name)
             return old
         if folder.exists() and not (old and old.get("fingerprint") == fp):
             shutil.rmtree(folder)  # inputs changed (or no manifest): start the stage afresh
@@ -106,8 +134,7 @@ class Context:
         if "metrics" in result:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
             self.log(f"[{name}] dev: {shown}")
-        if self.stop_after == name:
-            raise StopPipeline(f"stopped after stage {name!r} as asked")
+        self._maybe_stop(name)
         return manifest
 
     def _card_metrics(self, name: str, folder: Path, metrics: dict[str, float]) -> None:
@@ -119,6 +146,12 @@ class Context:
         ev = self.cfg["eval"]
         add_metrics(model, {"split": f"pipeline dev split, {name} stage", "values": metrics,
                             "settings": {"tie order": ev["tie_break"], "relevance level": ev["rel_level"]}})  # fmt: skip
+
+    def _maybe_stop(self, name: str) -> None:
+        if self.stop_after == name:
+            raise StopPipeline(
+                f"stopped after stage {name!r} as asked; re-run without --stop-after to continue"
+            )
 
     def _refresh_metrics(self, name: str, folder: Path, manifest: dict) -> dict:
         """A finished stage's metrics, recomputed from its run file when they were computed with
@@ -299,11 +332,12 @@ def run_pipeline(
     from dense_pt.data import corpus_texts, load_qrels, load_queries, load_run, write_run
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.finetune.stages import rerank_run, score, train_reranker, train_retriever
-    from dense_pt.pipeline.config import load_pipeline_config
+    from dense_pt.pipeline.config import load_pipeline_config, pretrain_length_note
     from dense_pt.retrieval.bm25 import bm25_run
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
 
     cfg = config if isinstance(config, dict) else load_pipeline_config(config)
+    check_stop_after(stop_after, cfg)
     ctx = Context(cfg, progress, stop_after, log)
     ctx.out.mkdir(parents=True, exist_ok=True)
     data, model_cfg = cfg["data"], cfg["model"]
@@ -389,17 +423,25 @@ def run_pipeline(
         def do_pretrain(folder: Path) -> dict:
             from dense_pt.pretrain import build_config, run_pretrain
 
-            top = {"method": pcfg["method"], "model": str(init), "corpus": str(store),
+            top = {"method": pcfg["method"], "paper": pcfg["paper"], "model": str(init), "corpus": str(store),
                    "out": str(folder / "run"), "max_length": pcfg["max_length"]}  # fmt: skip
+            length_note = pretrain_length_note(pcfg, data["max_length"])
+            log(f"[pretrain] {length_note}")
             train = {"seed": ctx.seed, **pcfg["train"]}
             pc = build_config(None, top=top, options=pcfg["options"], train=train)
             # resume=True: an interrupted stage continues from its last checkpoint.
             summary = run_pretrain(pc, resume=True, progress=ctx.progress)
             rec = summary.get("final_record") or {}
-            return {"method": pc.method, "steps": summary["steps"], "final_loss": rec.get("loss"),
-                    "encoder": summary["written"]["encoder"]}  # fmt: skip
+            return {"method": pc.method, "paper": pc.paper, "steps": summary["steps"], "final_loss": rec.get("loss"),
+                    "max_length_source": length_note, "encoder": summary["written"]["encoder"]}  # fmt: skip
 
-        pt = ctx.stage("pretrain", {"store": store_fp, "model": init_h}, pcfg, do_pretrain)
+        # the method's own paper is its default: left out of the fingerprint, so stages finished
+        # before ``paper`` existed are not redone
+        from dense_pt.objectives import DEFAULT_PAPER
+
+        own = pcfg["paper"] == DEFAULT_PAPER[pcfg["method"]]
+        pt_params = {k: v for k, v in pcfg.items() if not (k == "paper" and own)}
+        pt = ctx.stage("pretrain", {"store": store_fp, "model": init_h}, pt_params, do_pretrain)
         base_model, base_fp = ctx.out / "pretrain" / "run" / "encoder", pt["fingerprint"]
 
     # --- BM25 ---------------------------------------------------------------------------------

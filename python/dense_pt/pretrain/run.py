@@ -61,23 +61,34 @@ def _comparable(cfg: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(flat))
 
 
-def _prepare_out(cfg: PretrainConfig, resume: bool, is_main: bool, barrier: Callable[[], None]) -> None:
+def _check_out(cfg: PretrainConfig, resume: bool) -> None:
+    """Refuse to start over a run that made progress, or to resume one with other settings. A
+    record without a checkpoint (a run that failed or was killed before its first save) holds
+    nothing to continue: it is replaced, so the corrected command runs without --resume."""
+    from dense_pt.training.checkpoint import list_checkpoints
+
     out = Path(cfg.out)
     run_config = out / "run_config.json"
-    if run_config.exists():
-        if not resume:
-            raise FileExistsError(
-                f"{out} already holds a pre-training run: pass --resume, or choose another --out"
-            )
-        old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if diff:
-            changes = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
-            raise MismatchError(f"{run_config}: the run was started with other settings ({changes})")
+    if not run_config.exists() or not list_checkpoints(out / "checkpoints"):
+        return
+    if not resume:
+        raise FileExistsError(
+            f"{out} already holds a pre-training run: pass --resume, or choose another --out"
+        )
+    old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if diff:
+        changes = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
+        raise MismatchError(f"{run_config}: the run was started with other settings ({changes})")
+
+
+def _record_run(cfg: PretrainConfig, is_main: bool, barrier: Callable[[], None]) -> None:
+    """Write ``run_config.json`` once model, data and objective are built (the run has started)."""
     barrier()  # every process has checked the folder before the main one writes into it
     if is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_config, cfg.to_dict())
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(Path(cfg.out) / "run_config.json", cfg.to_dict())
+    barrier()
 
 
 def run_pretrain(
@@ -106,8 +117,7 @@ def run_pretrain(
         raise InvalidArgumentError(
             f"the store has {len(store)} passages, fewer than one batch ({cfg.train.batch_size} x {dist.world_size})"
         )
-    _prepare_out(cfg, resume, dist.is_main, dist.barrier)
-    dist.barrier()
+    _check_out(cfg, resume)
 
     seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
     encoder = load_encoder(cfg.model)
@@ -158,6 +168,7 @@ def run_pretrain(
         lr_lambda=lr_fn,
         reset_optimizer_at=resets,
     )
+    _record_run(cfg, dist.is_main, dist.barrier)
     started = time.time()
     result = trainer.train(resume=resume)
     summary: dict[str, Any] = {
