@@ -174,7 +174,7 @@ def test_cli_train_tokenizer(tmp_path, corpus):
     assert r.exit_code != 0 and isinstance(r.exception, FileExistsError)
 
 
-# ---- CLI error paths through main(): one red line, exit code 2 -------------------------------
+# ---- CLI error paths through main(): one red line, exit code 1 (data) or 2 (usage) ------------
 def _run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "argv", ["dense-pt", *args])
     with pytest.raises(SystemExit) as info:
@@ -183,12 +183,12 @@ def _run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return int(info.value.code or 0), out.out, out.err
 
 
-def test_cli_check_bad_file_exits_2_with_file_and_line(monkeypatch, capsys):
+def test_cli_check_bad_file_exits_1_with_file_and_line(monkeypatch, capsys):
     from pathlib import Path
 
     bad = Path(__file__).parent / "data" / "bad" / "qrels_non_integer.tsv"
     code, _, err = _run_main(monkeypatch, capsys, "corpus", "check", str(bad), "--kind", "qrels")
-    assert code == 2
+    assert code == 1
     assert f"{bad}:3: relevance must be an integer" in err
 
 
@@ -211,7 +211,7 @@ def test_cli_strict_unknown_ids(tmp_path, monkeypatch, capsys, corpus):
         str(corpus),
         "--strict",
     )
-    assert code == 2 and f"{qrels}:2: judgement for an unknown passage id 'nope'" in err
+    assert code == 1 and f"{qrels}:2: judgement for an unknown passage id 'nope'" in err
 
 
 def test_cli_build_existing_store_needs_force(tmp_path, monkeypatch, capsys, corpus, tok_file):
@@ -219,7 +219,7 @@ def test_cli_build_existing_store_needs_force(tmp_path, monkeypatch, capsys, cor
     args = ["corpus", "build", str(corpus), "--tokenizer", str(tok_file), "--out", str(out)]
     assert _run_main(monkeypatch, capsys, *args)[0] == 0
     code, _, err = _run_main(monkeypatch, capsys, *args, "--max-length", "8")
-    assert code == 2 and "--force" in err
+    assert code == 1 and "--force" in err
     code, _, err = _run_main(monkeypatch, capsys, *args, "--max-length", "8", "--force")
     assert code == 0 and "wrote" in err
 

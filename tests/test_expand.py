@@ -351,7 +351,7 @@ def test_cli_bad_input_exits_nonzero(tmp_path, corpus):
         text=True,
         timeout=120,
     )
-    assert r.returncode == 2 and "no such local model folder or .gguf file" in r.stderr
+    assert r.returncode == 1 and "no such local model folder or .gguf file" in r.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n')
     r = subprocess.run(
@@ -373,7 +373,7 @@ def test_cli_bad_input_exits_nonzero(tmp_path, corpus):
         text=True,
         timeout=120,
     )
-    assert r.returncode == 2 and "bad.jsonl:2:" in r.stderr
+    assert r.returncode == 1 and "bad.jsonl:2:" in r.stderr
 
 
 def test_corpus_store_as_input(server, tmp_path, corpus):

@@ -209,9 +209,8 @@ def run_demo(
 ) -> dict[str, Any]:
     """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
     ``<out>/summary.json``."""
-    from rich.console import Console
-
     from dense_pt.fsutil import write_json_atomic
+    from dense_pt.progress import Stage as Timed
 
     # Absolute paths: later stages write configs that resolve paths against their own folders.
     ctx = DemoContext(
@@ -222,11 +221,10 @@ def run_demo(
         finetune_steps=finetune_steps,
     )
     ctx.out.mkdir(parents=True, exist_ok=True)
-    console = Console(stderr=True)
     results: dict[str, dict[str, Any]] = {}
     for name, fn in stages if stages is not None else STAGES:
         t0 = time.perf_counter()
-        with console.status(f"demo: {name} ..."):
+        with Timed("demo", name):  # named when it starts, timed when it ends (stderr)
             summary = fn(ctx)
         summary["seconds"] = round(time.perf_counter() - t0, 2)
         results[name] = summary

@@ -1,9 +1,16 @@
 """The one exception hierarchy of dense-pt, shared by the Rust core (mapped in ``rust/py``) and the
 Python code. Catch ``DensePtError`` for everything; the subclasses also derive from the builtin a
-caller would naturally catch (ValueError, OSError, ImportError)."""
+caller would naturally catch (ValueError, OSError, ImportError), and a missing, forbidden or
+misplaced path is both a ``DensePtIOError`` and the matching builtin (``NotFoundError`` is a
+``FileNotFoundError``, ``PermissionDeniedError`` a ``PermissionError``, ...), whether the Rust core
+or Python raised it (polars does the same).
+
+The command line maps them to exit codes (``dense_pt/cli/__init__.py``): ``InvalidArgumentError``
+(a value the caller gave is unusable) exits 2 like a usage error, every other error 1."""
 
 from __future__ import annotations
 
+import errno as _errno
 from pathlib import Path
 
 
@@ -43,9 +50,73 @@ class DensePtIOError(DensePtError, OSError):
     one line, instead of OSError's ``[Errno N] message: 'path'``; ``.errno`` and ``.filename`` stay."""
 
     def __str__(self) -> str:
-        if self.strerror and self.filename is not None:
+        if self.strerror:
             return str(self.strerror)
         return super().__str__()
+
+
+class NotFoundError(DensePtIOError, FileNotFoundError):
+    """A path that must exist does not (a missing input file, model or store folder)."""
+
+
+class PermissionDeniedError(DensePtIOError, PermissionError):
+    """The operating system refused to read or write a path."""
+
+
+class IsDirectoryError(DensePtIOError, IsADirectoryError):
+    """A file was expected and the path is a folder."""
+
+
+class NotDirectoryError(DensePtIOError, NotADirectoryError):
+    """A folder was expected (or a path runs through a file)."""
+
+
+class AlreadyExistsError(DensePtIOError, FileExistsError):
+    """An output exists and the command was not told to replace it (``--force``)."""
+
+
+# errno -> the class for it; any other errno stays a plain DensePtIOError.
+_IO_CLASSES: dict[int, type[DensePtIOError]] = {
+    _errno.ENOENT: NotFoundError,
+    _errno.EACCES: PermissionDeniedError,
+    _errno.EPERM: PermissionDeniedError,
+    _errno.EISDIR: IsDirectoryError,
+    _errno.ENOTDIR: NotDirectoryError,
+    _errno.EEXIST: AlreadyExistsError,
+}
+
+
+def io_error(code: int | None, message: str, path: str | Path | None = None) -> DensePtIOError:
+    """The ``DensePtIOError`` subclass for errno ``code``, printing ``message`` (which names the
+    path) once: ``io_error(errno.ENOENT, f"{p}: no such file", p)`` is a ``FileNotFoundError``."""
+    cls = _IO_CLASSES.get(code or 0, DensePtIOError)
+    return cls(code or 0, message, None if path is None else str(path))
+
+
+def from_os_error(exc: OSError, path: str | Path | None = None) -> DensePtIOError:
+    """A builtin ``OSError`` as the matching dense-pt class, one line: ``path: reason``."""
+    if isinstance(exc, DensePtIOError):
+        return exc
+    if exc.errno is None:
+        return DensePtIOError(str(exc))
+    where = path if path is not None else exc.filename
+    reason = exc.strerror or str(exc)
+    message = f"{where}: {reason}" if where is not None else reason
+    return io_error(exc.errno, message, where)
+
+
+def not_found(path: str | Path, what: str = "no such file or folder") -> NotFoundError:
+    """``path: what`` as a NotFoundError (a FileNotFoundError)."""
+    err = io_error(_errno.ENOENT, f"{path}: {what}", path)
+    assert isinstance(err, NotFoundError)
+    return err
+
+
+def already_exists(path: str | Path, message: str) -> AlreadyExistsError:
+    """An output that exists and was not to be replaced (a FileExistsError)."""
+    err = io_error(_errno.EEXIST, message, path)
+    assert isinstance(err, AlreadyExistsError)
+    return err
 
 
 class InternalError(DensePtError, RuntimeError):
@@ -65,12 +136,21 @@ class MissingExtraError(DensePtError, ImportError):
 
 
 __all__ = [
+    "AlreadyExistsError",
     "DataWarning",
     "DensePtError",
     "DensePtIOError",
     "FormatError",
     "InternalError",
     "InvalidArgumentError",
+    "IsDirectoryError",
     "MismatchError",
     "MissingExtraError",
+    "NotDirectoryError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "already_exists",
+    "from_os_error",
+    "io_error",
+    "not_found",
 ]

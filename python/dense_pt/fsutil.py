@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, already_exists, io_error
 
 TEMP_KINDS = ("tmp", "partial", "old")
 
@@ -200,7 +200,7 @@ def write_error(exc: BaseException, target: str | Path, temps: tuple[Path, ...] 
         reason = f"the write stopped short ({exc}): the disk is full or a file size limit was reached"
     for t in temps:
         reason = reason.replace(str(t), str(target))
-    return DensePtIOError(code or 0, f"cannot write {target}: {reason}", str(target))
+    return io_error(code, f"cannot write {target}: {reason}", target)
 
 
 @contextlib.contextmanager
@@ -219,9 +219,7 @@ def _mkdir_parent(path: Path) -> None:
     for folder in (path.parent, *path.parent.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise DensePtIOError(
-                    _errno.ENOTDIR, f"cannot write {path}: {folder} is not a folder", str(path)
-                )
+                raise io_error(_errno.ENOTDIR, f"cannot write {path}: {folder} is not a folder", str(path))
             break
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +270,7 @@ def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
     """
     path = Path(path)
     if path.exists() and not force:
-        raise FileExistsError(f"{path} already exists (use --force to replace it)")
+        raise already_exists(path, f"{path} already exists (use --force to replace it)")
     _mkdir_parent(path)
     tmp = temp_path(path, "partial")
     try:

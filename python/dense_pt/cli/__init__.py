@@ -8,16 +8,31 @@ transformers) happen inside the commands, so ``dense-pt --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 
 import typer
+import typer.core
 
 from dense_pt import __version__
-from dense_pt.errors import DensePtError
+from dense_pt.errors import DensePtError, InvalidArgumentError
+
+
+def _flag_type(self, ctx):  # type: ignore[no-untyped-def]
+    """Typer's help shows `--force <bool>` as if a flag took a value: show no type for flags."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="dense-pt",
     help="Pre-train and fine-tune dense passage retrievers.",
+    epilog="Results (runs, JSON, tables) go to stdout; status, progress and errors to stderr "
+    "($DENSE_PT_LOG: debug, info, warning, error). Exit codes: 0 done, 1 an error in the data or "
+    "the system, 2 a usage error, 130 interrupted.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -51,21 +66,94 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Warnings and errors only: no status lines, no progress."
+    ),
 ) -> None:
     """dense-pt: bottleneck pre-training (SimLM, CDMAE, SEED) and multi-stage fine-tuning."""
+    from dense_pt import logs
+
+    logs.configure(logs.level_from(verbose, quiet))
 
 
 for _module in GROUPS:
     importlib.import_module(_module)
 
+# Commands that pick up where they stopped when run again with the same arguments (the hint
+# printed on Ctrl-C); pretrain needs --resume.
+RESUMABLE = {
+    ("encode",): "re-run the same command to resume",
+    ("expand",): "re-run the same command to resume",
+    ("pipeline", "run"): "re-run the same command to resume",
+    ("study", "run"): "re-run the same command to resume",
+    ("demo",): "re-run the same command to resume",
+    ("train", "retriever"): "re-run the same command to resume",
+    ("train", "reranker"): "re-run the same command to resume",
+    ("train", "distill"): "re-run the same command to resume",
+    ("pretrain",): "re-run the same command with --resume to continue",
+}
+DEBUG_ENV = "DENSE_PT_DEBUG"
+
+
+def command_path(argv: list[str]) -> tuple[str, ...]:
+    """The (sub)command names at the start of ``argv`` (options before them skipped)."""
+    node = typer.main.get_command(app)
+    path: list[str] = []
+    for word in argv:
+        if word.startswith("-"):
+            continue
+        commands = getattr(node, "commands", None)  # a group
+        if not commands or word not in commands:
+            break
+        node = commands[word]
+        path.append(word)
+    return tuple(path)
+
+
+# click's usage errors, from typer's own copy of click (typer >= 0.26 vendors it) and from click.
+USAGE_ERRORS = tuple({c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"})
+
+
+def _fail(message: str, code: int) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    sys.exit(code)
+
+
+def _interrupted() -> None:
+    hint = RESUMABLE.get(command_path(sys.argv[1:]))
+    _fail("interrupted" + (f"; {hint}" if hint else ""), 130)
+
+
+def exit_code(exc: BaseException) -> int:
+    """2 for a usage error (a value the caller gave is unusable), 1 for anything else."""
+    return 2 if isinstance(exc, InvalidArgumentError) else 1
+
 
 def main() -> None:
-    """Entry point: expected errors become one clear line on stderr and exit code 2."""
+    """Entry point. Exit codes: 0 done; 2 usage (unknown option, a value out of range:
+    InvalidArgumentError); 1 an error in the data or the system (any other DensePtError, an
+    OSError), one line naming the file, line or option; 130 on Ctrl-C, with one line; any other
+    exception is a bug: one line, and the traceback only with $DENSE_PT_DEBUG set."""
     try:
-        app()
+        rv = app(standalone_mode=False)
+    except USAGE_ERRORS as exc:  # usage: unknown option, invalid value, missing argument
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+    except (typer.Abort, KeyboardInterrupt):
+        _interrupted()
     except DensePtError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        sys.exit(2)
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        sys.exit(2)
+        _fail(f"error: {exc}", exit_code(exc))
+    except OSError as exc:
+        from dense_pt.errors import from_os_error
+
+        _fail(f"error: {from_os_error(exc)}", 1)
+    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        _fail(f"internal error: {detail} (set {DEBUG_ENV}=1 for the traceback)", 1)
+    if rv == 130:  # typer turns Ctrl-C inside a command into Exit(130)
+        _interrupted()
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)

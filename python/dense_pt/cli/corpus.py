@@ -9,7 +9,9 @@ from pathlib import Path
 
 import typer
 
+from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.progress import Progress
 
 corpus_app = typer.Typer(
     help="Tokenized corpus stores: build, inspect, check input files.", no_args_is_help=True
@@ -21,45 +23,6 @@ MAX_RECORD_HELP = (
     "Largest record (a line, or a Parquet/Arrow row) to accept, in MB; longer ones are an error "
     "naming the line (default 64, or $DENSE_PT_MAX_RECORD_BYTES)."
 )
-
-
-class LineProgress:
-    """Progress as plain lines for a log file or a pipe (a live bar prints nothing there): a line
-    when a phase starts, one at most every ``every`` seconds with the rate and ETA, one when it
-    ends. ``update(phase, done, total)``; total 0 means unknown."""
-
-    def __init__(self, command: str, unit: str, every: float = 30.0, stream=None):  # type: ignore[no-untyped-def]
-        import sys
-        import time
-
-        self.command, self.unit, self.every = command, unit, every
-        self.stream = stream or sys.stderr
-        self.clock = time.monotonic
-        self.phase: str | None = None
-        self.start = self.last = 0.0
-        self.done = 0
-
-    def _say(self, text: str) -> None:
-        print(f"{self.command}: {text}", file=self.stream, flush=True)
-
-    def update(self, phase: str, done: int, total: int = 0) -> None:
-        now = self.clock()
-        if phase != self.phase:
-            self.finish()
-            self.phase, self.start, self.last = phase, now, now
-            self._say(f"{phase}: started")
-        self.done = done
-        if now - self.last >= self.every:
-            self.last = now
-            rate = done / max(now - self.start, 1e-9)
-            part = f"{done:,}" + (f"/{total:,} ({100 * done / total:.0f}%)" if total else "")
-            eta = f", ETA {max(total - done, 0) / rate:,.0f} s" if total and rate > 0 else ""
-            self._say(f"{self.phase}: {part} {self.unit}, {rate:,.0f} {self.unit}/s{eta}")
-
-    def finish(self) -> None:
-        if self.phase is not None:
-            self._say(f"{self.phase}: done, {self.done:,} {self.unit} in {self.clock() - self.start:,.1f} s")
-            self.phase = None
 
 
 def record_bytes(mb: float | None) -> int | None:
@@ -116,35 +79,9 @@ def build(
     max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
 ) -> None:
     """Tokenize a corpus once into a memory-mappable store (Arrow IPC + manifest)."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from dense_pt.data.build import build_corpus_store
 
-    console = Console(stderr=True, soft_wrap=True)
-    lines = None if console.is_terminal else LineProgress("corpus build", "passages")
-    with (
-        data_warnings(),
-        Progress(
-            SpinnerColumn(),
-            TextColumn("tokenizing {task.completed:,.0f} passages"),
-            TextColumn("{task.fields[rate]:,.0f} passages/s"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=lines is not None,
-        ) as bar,
-    ):
-        task = bar.add_task("build", total=None, rate=0.0)
-        start = bar.get_time()
-
-        def progress(done: int) -> None:
-            if lines is not None:
-                lines.update("tokenizing", done)
-                return
-            elapsed = max(bar.get_time() - start, 1e-9)
-            bar.update(task, completed=done, rate=done / elapsed)
-
+    with data_warnings(), Progress("corpus build", "passages") as progress:
         res = build_corpus_store(
             corpus,
             tokenizer,
@@ -157,20 +94,18 @@ def build(
             force=force,
             threads=threads,
             batch_size=batch_size,
-            progress=progress,
+            progress=lambda done: progress.update("tokenizing", done),
         )
-        if lines is not None:
-            lines.finish()
     if not res.built:
-        console.print(
-            f"[green]{out}[/] is up to date ({len(res.store):,} passages; same source, tokenizer and "
+        logs.status(
+            f"{out} is up to date ({len(res.store):,} passages; same source, tokenizer and "
             "max length): nothing to do (use --force to rebuild)"
         )
         return
     m = res.store.manifest
     limit = m.get("max_length")
-    console.print(
-        f"wrote [green]{out}[/]: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
+    logs.status(
+        f"wrote {out}: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
         f"{res.truncated:,} truncated (max length {limit or 'none'}, "
         f"{m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
         f"({res.passages_per_s:,.0f} passages/s)"
@@ -259,7 +194,7 @@ def train_tokenizer(
             min_frequency=min_frequency,
             force=force,
         )
-    typer.echo(f"wrote {out}: {tok.get_vocab_size():,} tokens")
+    logs.status(f"wrote {out}: {tok.get_vocab_size():,} tokens")
 
 
 @corpus_app.command("check")

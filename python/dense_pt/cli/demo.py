@@ -11,7 +11,7 @@ from dense_pt.cli import app
 
 @app.command()
 def demo(
-    out: Path = typer.Option(Path("demo-output"), help="Folder for the demo's artifacts."),
+    out: Path = typer.Option(Path("demo-output"), "--out", "-o", help="Folder for the demo's artifacts."),
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
     force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
     with_expansion: bool = typer.Option(

@@ -19,7 +19,9 @@ def expand_cmd(
     corpus: Path = typer.Option(
         ..., "--corpus", help="Corpus file (BEIR jsonl or folder, tsv, Parquet, Arrow) or a corpus store."
     ),
-    out: Path = typer.Option(..., "--out", help="Queries folder (Parquet shards); re-running resumes it."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Queries folder (Parquet shards); re-running resumes it."
+    ),
     num_queries: int = typer.Option(10, help="Queries asked for and kept per passage."),
     prompt: str = typer.Option("alpaca", help="alpaca | tk-instruct | a template FILE ({passage}, ...)."),
     limit: int | None = typer.Option(None, help="Only the first N passages."),
@@ -50,10 +52,9 @@ def expand_cmd(
     dtype: str = typer.Option("auto", help="auto | float32 | bfloat16 | float16."),
 ) -> None:
     """Generate pseudo-queries per passage with an LLM (paper's prompts, nucleus sampling), resumably."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
+    from dense_pt import logs
     from dense_pt.expansion import SamplingParams, expand
+    from dense_pt.progress import Progress
 
     chat_opt: str | bool = {"auto": "auto", "on": True, "off": False}.get(chat, None)  # type: ignore[assignment]
     if chat_opt is None:
@@ -61,14 +62,10 @@ def expand_cmd(
     sampling = SamplingParams(
         temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens
     )
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("expand"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
-    ) as bar:
-        task = bar.add_task("expand", total=None)
+    with Progress("expand", "passages") as bar:
 
         def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update("generating", done, total)
 
         res = expand(
             corpus,
@@ -93,7 +90,7 @@ def expand_cmd(
             progress=progress,
         )
     rate = f", {res.passages_per_second:.2f} passages/s" if res.generated else ""
-    typer.echo(
+    logs.status(
         f"{res.out}: {res.selected} passages selected, {res.already_done} already done, "
         f"{res.generated} generated ({res.queries} queries, {res.empty} without any, "
         f"{res.dropped_copies} copies, {res.dropped_duplicates} duplicates and {res.dropped_echoes} "

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.finetune import defaults as FT
 
@@ -35,7 +36,7 @@ COMMON = dict(
     corpus=typer.Option(..., help="Corpus store folder."),
     queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
     qrels=typer.Option(..., help="Training judgements."),
-    out=typer.Option(..., help="Output folder (resumable; final model in OUT/model)."),
+    out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
 )
 
 
@@ -75,7 +76,7 @@ def retriever(
     cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
     m = train_retriever(model, corpus, queries, qrels, out, negatives, loss, group_size, query_max_length,
                         passage_max_length, tau, pooling=pooling, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
-    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+    logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
 @train_app.command("reranker")
@@ -109,7 +110,7 @@ def reranker(
     init = resolve_checkpoint(model, None, "MODEL")
     m = train_reranker(init, corpus, queries, qrels, negatives, out, group_size, query_max_length,
                        max_length, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
-    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+    logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
 @train_app.command("distill")
@@ -146,7 +147,7 @@ def distill(
     m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha, loss=loss, tau=tau,
                       query_max_length=query_max_length, passage_max_length=passage_max_length,
                       train=cfg, resume=resume, epochs=epochs)  # fmt: skip
-    typer.echo(f"wrote {out}/model after {m['steps']} steps")
+    logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
 @app.command()
@@ -156,11 +157,11 @@ def score(
     queries: Path = COMMON["queries"],
     qrels: Path = COMMON["qrels"],
     negatives: Path = typer.Option(..., help="Negatives file whose pairs to score."),
-    out: Path = typer.Option(..., help="Scores file (.dpneg layout; manifest beside it)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Scores file (.dpneg layout; manifest beside it)."),
     batch_size: int = typer.Option(64),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
     from dense_pt.finetune.stages import score as run_score
 
     m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
-    typer.echo(f"wrote {out}: {m['pairs']} pairs")
+    logs.status(f"wrote {out}: {m['pairs']} pairs")

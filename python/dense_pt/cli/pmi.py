@@ -3,51 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
+from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.progress import Progress
 
 pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importance.", no_args_is_help=True)
 app.add_typer(pmi_app, name="pmi")
 
 
-def _progress(command: str = "pmi"):
-    """A progress display and a callback for the Rust core: one bar per phase in a terminal, plain
-    lines (a phase's start and end, a status line with rate and ETA every 30 s) otherwise."""
-    import contextlib
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from dense_pt.cli.corpus import LineProgress
-
-    if not Console(stderr=True).is_terminal:
-        lines = LineProgress(command, "n-grams")
-
-        @contextlib.contextmanager
-        def display():  # type: ignore[no-untyped-def]
-            yield
-            lines.finish()
-
-        return display(), lines.update
-
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=False,
-    )
-    tasks: dict[str, int] = {}
-
-    def callback(phase: str, done: int, total: int) -> None:
-        if phase not in tasks:
-            tasks[phase] = bar.add_task(phase, total=max(total, 1))
-        bar.update(tasks[phase], completed=min(done, total), total=max(total, 1))
-
-    return bar, callback
+def _progress(command: str) -> tuple[Progress, Callable[[str, int, int], None]]:
+    """The progress display and the callback the Rust core reports to, one phase per order."""
+    progress = Progress(command, "n-grams")
+    return progress, lambda phase, done, total: progress.update(phase, done, total)
 
 
 def _gb(n: int | None) -> str:
@@ -57,7 +29,7 @@ def _gb(n: int | None) -> str:
 @pmi_app.command("build")
 def build_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory (from `dense-pt corpus build`)."),
-    out: Path = typer.Option(..., "--out", help="Table file to write (atomically)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Table file to write (atomically)."),
     max_n: int = typer.Option(
         4, "--max-n", min=1, help="Highest n-gram order (AMI window L needs L <= max-n)."
     ),
@@ -79,8 +51,6 @@ def build_cmd(
     ),
 ) -> None:
     """Count 1..max-n-grams of a corpus store into a table file."""
-    from rich.console import Console
-
     from dense_pt.pmi import build
 
     bar, cb = _progress("pmi build")
@@ -96,8 +66,8 @@ def build_cmd(
             spill_dir=spill_dir,
             progress=cb,
         )
-    Console().print(
-        f"[green]wrote[/] {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
+    logs.status(
+        f"wrote {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
         f"N_n {stats['totals']}  stored {stats['entries']}  "
         f"passes {stats['passes']}  spilled runs {stats['spilled_runs']}  "
         f"{stats['seconds']:.1f} s  peak RSS {_gb(stats['peak_rss_bytes'])}"
@@ -109,20 +79,18 @@ def merge_cmd(
     parts: list[Path] = typer.Argument(
         ..., help="Shard tables from `pmi build --shard I/N` (all N of them)."
     ),
-    out: Path = typer.Option(..., "--out", help="Merged table file to write."),
+    out: Path = typer.Option(..., "--out", "-o", help="Merged table file to write."),
     min_count: int = typer.Option(
         1, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
     ),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
-    from rich.console import Console
-
     from dense_pt.pmi import merge
 
     bar, cb = _progress("pmi merge")
     with bar:
         res = merge(parts, out, min_count=min_count, progress=cb)
-    Console().print(f"[green]wrote[/] {out} from {res['parts']} shards  N_n {res['totals']}")
+    logs.status(f"wrote {out} from {res['parts']} shards  N_n {res['totals']}")
 
 
 @pmi_app.command("score")
@@ -139,15 +107,14 @@ def score_cmd(
     ),
 ) -> None:
     """Add the per-token AMI column `importance` to the store (atomic; replaces an old one)."""
-    from rich.console import Console
-
     from dense_pt.pmi import score
 
-    console = Console()
-    with console.status(f"scoring {store} with window {window}"):
+    with Progress("pmi score", "tokens") as progress:
+        progress.update(f"scoring with window {window}", 0)
         res = score(store, table, window=window, dtype=dtype, threads=threads, column=column)
-    console.print(
-        f"[green]added[/] column {res['column']!r} to {res['store']}: {res['tokens']:,} tokens, "
+        progress.update(f"scoring with window {window}", res["tokens"])
+    logs.status(
+        f"added column {res['column']!r} to {res['store']}: {res['tokens']:,} tokens, "
         f"{res['tokens_per_s']:,.0f} tokens/s, mean AMI {res['mean']:.3f}"
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
+from dense_pt import logs
 from dense_pt.cli import app
 
 METHOD_HELP = (
@@ -71,7 +72,7 @@ def pretrain(
     ),
     corpus: Path | None = typer.Option(None, help="Corpus store folder."),
     out: Path | None = typer.Option(
-        None, help="Output folder (encoder/, decoder/, log.jsonl, checkpoints/)."
+        None, "--out", "-o", help="Output folder (encoder/, decoder/, log.jsonl, checkpoints/)."
     ),
     config: Path | None = typer.Option(None, "--config", help="TOML file; options given here override it."),
     resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
@@ -155,8 +156,6 @@ def pretrain(
     quiet: bool = typer.Option(False, help="No progress bar."),
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
-    from rich.console import Console
-
     from dense_pt.pretrain import build_config, run_pretrain
 
     cfg = build_config(
@@ -211,8 +210,8 @@ def pretrain(
     if summary.get("rank", 0) != 0:
         return
     rec = summary.get("final_record") or {}
-    Console(stderr=True).print(
-        f"[green]done[/green]: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "
+    logs.status(
+        f"done: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "
         f"encoder in {Path(cfg.out) / 'encoder'}"
     )
 
@@ -220,7 +219,7 @@ def pretrain(
 @app.command()
 def plot(
     logs: list[Path] = typer.Argument(..., help="Training logs (log.jsonl)."),
-    out: Path = typer.Option(..., "--out", help="PNG file to write."),
+    out: Path = typer.Option(..., "--out", "-o", help="PNG file to write."),
     key: list[str] = typer.Option(["loss"], "--key", help="Logged value(s) to draw, one panel each."),
     label: list[str] | None = typer.Option(None, "--label", help="A legend label per log."),
     smooth: int = typer.Option(1, help="Moving-average window in logged points."),

@@ -13,66 +13,79 @@ from dense_pt.cli import app
 def bm25(
     corpus: Path = typer.Argument(..., help="BEIR corpus.jsonl ({_id, title, text})."),
     queries: Path = typer.Option(..., help="Queries: BEIR jsonl or 'qid<TAB>text'."),
-    out: Path = typer.Option(..., help="TREC run to write."),
-    k: int = typer.Option(1000, "-k", "--k", help="Hits per query."),
-    k1: float = typer.Option(0.9),
-    b: float = typer.Option(0.4),
+    out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    k: int = typer.Option(1000, "-k", "--k", min=1, help="Hits per query."),
+    k1: float = typer.Option(
+        0.9, min=0.0, help="Term-frequency saturation: 0 counts a term once, larger lets repeats count more."
+    ),
+    b: float = typer.Option(
+        0.4, min=0.0, max=1.0, help="Length normalisation: 0 none, 1 full (scores scaled by passage length)."
+    ),
     stem: bool = typer.Option(True, help="English Snowball stemming (PyStemmer), if installed."),
 ) -> None:
     """BM25 (bm25s, Lucene variant) over a corpus: a TREC run."""
+    from dense_pt import logs
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
 
     run_bm25(corpus, queries, out, k=k, k1=k1, b=b, stem=stem)
-    typer.echo(f"wrote {out}")
+    logs.status(f"wrote {out}")
 
 
 @app.command()
 def encode(
     model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
     source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
-    out: Path = typer.Option(..., help="Output folder of .npy shards + manifest (resumable)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder of .npy shards + manifest (resumable)."),
     pooling: str = typer.Option(
         "auto", help="cls | mean | auto (from the model's sentence-transformers files)."
     ),
     normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise."),
-    batch_size: int = typer.Option(64),
+    batch_size: int = typer.Option(
+        64, min=1, help="Sequences per forward pass (lower it if the GPU or CPU runs out of memory)."
+    ),
     max_length: int | None = typer.Option(
         None,
         help="Tokens per sequence, [CLS] and [SEP] included (default: the lengths the retriever was trained "
         "with, from its retriever.json; else its sentence-transformers max_seq_length; else 32 / 144).",
     ),
-    shard_size: int = typer.Option(100_000, help="Rows per shard file."),
+    shard_size: int = typer.Option(100_000, min=1, help="Rows per shard file."),
     dtype: str = typer.Option("float16", help="float16 | float32."),
     device: str | None = typer.Option(None, help="cpu / cuda (default: cuda when available)."),
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
+    from dense_pt import logs
     from dense_pt.retrieval.encode import encode as run_encode
 
     run_encode(model, source, out, pooling, normalize, batch_size, max_length, shard_size, dtype, device)
-    typer.echo(f"wrote {out}")
+    logs.status(f"wrote {out}")
 
 
 @app.command()
 def search(
     queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
     passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
-    out: Path = typer.Option(..., help="TREC run to write."),
-    k: int = typer.Option(1000, "-k", "--k", help="Hits per query."),
+    out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    k: int = typer.Option(1000, "-k", "--k", min=1, help="Hits per query."),
     metric: str | None = typer.Option(None, help="ip | cosine (default: cosine if normalised, else ip)."),
-    max_memory_gb: float | None = typer.Option(None, help="Search the passages in chunks of this size."),
+    max_memory_gb: float | None = typer.Option(
+        None, help="Search the passages in chunks of at most this many GB (a positive number)."
+    ),
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
+    from dense_pt import logs
     from dense_pt.retrieval.search import search as run_search
 
     run_search(queries, passages, out, k=k, metric=metric, max_memory_gb=max_memory_gb)
-    typer.echo(f"wrote {out}")
+    logs.status(f"wrote {out}")
 
 
 @app.command("mine-negatives")
 def mine_negatives(
     run: Path = typer.Argument(..., help="TREC run to mine from (BM25 or dense)."),
     qrels: Path = typer.Option(..., help="Judgements; every positive is excluded by id."),
-    out: Path = typer.Option(..., help="Negatives file (.dpneg); a manifest is written beside it."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Negatives file (.dpneg); a manifest is written beside it."
+    ),
     depth: int = typer.Option(200, help="Candidates considered (SimLM: the top 200; see --pool)."),
     pool: str = typer.Option(
         "rank",
@@ -84,7 +97,9 @@ def mine_negatives(
         0, help="Skip the first N candidates left (sentence-transformers' range_min)."
     ),
     num: int = typer.Option(0, help="Negatives kept per query (0: all of the pool)."),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(
+        0, help="Seed of --sampling random (which negatives are kept); the same seed keeps the same ones."
+    ),
     sampling: str = typer.Option("random", help="random | top (with --num)."),
     absolute_margin: float | None = typer.Option(
         None, help="Keep only if score + M <= the positive's score (lowest positive)."
@@ -109,6 +124,7 @@ def mine_negatives(
 ) -> None:
     """Mine hard negatives from a run, excluding judged positives. With a margin, a positive that
     the run does not contain is scored from --query-embeddings / --passage-embeddings."""
+    from dense_pt import logs
     from dense_pt.data import load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
     from dense_pt.retrieval import negatives as neg
@@ -135,13 +151,28 @@ def mine_negatives(
     neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
     if text is not None:
         neg.export_text(out, text)
-    typer.echo(f"wrote {out}: {table.stats}")
+    logs.status(mining_summary(out, table.stats))
+
+
+def mining_summary(out: Path, stats: dict) -> str:
+    """The miner's statistics as one readable line (all of them are in the manifest too)."""
+    q, n = stats["queries"], stats["negatives"]
+    parts = [
+        f"{n:,} negatives for {q:,} queries ({n / max(q, 1):,.1f} per query)",
+        f"{stats['excluded_positives']:,} judged positives excluded",
+        f"{stats['filtered_by_margin_or_score']:,} candidates filtered by margin or score",
+    ]
+    if stats.get("queries_with_fewer_than_num"):
+        parts.append(f"{stats['queries_with_fewer_than_num']:,} queries with fewer than --num")
+    if stats.get("queries_without_positive_score"):
+        parts.append(f"{stats['queries_without_positive_score']:,} queries whose positive has no score")
+    return f"wrote {out}: " + "; ".join(parts)
 
 
 @app.command("negatives-export")
 def negatives_export(
     path: Path = typer.Argument(..., help="Negatives file (.dpneg)."),
-    out: Path = typer.Option(..., help="Text file 'qid<TAB>pid<TAB>score'."),
+    out: Path = typer.Option(..., "--out", "-o", help="Text file 'qid<TAB>pid<TAB>score'."),
 ) -> None:
     """Export a binary negatives file as text."""
     from dense_pt.retrieval.negatives import export_text

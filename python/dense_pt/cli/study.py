@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from dense_pt import logs
 from dense_pt.cli import app
 
 study_app = typer.Typer(
@@ -28,5 +29,5 @@ def run(
     from dense_pt.pipeline.study import load_study, render_markdown, run_study
 
     study = load_study(config, set_)
-    results = run_study(study, progress=not quiet, log=lambda m: typer.echo(m, err=True), only=only or None)
+    results = run_study(study, progress=not quiet, log=logs.status, only=only or None)
     typer.echo(render_markdown(results))

@@ -36,7 +36,7 @@ from dense_pt.data.tokenizer import (
     vocab_hash,
     without_padding_or_truncation,
 )
-from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.errors import FormatError, InvalidArgumentError, already_exists, not_found
 from dense_pt.fsutil import atomic_file, sha256_file
 
 # Called after each tokenized batch with the number of passages done so far.
@@ -155,7 +155,7 @@ def build_corpus_store(
     """
     source = resolve_beir(corpus, "corpus")
     if not source.exists():
-        raise FileNotFoundError(f"{source}: no such corpus file")
+        raise not_found(source, "no such corpus file")
     if format is None and source.stat().st_size == 0:
         format = "jsonl"  # nothing to sniff: read as jsonl, i.e. no passages (refused below)
     fmt = format or detect_format(source, CORPUS_FORMATS)
@@ -180,7 +180,7 @@ def build_corpus_store(
         if old:
             diff = [k for k in ident if ident[k] != old.get(k)]
             what = f"a store built from different inputs ({', '.join(diff)} differ)"
-        raise FileExistsError(f"{out} already holds {what}; use --force (force=True) to replace it")
+        raise already_exists(out, f"{out} already holds {what}; use --force (force=True) to replace it")
 
     set_tokenizer_threads(threads)
     max_content = None if max_length is None else max_length - 2
@@ -292,7 +292,7 @@ def train_tokenizer_on_corpus(
     if out is not None:
         out = Path(out)
         if out.exists() and not force:
-            raise FileExistsError(f"{out} already exists (use --force to replace it)")
+            raise already_exists(out, f"{out} already exists (use --force to replace it)")
     if vocab_size < 50:
         raise InvalidArgumentError(f"vocab_size must be at least 50, got {vocab_size}")
     texts = (passage_text(p, title_sep) for p in read_corpus(corpus, format))

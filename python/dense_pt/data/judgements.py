@@ -15,6 +15,7 @@ FormatError instead.
 
 from __future__ import annotations
 
+import errno
 import math
 import warnings
 from collections.abc import Container, Iterable, Iterator, Mapping
@@ -23,7 +24,7 @@ from typing import NamedTuple
 
 from dense_pt.data.lines import first_line, iter_lines
 from dense_pt.data.unique import UniqueIds
-from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError
+from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError, io_error
 from dense_pt.fsutil import atomic_file
 
 QREL_FORMATS = ("trec", "beir")
@@ -80,7 +81,9 @@ def read_qrels(
     pair, invalid UTF-8; unknown ids warn (or fail with ``strict``)."""
     path = Path(path)
     if path.is_dir():
-        raise FormatError("expected a qrels file (e.g. <beir>/qrels/test.tsv), found a folder", path=path)
+        raise io_error(
+            errno.EISDIR, f"{path}: expected a qrels file (e.g. <beir>/qrels/test.tsv), found a folder", path
+        )
     if format is not None and format not in QREL_FORMATS:
         raise InvalidArgumentError(
             f"unknown qrels format {format!r}; expected one of {', '.join(QREL_FORMATS)}"

@@ -18,6 +18,7 @@ Policies (documented in the README, section "Data"):
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import warnings
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError
+from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError, io_error, not_found
 
 BOM = b"\xef\xbb\xbf"
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
@@ -60,9 +61,9 @@ def record_too_large(limit: int) -> str:
 
 def open_binary(path: Path) -> IO[bytes]:
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise not_found(path, "no such file")
     if path.is_dir():
-        raise FormatError("expected a file, found a directory", path=path)
+        raise io_error(errno.EISDIR, f"{path}: expected a file, found a folder", path)
     if path.suffix == ".gz":
         return gzip.open(path, "rb")  # type: ignore[return-value]
     return open(path, "rb")

@@ -35,7 +35,7 @@ from dense_pt.data.tokenizer import (
     without_padding_or_truncation,
 )
 from dense_pt.data.unique import UniqueIds
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, already_exists, not_found
 from dense_pt.fsutil import (
     atomic_dir,
     atomic_file,
@@ -109,6 +109,8 @@ class CorpusStore:
         skips the checks. A file that does not match the manifest is a FormatError."""
         path = Path(path)
         mpath = path / MANIFEST_FILE
+        if not path.exists():
+            raise not_found(path, "no such corpus store (build one with `dense-pt corpus build`)")
         if not mpath.exists():
             raise FormatError(
                 "not a corpus store (no manifest.json); build one with `dense-pt corpus build`", path=path
@@ -265,7 +267,9 @@ class CorpusStore:
         ``name`` must be a plain identifier (it becomes a file name) and not a reserved one."""
         check_name(name, "column name", RESERVED_COLUMNS)
         if name in self.manifest["columns"] and not force:
-            raise FileExistsError(f"{self.path}: column {name!r} exists (use force to replace it)")
+            raise already_exists(
+                self.path / name, f"{self.path}: column {name!r} exists (use force to replace it)"
+            )
         offsets = np.asarray(offsets, dtype=np.int64)
         if not np.array_equal(np.diff(offsets), self.lengths()):
             raise MismatchError(f"column {name!r}: row lengths do not match the store's input_ids")

@@ -18,6 +18,7 @@ prompt. Parsing happens elsewhere (:mod:`dense_pt.expansion.parse`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dense_pt._extras import require
-from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, io_error
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,10 @@ def resolve_model_path(model: str | Path) -> tuple[Path, str | None]:
             f"--model {path}: no config.json and "
             + (f"{len(ggufs)} .gguf files (name one)" if ggufs else "no .gguf file")
         )
-    raise InvalidArgumentError(
-        f"--model {path}: no such local model folder or .gguf file (dense-pt never downloads weights)"
+    raise io_error(
+        errno.ENOENT,
+        f"--model {path}: no such local model folder or .gguf file (dense-pt never downloads weights)",
+        path,
     )
 
 

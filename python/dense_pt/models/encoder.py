@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
 
 # Attention implementations that accept an explicit [B, 1, Lq, Lk] mask (our decoders need one).
 MASKABLE_ATTENTION = ("sdpa", "eager")
@@ -38,7 +38,7 @@ def load_encoder(init: str | Path) -> nn.Module:
             raise FormatError("checkpoint folder has no config.json", path=init)
         model = AutoModel.from_pretrained(str(init), local_files_only=True)
     else:
-        raise FileNotFoundError(f"model {init} does not exist")
+        raise not_found(init, "no such model")
     if not (hasattr(model, "embeddings") and hasattr(getattr(model, "encoder", None), "layer")):
         raise InvalidArgumentError(
             f"{init}: {type(model).__name__} is not a BERT-like encoder (needs embeddings + encoder.layer)"

@@ -6,13 +6,14 @@ special tokens. Nothing is downloaded at run time."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dense_pt.errors import FormatError, MismatchError
+from dense_pt.errors import FormatError, MismatchError, io_error
 
 JOINT = "joint"
 
@@ -39,10 +40,12 @@ def resolve_generator(spec: str | Path, cache_dir: str | Path | None = None) -> 
     try:
         folder = snapshot_download(str(spec), local_files_only=True, cache_dir=cache_dir)
     except (LocalEntryNotFoundError, HFValidationError, OSError, ValueError):
-        raise FileNotFoundError(
+        raise io_error(
+            errno.ENOENT,
             f"generator {str(spec)!r} is neither a folder nor a model in the local Hugging Face cache "
             f"(dense-pt never downloads at run time: fetch it once with `hf download {spec}`, or "
-            "pass a folder, or --generator joint)"
+            "pass a folder, or --generator joint)",
+            str(spec),
         ) from None
     return Path(folder)
 

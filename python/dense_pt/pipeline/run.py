@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt import __version__
+from dense_pt import __version__, logs
 from dense_pt.errors import DensePtError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
@@ -125,6 +125,7 @@ class Context:
         self.log(f"[{name}] running")
         t0 = time.perf_counter()
         result = fn(folder)
+        self.log(f"[{name}] done in {time.perf_counter() - t0:,.1f} s")
         if "metrics" in result:
             result = {**result, "evaluation": self.eval_key}
             self._card_metrics(name, folder, result["metrics"])
@@ -326,7 +327,7 @@ def run_pipeline(
     config: dict[str, Any] | str | Path,
     progress: bool = True,
     stop_after: str | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run (or continue) the whole chain; returns every stage's manifest."""
     from dense_pt.data import corpus_texts, load_qrels, load_queries, load_run, write_run
@@ -338,6 +339,7 @@ def run_pipeline(
 
     cfg = config if isinstance(config, dict) else load_pipeline_config(config)
     check_stop_after(stop_after, cfg)
+    log = log or (lambda m: logs.status(f"pipeline: {m}"))
     ctx = Context(cfg, progress, stop_after, log)
     ctx.out.mkdir(parents=True, exist_ok=True)
     data, model_cfg = cfg["data"], cfg["model"]

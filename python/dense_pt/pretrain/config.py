@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.errors import FormatError, InvalidArgumentError, not_found
 from dense_pt.objectives import MethodOptions, check_method, profile, resolve_options, resolve_pooling
 from dense_pt.objectives.defaults import STAGE_OPTIMIZER
 from dense_pt.training.config import TrainConfig, dataclass_from_mapping, read_toml
@@ -79,9 +79,9 @@ class PretrainConfig:
         if self.max_length < 8:
             raise InvalidArgumentError(f"max_length must be >= 8, got {self.max_length}")
         if not Path(self.corpus).is_dir():
-            raise FileNotFoundError(f"corpus store {self.corpus} does not exist")
+            raise not_found(self.corpus, "no such corpus store")
         if not Path(self.model).exists():
-            raise FileNotFoundError(f"model {self.model} does not exist")
+            raise not_found(self.model, "no such model")
         self.options = resolve_pooling(self.options, self.model)
         if self.options.generator is not None:
             from dense_pt.models.generator import resolve_generator
@@ -128,7 +128,7 @@ class PretrainConfig:
                     )
             return
         if self.queries is not None and not Path(self.queries).is_dir():
-            raise FileNotFoundError(f"queries folder {self.queries} does not exist (run `dense-pt expand`)")
+            raise not_found(self.queries, "no such queries folder (run `dense-pt expand`)")
         if self.max_query_tokens < 1:
             raise InvalidArgumentError(f"max_query_tokens must be >= 1, got {self.max_query_tokens}")
         if self.stage_optimizer is None:

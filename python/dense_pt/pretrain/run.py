@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt import __version__
-from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.errors import InvalidArgumentError, MismatchError, already_exists
 from dense_pt.fsutil import write_json_atomic
 from dense_pt.pretrain.config import PretrainConfig
 from dense_pt.pretrain.context_data import (
@@ -72,8 +72,8 @@ def _check_out(cfg: PretrainConfig, resume: bool) -> None:
     if not run_config.exists() or not list_checkpoints(out / "checkpoints"):
         return
     if not resume:
-        raise FileExistsError(
-            f"{out} already holds a pre-training run: pass --resume, or choose another --out"
+        raise already_exists(
+            out, f"{out} already holds a pre-training run: pass --resume, or choose another --out"
         )
     old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

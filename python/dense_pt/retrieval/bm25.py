@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
 from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.progress import Progress
+
+
+def check_params(k: int, k1: float, b: float) -> None:
+    """BM25's parameters as the formula needs them: k >= 1 hits, k1 >= 0 (term-frequency
+    saturation), 0 <= b <= 1 (length normalisation)."""
+    if not (isinstance(k, int) and k >= 1):
+        raise InvalidArgumentError(f"k (-k) must be at least 1, got {k}")
+    if not (math.isfinite(k1) and k1 >= 0):
+        raise InvalidArgumentError(f"k1 (--k1) must be a number >= 0, got {k1}")
+    if not (math.isfinite(b) and 0 <= b <= 1):
+        raise InvalidArgumentError(f"b (--b) must be between 0 and 1, got {b}")
 
 
 def bm25_run(
@@ -22,6 +35,7 @@ def bm25_run(
     """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}``."""
     import bm25s
 
+    check_params(k, k1, b)
     pairs = list(corpus)
     if not pairs:
         raise InvalidArgumentError("the corpus is empty")
@@ -34,15 +48,20 @@ def bm25_run(
             stemmer = Stemmer.Stemmer("english")
         except ImportError:
             stemmer = None
-    tok = bm25s.tokenize([t for _, t in pairs], stopwords=stopwords, stemmer=stemmer, show_progress=False)
-    retriever = bm25s.BM25(k1=k1, b=b, method=method)
-    retriever.index(tok, show_progress=False)
     qids = list(queries)
-    qtok = bm25s.tokenize(
-        [queries[q] for q in qids], stopwords=stopwords, stemmer=stemmer, show_progress=False
-    )
-    kk = min(k, len(pids))
-    docs, scores = retriever.retrieve(qtok, k=kk, show_progress=False, n_threads=1)
+    with Progress("bm25", "passages") as progress:
+        progress.update("indexing", 0, len(pairs))
+        tok = bm25s.tokenize([t for _, t in pairs], stopwords=stopwords, stemmer=stemmer, show_progress=False)
+        retriever = bm25s.BM25(k1=k1, b=b, method=method)
+        retriever.index(tok, show_progress=False)
+        progress.update("indexing", len(pairs), len(pairs))
+        progress.update("retrieving", 0, len(qids), unit="queries")
+        qtok = bm25s.tokenize(
+            [queries[q] for q in qids], stopwords=stopwords, stemmer=stemmer, show_progress=False
+        )
+        kk = min(k, len(pids))
+        docs, scores = retriever.retrieve(qtok, k=kk, show_progress=False, n_threads=1)
+        progress.update("retrieving", len(qids), len(qids))
     run: dict[str, dict[str, float]] = {}
     for i, q in enumerate(qids):
         run[q] = {pids[int(d)]: float(s) for d, s in zip(docs[i], scores[i], strict=True) if s > 0}

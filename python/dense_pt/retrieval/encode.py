@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt import __version__
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt import __version__, logs
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
+from dense_pt.progress import Progress
 from dense_pt.retrieval.encoder import check_vocab, detect_spec, load_backbone, pad_batch, pool
 
 MANIFEST = "manifest.json"
@@ -53,12 +54,34 @@ class Embeddings:
     manifest: dict[str, Any]
 
     @classmethod
-    def open(cls, path: str | Path) -> Embeddings:
+    def open(cls, path: str | Path, kind: str | None = None, role: str = "") -> Embeddings:
+        """Open a finished ``dense-pt encode`` folder; with ``kind`` ("queries" / "passages") it
+        must hold that kind (``role`` names the argument in the message)."""
         path = Path(path)
         mpath = path / MANIFEST
+        if not path.exists():
+            raise not_found(path, "no such embeddings folder")
         if not mpath.exists():
-            raise FormatError("not an embeddings folder (no manifest.json)", path)
-        manifest = json.loads(mpath.read_text())
+            raise FormatError(
+                "not an embeddings folder (no manifest.json; make one with `dense-pt encode`)", path
+            )
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FormatError(f"invalid JSON ({exc})", mpath) from None
+        if "settings" not in manifest and "format_version" in manifest and "special_tokens" in manifest:
+            raise FormatError(
+                "this is a corpus store, not embeddings: encode it first with `dense-pt encode MODEL STORE`",
+                path,
+            )
+        if "settings" not in manifest:
+            raise FormatError("not an embeddings folder (its manifest.json is another kind)", path)
+        found = manifest.get("kind") or manifest["settings"].get("kind")
+        if kind is not None and found is not None and found != kind:
+            raise MismatchError(
+                f"{path}: holds {found} embeddings, but {role or 'this argument'} needs {kind}"
+                + (" (are the queries and passages swapped?)" if role else ""),
+            )
         if not manifest.get("complete"):
             raise FormatError("encoding is incomplete: re-run `dense-pt encode` to finish it", path)
         return cls(path, manifest)
@@ -111,6 +134,63 @@ def default_max_length(model_dir: str | Path, kind: str) -> int:
         if isinstance(value, int) and value >= 3:
             return value
     return FT.QUERY_MAX_LENGTH if kind == "queries" else FT.PASSAGE_MAX_LENGTH
+
+
+# Models whose position table has pad_token_id + 1 leading slots no sequence can use.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def check_model_folder(model_dir: Path) -> dict[str, Any]:
+    """The model's config.json, after checking that ``model_dir`` is a model folder at all (a
+    clear error instead of a tokenizer traceback deep inside transformers)."""
+    if not model_dir.exists():
+        raise not_found(model_dir, "no such model folder")
+    if not model_dir.is_dir():
+        raise FormatError(
+            "expected a model folder (config.json, weights, tokenizer.json), found a file", model_dir
+        )
+    config = model_dir / "config.json"
+    if not config.is_file():
+        raise FormatError(
+            "not a model folder (no config.json); give a Hugging Face model folder with config.json, "
+            "the weights and tokenizer.json",
+            model_dir,
+        )
+    if not any((model_dir / n).is_file() for n in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")):
+        raise FormatError("the model folder has no tokenizer (tokenizer.json)", model_dir)
+    try:
+        return json.loads(config.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"invalid JSON ({exc})", config) from None
+
+
+def position_limit(config: dict[str, Any]) -> int | None:
+    """The longest sequence the model's position embeddings cover, [CLS] and [SEP] included."""
+    n = config.get("max_position_embeddings")
+    if not isinstance(n, int):
+        return None
+    if config.get("model_type") in _OFFSET_POSITIONS:
+        n -= int(config.get("pad_token_id") or 1) + 1
+    return n
+
+
+def check_queries_file(source: Path) -> None:
+    """Refuse a BEIR corpus.jsonl given as queries: its titles would be dropped and every passage
+    encoded as a query."""
+    from dense_pt.data.lines import first_line
+
+    line = first_line(source)
+    try:
+        obj = json.loads(line) if line else None
+    except json.JSONDecodeError:
+        return  # tsv queries, or a broken file the reader reports properly
+    if isinstance(obj, dict) and "title" in obj:
+        raise FormatError(
+            "this looks like a corpus, not queries (its records have a 'title'); to encode passages, "
+            "build a store (`dense-pt corpus build`) and give that folder",
+            source,
+            line=1,
+        )
 
 
 def _default_device() -> str:
@@ -189,10 +269,26 @@ def encode(
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
     if dtype not in DTYPES:
         raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if (max_length is not None and max_length < 3) or batch_size < 1 or shard_size < 1:
+        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
+    limit = position_limit(check_model_folder(model_dir))
+    if not source.exists():
+        raise not_found(source, "no such corpus store or queries file")
+    if not source.is_dir():
+        check_queries_file(source)
     if max_length is None:
         max_length = default_max_length(model_dir, "passages" if source.is_dir() else "queries")
-    if max_length < 3 or batch_size < 1 or shard_size < 1:
-        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
+        if limit is not None and max_length > limit:
+            logs.log.warning(
+                f"encode: the default length {max_length} is longer than {model_dir}'s "
+                f"{limit} positions; encoding with max length {limit}"
+            )
+            max_length = limit
+    elif limit is not None and max_length > limit:
+        raise InvalidArgumentError(
+            f"max_length (--max-length) {max_length} is longer than the model's {limit} positions "
+            f"(max_position_embeddings in {model_dir / 'config.json'}); use at most {limit}"
+        )
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
     tokenizer = load_tokenizer(model_dir)
@@ -254,16 +350,12 @@ def encode(
     n_shards = max(1, -(-len(all_ids) // shard_size))
     todo = [s for s in range(n_shards) if s not in done]
     total = sum(min(shard_size, len(all_ids) - s * shard_size) for s in todo)
-    t0, seen, last_print = time.perf_counter(), 0, 0.0
+    t0 = time.perf_counter()
+    bar = Progress("encode", kind, enabled=None if progress else False)
+    bar.update("encoding", 0, total)
 
     def tick(n: int) -> None:
-        nonlocal seen, last_print
-        seen += n
-        now = time.perf_counter()
-        if progress and (now - last_print > 2 or seen == total):
-            last_print = now
-            rate = seen / max(now - t0, 1e-9)
-            print(f"\rencode: {seen}/{total} {kind} {rate:,.0f} {kind}/s", end="", flush=True)
+        bar.advance(n)
 
     for written, s in enumerate(todo):
         if max_shards is not None and written >= max_shards:
@@ -282,8 +374,7 @@ def encode(
         manifest["shards"].sort(key=lambda x: x["index"])
         manifest["complete"] = len(manifest["shards"]) == n_shards
         write_json_atomic(mpath, manifest)
-    if progress and total:
-        print()
+    bar.finish()
     manifest["complete"] = len(manifest["shards"]) == n_shards
     manifest["elapsed_s"] = round(time.perf_counter() - t0, 3)
     write_json_atomic(mpath, manifest)

@@ -76,10 +76,12 @@ def pool(hidden: Any, mask: Any, pooling: str, normalize: bool) -> Any:
 def load_backbone(path: str | Path, device: str = "cpu", dtype: Any = None) -> Any:
     """The encoder as an ``AutoModel`` (a local folder only: never downloads)."""
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
     path = Path(path)
     if not (path / "config.json").exists():
         raise FormatError("not a model folder (no config.json)", path)
+    hf_logging.disable_progress_bar()  # "Loading weights" bars: noise in a log (and not ours)
     model = AutoModel.from_pretrained(str(path), local_files_only=True, dtype=dtype)
     return model.to(device).eval()
 

@@ -14,12 +14,14 @@ stored vectors, one fixed-order dot product per pair, then ranked by (score desc
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.progress import Progress
 from dense_pt.retrieval.encode import Embeddings
 
 METRICS = ("ip", "cosine")
@@ -140,6 +142,7 @@ def search_arrays(
         raise InvalidArgumentError(f"metric must be one of {METRICS}, got {metric!r}")
     if k < 1:
         raise InvalidArgumentError(f"k must be >= 1, got {k}")
+    check_memory(max_memory_gb)
     q = _prep(queries, metric)
     dim = q.shape[1]
     for sh in shards:
@@ -152,14 +155,27 @@ def search_arrays(
     best_r = np.full((len(q), 0), -1, dtype=np.int64)
     m = k + candidate_margin(k)
     base = 0
-    for sh in shards:
-        for a in range(0, len(sh), budget):
-            chunk = _prep(sh[a : a + budget], metric)
-            s, r = _search_chunk(q, chunk, m, gpu)
-            r = np.where(r < 0, -1, r + base + a)
-            best_s, best_r = merge_topk(best_s, best_r, s, r, m)
-        base += len(sh)
-    return rescore(queries, shards, best_r, k, metric)
+    with Progress("search", "passages") as progress:
+        progress.update("searching", 0, total)
+        for sh in shards:
+            for a in range(0, len(sh), budget):
+                chunk = _prep(sh[a : a + budget], metric)
+                s, r = _search_chunk(q, chunk, m, gpu)
+                r = np.where(r < 0, -1, r + base + a)
+                best_s, best_r = merge_topk(best_s, best_r, s, r, m)
+                progress.update("searching", base + a + len(chunk), total)
+            base += len(sh)
+        progress.update("rescoring", 0, len(q), unit="queries")
+        result = rescore(queries, shards, best_r, k, metric)
+        progress.update("rescoring", len(q), len(q))
+    return result
+
+
+def check_memory(max_memory_gb: float | None) -> None:
+    if max_memory_gb is not None and not (math.isfinite(max_memory_gb) and max_memory_gb > 0):
+        raise InvalidArgumentError(
+            f"max_memory_gb (--max-memory-gb) must be a positive number of GB, got {max_memory_gb}"
+        )
 
 
 def search(
@@ -172,7 +188,9 @@ def search(
     tag: str = "dense-pt",
 ) -> dict[str, dict[str, float]]:
     """Search encode outputs; write a TREC run to ``out`` (if given) and return it."""
-    qe, pe = Embeddings.open(query_emb), Embeddings.open(passage_emb)
+    check_memory(max_memory_gb)
+    qe = Embeddings.open(query_emb, "queries", "the first argument (query embeddings)")
+    pe = Embeddings.open(passage_emb, "passages", "the second argument (passage embeddings)")
     if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
         raise MismatchError(f"{query_emb} and {passage_emb} were encoded by different models")
     if metric is None:
@@ -221,7 +239,8 @@ class PairScorer:
     def open(cls, query_emb: str | Path, passage_emb: str | Path, metric: str | None = None) -> PairScorer:
         """Over two ``dense-pt encode`` folders; ``metric`` as in ``search`` (default: cosine if the
         passages are normalised, else ip)."""
-        qe, pe = Embeddings.open(query_emb), Embeddings.open(passage_emb)
+        qe = Embeddings.open(query_emb, "queries", "--query-embeddings")
+        pe = Embeddings.open(passage_emb, "passages", "--passage-embeddings")
         if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
             raise MismatchError(f"{query_emb} and {passage_emb} were encoded by different models")
         qids, q = qe.load_all()

@@ -1,5 +1,5 @@
-"""The training log: one JSON object per logged step in a JSONL file, and a rich progress bar with
-ETA on the console (main process only)."""
+"""The training log: one JSON object per logged step in a JSONL file, and the progress display
+with rate and ETA on stderr (main process only)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.fsutil import atomic_file, writing
+from dense_pt.progress import Progress
 
 
 class JsonlLog:
@@ -52,40 +53,16 @@ class JsonlLog:
 
 
 class ProgressBar:
-    """A rich progress bar (steps, loss, lr, seq/s, ETA); silent when disabled or not a terminal
-    unless forced."""
+    """Training steps on the shared progress display (``dense_pt.progress``): rate, ETA, loss and
+    lr; a bar on a terminal, a status line every 30 s otherwise; off when disabled or --quiet."""
 
     def __init__(self, total: int, start: int, enabled: bool = True, description: str = "train"):
-        self._progress = None
-        if not enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            transient=False,
-        )
-        self._task = self._progress.add_task(description, total=total, completed=start, info="")
-        self._progress.start()
+        self.total, self.description = total, description
+        self._progress = Progress(description, "steps", enabled=None if enabled else False)
+        self._progress.update("training", start, total)
 
     def update(self, step: int, info: str = "") -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, completed=step, info=info)
+        self._progress.update("training", step, self.total, info)
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        self._progress.finish()

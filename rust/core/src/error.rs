@@ -19,7 +19,7 @@ pub enum Error {
     )]
     Internal(String),
     /// Operating-system level I/O failure, with the path that failed.
-    #[error("{path}: {source}")]
+    #[error("{}: {}", path.display(), os_message(source))]
     Io {
         path: PathBuf,
         #[source]

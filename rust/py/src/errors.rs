@@ -13,8 +13,23 @@ fn class_name(err: &Error) -> &'static str {
         Error::InvalidArgument(_) => "InvalidArgumentError",
         Error::Format { .. } => "FormatError",
         Error::Mismatch { .. } => "MismatchError",
-        Error::Io { .. } | Error::Write { .. } => "DensePtIOError",
+        Error::Io { source, .. } | Error::Write { source, .. } => io_class_name(source.kind()),
         Error::Internal(_) => "InternalError",
+    }
+}
+
+/// The `dense_pt.errors` class of an I/O failure: the ones a caller catches by builtin
+/// (`FileNotFoundError`, `PermissionError`, ...) get a class that is both that builtin and a
+/// `DensePtIOError`; the rest (a full disk, a quota) stay `DensePtIOError`.
+fn io_class_name(kind: std::io::ErrorKind) -> &'static str {
+    use std::io::ErrorKind as K;
+    match kind {
+        K::NotFound => "NotFoundError",
+        K::PermissionDenied => "PermissionDeniedError",
+        K::IsADirectory => "IsDirectoryError",
+        K::NotADirectory => "NotDirectoryError",
+        K::AlreadyExists => "AlreadyExistsError",
+        _ => "DensePtIOError",
     }
 }
 

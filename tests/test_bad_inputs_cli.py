@@ -1,0 +1,417 @@
+"""Bad inputs to the retrieval commands (encode, search, bm25, mine-negatives), the exit codes,
+the help text and the status/progress lines, as a user meets them through the real command line
+(``dense_pt.cli.main``, what a terminal shows; stderr is not a terminal here, so progress is plain
+lines). None may end in a traceback. The data half (corpus, pmi) is tests/test_bad_inputs_data.py.
+
+Exit codes: 2 a usage error (an unknown option, a value out of range), 1 an error in the data or
+the system, 130 interrupted.
+
+Each case is a row of CASES: the arguments (``{tmp}``: a fresh folder; ``{model}``, ``{store}``,
+``{beir}``: the tiny retrieval fixtures; ``{qemb}``/``{pemb}``: their query and passage embeddings;
+``{run}``: a BM25 run), files to write first, the environment, and regexes that must (``message``)
+and must not (``absent``) appear in stdout + stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("faiss")
+pytest.importorskip("bm25s")
+
+from retrieval_fixtures import tiny_setup
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from dense_pt.data import write_run
+    from dense_pt.retrieval.bm25 import bm25
+    from dense_pt.retrieval.encode import encode
+
+    root = tmp_path_factory.mktemp("cli")
+    beir, model, store, _, _ = tiny_setup(root)
+    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    write_run(root / "unused.trec", {"q": {"d": 1.0}})
+    return root
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    code: int
+    message: str  # regex searched in stdout + stderr (whitespace collapsed)
+    absent: str | None = None  # regex that must not match
+    files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _jsonl(*objs: object) -> str:
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+BM25 = ["bm25", "{beir}/corpus.jsonl", "--queries", "{beir}/queries.jsonl", "-o", "{tmp}/run.trec"]
+SEARCH = ["search", "{qemb}", "{pemb}", "-o", "{tmp}/run.trec"]
+CASES = [
+    # ---- encode -------------------------------------------------------------------------------
+    Case(
+        "encode: a folder that is not a model",
+        ["encode", "{tmp}/notamodel", "{store}", "-o", "{tmp}/e"],
+        1,
+        r"error: .*notamodel: not a model folder \(no config\.json",
+        files={"notamodel/readme.txt": "hello"},
+    ),
+    Case(
+        "encode: a model folder that does not exist",
+        ["encode", "{tmp}/nothere", "{store}", "-o", "{tmp}/e"],
+        1,
+        r"error: .*nothere: no such model folder",
+    ),
+    Case(
+        "encode: --max-length above the model's positions",
+        ["encode", "{model}", "{store}", "-o", "{tmp}/e", "--max-length", "512"],
+        2,
+        r"--max-length\) 512 is longer than the model's 128 positions .*use at most 128",
+    ),
+    Case(
+        "encode: a default length above the model's positions is clamped with a notice",
+        ["encode", "{model}", "{store}", "-o", "{tmp}/e"],
+        0,
+        r"the default length 144 is longer than .*128 positions; encoding with max length 128.*"
+        r"encode: encoding: started.*encode: encoding: done, 48 passages in .*wrote .*/e",
+    ),
+    Case(
+        "encode: a corpus.jsonl given as queries",
+        ["encode", "{model}", "{beir}/corpus.jsonl", "-o", "{tmp}/e"],
+        1,
+        r"corpus\.jsonl:1: this looks like a corpus, not queries \(its records have a 'title'\)",
+    ),
+    Case(
+        "encode: a missing queries file",
+        ["encode", "{model}", "{tmp}/q.jsonl", "-o", "{tmp}/e"],
+        1,
+        r"error: \S*/q\.jsonl: no such corpus store or queries file$",
+    ),
+    Case(
+        "encode: --batch-size 0",
+        ["encode", "{model}", "{store}", "-o", "{tmp}/e", "--batch-size", "0"],
+        2,
+        r"Invalid value for '--batch-size'",
+    ),
+    # ---- search -------------------------------------------------------------------------------
+    Case(
+        "search: queries and passages swapped",
+        ["search", "{pemb}", "{qemb}", "-o", "{tmp}/run.trec"],
+        1,
+        r"pemb: holds passages embeddings, but the first argument \(query embeddings\) needs queries "
+        r"\(are the queries and passages swapped\?\)",
+    ),
+    Case(
+        "search: given a corpus store",
+        ["search", "{qemb}", "{store}", "-o", "{tmp}/run.trec"],
+        1,
+        r"store: this is a corpus store, not embeddings",
+    ),
+    Case(
+        "search: a folder that does not exist",
+        ["search", "{qemb}", "{tmp}/nothere", "-o", "{tmp}/run.trec"],
+        1,
+        r"nothere: no such embeddings folder",
+    ),
+    Case(
+        "search: --max-memory-gb 0",
+        [*SEARCH, "--max-memory-gb", "0"],
+        2,
+        r"max_memory_gb \(--max-memory-gb\) must be a positive number of GB, got 0",
+    ),
+    Case(
+        "search: --max-memory-gb -1",
+        [*SEARCH, "--max-memory-gb", "-1"],
+        2,
+        r"must be a positive number of GB",
+    ),
+    Case("search: -k 0", [*SEARCH, "-k", "0"], 2, r"Invalid value for '-k'"),
+    Case(
+        "search: status and progress on stderr",
+        [*SEARCH, "--max-memory-gb", "0.000001"],
+        0,
+        r"search: searching: started.*search: searching: done.*wrote .*run\.trec",
+    ),
+    # ---- bm25 ---------------------------------------------------------------------------------
+    Case("bm25: -k 0", [*BM25, "-k", "0"], 2, r"Invalid value for '-k'"),
+    Case("bm25: --b 7", [*BM25, "--b", "7"], 2, r"Invalid value for '--b'"),
+    Case("bm25: --k1 -2", [*BM25, "--k1", "-2"], 2, r"Invalid value for '--k1'"),
+    Case(
+        "bm25: a missing queries file, its path printed once",
+        ["bm25", "{beir}/corpus.jsonl", "--queries", "{tmp}/nope.jsonl", "-o", "{tmp}/run.trec"],
+        1,
+        r"^error: [^ ]*/nope\.jsonl: no such file$",
+    ),
+    Case(
+        "bm25: phases named with their time",
+        BM25,
+        0,
+        r"bm25: indexing: started.*bm25: indexing: done, 48 passages in .* s.*"
+        r"bm25: retrieving: done, 16 queries in .*wrote .*run\.trec",
+    ),
+    Case(
+        "--quiet silences status and progress",
+        ["--quiet", *BM25],
+        0,
+        r"^$",
+        absent=r"bm25:|wrote",
+    ),
+    Case(
+        "$DENSE_PT_LOG=warning silences them too",
+        BM25,
+        0,
+        r"^$",
+        env={"DENSE_PT_LOG": "warning"},
+    ),
+    Case(
+        "$DENSE_PT_LOG nonsense",
+        BM25,
+        2,
+        r"\$DENSE_PT_LOG must be one of debug, info, warning, error, got 'loud'",
+        env={"DENSE_PT_LOG": "loud"},
+    ),
+    Case(
+        "--verbose with --quiet",
+        ["--verbose", "--quiet", *BM25],
+        2,
+        r"--verbose and --quiet exclude each other",
+    ),
+    # ---- mine-negatives -----------------------------------------------------------------------
+    Case(
+        "mine-negatives: a readable summary",
+        ["mine-negatives", "{run}", "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/n.dpneg"],
+        0,
+        r"wrote .*n\.dpneg: \d+ negatives for 16 queries \([\d.]+ per query\); \d+ judged positives excluded",
+        absent=r"\{'|excluded_positives",
+    ),
+    # ---- help text and option names -------------------------------------------------------------
+    Case("help: bm25 --k1 and --b", ["bm25", "--help"], 0, r"--k1 .*saturation.*--b .*Length normalisation"),
+    Case(
+        "help: mine-negatives --seed", ["mine-negatives", "--help"], 0, r"--seed .*Seed of --sampling random"
+    ),
+    Case("help: encode --batch-size", ["encode", "--help"], 0, r"--batch-size .*Sequences per forward pass"),
+    Case(
+        "help: flags show no value type",
+        ["corpus", "build", "--help"],
+        0,
+        r"--force .*--allow-empty",
+        absent=r"<bool>",
+    ),
+    Case("help: the root lists --quiet and exit codes", ["--help"], 0, r"--quiet.*130 interrupted"),
+    Case("-o everywhere: pmi build", ["pmi", "build", "--help"], 0, r"--out +-o"),
+    Case("-o everywhere: negatives-export", ["negatives-export", "--help"], 0, r"--out +-o"),
+]
+
+
+def run_cli(argv: list[str], capsys, monkeypatch, env: dict[str, str]) -> tuple[int, str, str]:
+    """``dense-pt ARGV`` in-process through the console entry point: (exit code, stdout, stderr).
+    An exception escaping the entry point would be a traceback for the user: the test fails."""
+    from dense_pt.cli import main
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(sys, "argv", ["dense-pt", *argv])
+    monkeypatch.setenv("COLUMNS", "250")
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _places(world: Path, tmp: Path) -> dict[str, str]:
+    return {
+        "tmp": str(tmp),
+        "model": str(world / "model"),
+        "store": str(world / "store"),
+        "beir": str(world / "beir"),
+        "qemb": str(world / "qemb"),
+        "pemb": str(world / "pemb"),
+        "run": str(world / "run.trec"),
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("DENSE_PT_LOG", raising=False)
+    for name, content in case.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(content, encoding="utf-8")
+    argv = [a.format(**_places(world, tmp_path)) for a in case.argv]
+    code, out, err = run_cli(argv, capsys, monkeypatch, case.env)
+    both = out + err
+    assert code == case.code, both
+    assert "Traceback" not in both
+    if case.message == r"^$":  # nothing at all
+        assert not both.strip(), both
+    else:
+        flat = " ".join(both.split())
+        last = " ".join(err.strip().splitlines()[-1].split()) if err.strip() else ""
+        target = last if case.message.startswith("^") else flat  # anchored: the error line itself
+        assert re.search(case.message, target, re.DOTALL), both
+    if case.absent:
+        assert not re.search(case.absent, both), both
+    if case.code == 1:  # a data or system error: exactly one line on stderr, nothing on stdout
+        assert not out and len(err.strip().splitlines()) == 1, (out, err)
+
+
+def test_there_are_many_cases():
+    assert len(CASES) >= 30
+
+
+def test_results_go_to_stdout_and_status_to_stderr(world, tmp_path, capsys, monkeypatch):
+    """`evaluate` prints its measures (a result) on stdout; `bm25`'s 'wrote' line is status."""
+    code, out, err = run_cli(
+        ["evaluate", str(world / "run.trec"), "--qrels", str(world / "beir" / "qrels" / "train.tsv"), "-m", "nDCG@10"],
+        capsys, monkeypatch, {},
+    )  # fmt: skip
+    assert code == 0 and re.search(r"nDCG@10 +0\.\d{4}", out), (out, err)
+    code, out, err = run_cli([a.format(**_places(world, tmp_path)) for a in BM25], capsys, monkeypatch, {})
+    assert code == 0 and not out and "wrote" in err
+
+
+# ---- exceptions nobody planned for -----------------------------------------------------------
+def _boom(*args, **kwargs):
+    raise ZeroDivisionError("boom in the middle")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_unexpected_exception_is_one_line_unless_debugging(world, tmp_path, capsys, monkeypatch, debug):
+    import dense_pt.retrieval.bm25 as mod
+
+    monkeypatch.setattr(mod, "bm25", _boom)
+    if debug:
+        monkeypatch.setenv("DENSE_PT_DEBUG", "1")
+    else:
+        monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
+    code, _, err = run_cli([a.format(**_places(world, tmp_path)) for a in BM25], capsys, monkeypatch, {})
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "internal error: ZeroDivisionError: boom in the middle (set DENSE_PT_DEBUG=1 for the traceback)"
+    )
+    assert ("Traceback" in err) is debug
+
+
+def test_the_command_path_decides_the_ctrl_c_hint():
+    from dense_pt.cli import RESUMABLE, command_path
+
+    assert command_path(["--quiet", "pipeline", "run", "x.toml", "--stop-after", "r1"]) == ("pipeline", "run")
+    assert command_path(["encode", "m", "s", "-o", "x"]) == ("encode",)
+    assert command_path(["bm25", "c"]) == ("bm25",)
+    assert ("encode",) in RESUMABLE and ("bm25",) not in RESUMABLE
+
+
+# ---- a full disk, Ctrl-C: real processes ---------------------------------------------------------
+def _cli_child(argv: list[str]) -> subprocess.Popen:
+    """``dense-pt ARGV`` in a fresh interpreter, stderr a pipe (not a terminal)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "COLUMNS": "250"}
+    env.pop("DENSE_PT_LOG", None)
+    code = "import sys; from dense_pt.cli import main; sys.argv[0] = 'dense-pt'; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+FULL_DISK = """
+import sys
+from dense_pt.cli import main
+for argv in [a.split("\\x1f") for a in sys.argv[1:]]:
+    sys.argv = ["dense-pt", *argv]
+    try:
+        main()
+        print("EXIT 0", file=sys.stderr)
+    except SystemExit as e:
+        print(f"EXIT {e.code}", file=sys.stderr, flush=True)
+"""
+
+
+def test_a_full_disk_is_one_line_naming_the_users_path_in_bm25_search_encode(world, tmp_path):
+    """One process (one torch import) runs the three commands under a 1 KB file size limit."""
+    p = _places(world, tmp_path)
+    commands = {
+        "bm25": [a.format(**p) for a in BM25],
+        "search": [a.format(**p) for a in SEARCH],
+        "encode": ["encode", p["model"], p["store"], "-o", f"{tmp_path}/emb", "--max-length", "64",
+                   "--dtype", "float32"],
+    }  # fmt: skip
+    targets = {"bm25": tmp_path / "run.trec", "search": tmp_path / "run.trec", "encode": tmp_path / "emb"}
+
+    def setup() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    r = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, *("\x1f".join(a) for a in commands.values())],
+        preexec_fn=setup, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "DENSE_PT_LOG": "warning"},
+    )  # fmt: skip
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    blocks = re.split(r"EXIT (\d+)\n", r.stderr)
+    assert len(blocks) == 2 * len(commands) + 1, r.stderr
+    for i, name in enumerate(commands):
+        text, code = blocks[2 * i], blocks[2 * i + 1]
+        lines = [x for x in text.strip().splitlines() if not x.startswith("encode: the default")]
+        assert code == "1" and len(lines) == 1, (name, text)
+        line = lines[0]
+        assert re.fullmatch(rf"error: cannot write {re.escape(str(targets[name]))}\S*: .*", line), (
+            name,
+            line,
+        )
+        assert re.search(r"File too large|disk is full", line), (name, line)
+        assert ".tmp" not in line and ".partial" not in line, (name, line)
+    assert not [x.name for x in tmp_path.rglob(".*")], "temporaries left behind"
+
+
+def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
+    """SIGINT once `bm25` has started indexing: exit 130 and one line, no traceback (bm25 does not
+    resume, so no hint; which commands get one: test_the_command_path_decides_the_ctrl_c_hint)."""
+    words = "the trial vaccine immune response patients chronic elderly placebo disease".split()
+    with open(tmp_path / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for i in range(100_000):
+            text = " ".join(words[(i + j) % len(words)] for j in range(40))
+            f.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
+    proc = _cli_child(
+        ["bm25", str(tmp_path / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
+         "-o", str(tmp_path / "run.trec")]
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # wait for the start line, then interrupt
+        seen.append(line)
+        if "bm25: indexing: started" in line:
+            break
+        assert time.monotonic() < deadline, seen
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    code = proc.wait(timeout=60)
+    err = "".join(seen) + rest
+    assert code == 130, err
+    assert "Traceback" not in err, err
+    assert rest.strip().splitlines() == ["interrupted"], err
+    assert not (tmp_path / "run.trec").exists() and not list(tmp_path.glob(".*"))
