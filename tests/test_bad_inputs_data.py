@@ -1,5 +1,5 @@
 """Bad inputs to the data commands (corpus, pmi), as a user meets them: each crafted input ->
-the exit code and a message naming the file, line or option, through the real command line
+the exit code (1: the data or the system, 2: the usage) and a message naming the file, line or option, through the real command line
 (``dense_pt.cli.main``: what a terminal shows). None may end in a traceback, a panic or silent
 acceptance; those that must leave nothing behind say so.
 
@@ -124,56 +124,56 @@ CASES = [
     Case(
         "integer id refused",
         ["corpus", "check", "{tmp}/c.jsonl"],
-        2,
+        1,
         r"c\.jsonl:2: field \"_id\" must be a string, found int 7",
         files={"c.jsonl": _jsonl({"_id": "a", "text": "x"}, {"_id": 7, "text": "y"})},
     ),
     Case(
         "integer query id refused",
         ["corpus", "check", "{tmp}/q.jsonl", "--kind", "queries"],
-        2,
+        1,
         r"q\.jsonl:1: field \"_id\" must be a string",
         files={"q.jsonl": _jsonl({"_id": 12, "text": "what?"})},
     ),
     Case(
         "float id refused",
         ["corpus", "check", "{tmp}/c.jsonl"],
-        2,
+        1,
         r"c\.jsonl:1: field \"_id\" must be a string, found float",
         files={"c.jsonl": _jsonl({"_id": 1.5, "text": "x"})},
     ),
     Case(
         "inf score in a run",
         ["corpus", "check", "{tmp}/run.trec", "--kind", "run"],
-        2,
+        1,
         r"run\.trec:2: score must be a finite number, found 'inf'",
         files={"run.trec": "q1 Q0 d1 1 3.5 t\nq1 Q0 d2 2 inf t\n"},
     ),
     Case(
         "-inf score in a run",
         ["corpus", "check", "{tmp}/run.trec", "--kind", "run"],
-        2,
+        1,
         r"run\.trec:1: score must be a finite number, found '-Infinity'",
         files={"run.trec": "q1 Q0 d1 1 -Infinity t\n"},
     ),
     Case(
         "NaN score in a run",
         ["corpus", "check", "{tmp}/run.trec", "--kind", "run"],
-        2,
+        1,
         r"run\.trec:1: score must be a finite number, found 'nan'",
         files={"run.trec": "q1 Q0 d1 1 nan t\n"},
     ),
     Case(
         "line longer than the maximum record size",
         ["corpus", "check", "{tmp}/c.jsonl", "--max-record-mb", "0.002"],
-        2,
+        1,
         r"c\.jsonl:2: record is longer than the maximum record size of 2,097 bytes",
         files={"c.jsonl": LONG_LINE},
     ),
     Case(
         "record size from the environment",
         ["corpus", "check", "{tmp}/c.jsonl"],
-        2,
+        1,
         r"c\.jsonl:2: record is longer than the maximum record size of 1,000 bytes.*DENSE_PT_MAX_RECORD_BYTES",
         files={"c.jsonl": LONG_LINE},
         env={"DENSE_PT_MAX_RECORD_BYTES": "1000"},
@@ -197,21 +197,21 @@ CASES = [
     Case(
         "long line inside a gzip file",
         ["corpus", "check", "{tmp}/corpus.jsonl.gz", "--max-record-mb", "0.002"],
-        2,
+        1,
         r"corpus\.jsonl\.gz:2: record is longer than the maximum record size",
         files={"gz": _gz(LONG_LINE)},
     ),
     Case(
         "parquet row larger than the maximum record size",
         ["corpus", "check", "{tmp}/corpus.parquet", "--max-record-mb", "0.002"],
-        2,
+        1,
         r"corpus\.parquet: row 2: record is longer than the maximum record size",
         files={"pq": _parquet_with_big_row},
     ),
     Case(
         "long qrels line",
         ["corpus", "check", "{tmp}/qrels.tsv", "--kind", "qrels", "--max-record-mb", "0.001"],
-        2,
+        1,
         r"qrels\.tsv:3: record is longer",
         files={"qrels.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t" + "d" * 2000 + "\t1\n"},
     ),
@@ -226,7 +226,7 @@ CASES = [
     Case(
         "0-byte corpus refused",
         ["corpus", "build", "{tmp}/empty.jsonl", "-t", "{tok}", "-o", "{tmp}/out"],
-        2,
+        1,
         r"empty\.jsonl: the corpus has no passages; pass --allow-empty",
         files={"empty.jsonl": ""},
         after=_no_store,
@@ -234,7 +234,7 @@ CASES = [
     Case(
         "corpus of blank lines refused",
         ["corpus", "build", "{tmp}/blank.jsonl", "-t", "{tok}", "-o", "{tmp}/out"],
-        2,
+        1,
         r"blank\.jsonl: the corpus has no passages",
         files={"blank.jsonl": "\n\n  \n"},
         after=_no_store,
@@ -249,7 +249,7 @@ CASES = [
     Case(
         "record too large during a build leaves no store",
         ["corpus", "build", "{tmp}/c.jsonl", "-t", "{tok}", "-o", "{tmp}/out", "--max-record-mb", "0.002"],
-        2,
+        1,
         r"c\.jsonl:2: record is longer than the maximum record size",
         files={"c.jsonl": LONG_LINE},
         after=_no_store,
@@ -257,7 +257,7 @@ CASES = [
     Case(
         "integer id during a build leaves no store",
         ["corpus", "build", "{tmp}/c.jsonl", "-t", "{tok}", "-o", "{tmp}/out"],
-        2,
+        1,
         r"c\.jsonl:2: field \"_id\" must be a string",
         files={"c.jsonl": _jsonl({"_id": "a", "text": "the trial"}, {"_id": 3, "text": "the vaccine"})},
         after=_no_store,
@@ -294,7 +294,7 @@ CASES = [
     Case(
         "output under a file",
         ["corpus", "build", "{tmp}/c.jsonl", "-t", "{tok}", "-o", "{tmp}/c.jsonl/out"],
-        2,
+        1,
         r"cannot write .*c\.jsonl/out: .*c\.jsonl is not a folder",
         files={"c.jsonl": _jsonl({"_id": "a", "text": "the trial"})},
     ),
@@ -302,14 +302,14 @@ CASES = [
     Case(
         "flipped byte in tokens.arrow",
         ["corpus", "info", "{store}"],
-        2,
+        1,
         r"store/tokens\.arrow: checksum mismatch .*modified or corrupted",
         files={"flip": _flip_byte("tokens.arrow")},
     ),
     Case(
         "flipped byte in tokens.arrow stops pmi build",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi"],
-        2,
+        1,
         r"store/tokens\.arrow: checksum mismatch",
         files={"flip": _flip_byte("tokens.arrow")},
         after=lambda tmp: _nothing_left(tmp) if not (tmp / "t.pmi").exists() else pytest.fail("built"),
@@ -317,21 +317,21 @@ CASES = [
     Case(
         "truncated tokens.arrow",
         ["corpus", "info", "{store}"],
-        2,
+        1,
         r"store/tokens\.arrow: file has [\d,]+ bytes but the manifest recorded \d+",
         files={"cut": _truncate("tokens.arrow")},
     ),
     Case(
         "edited tokenizer.json",
         ["corpus", "info", "{store}"],
-        2,
+        1,
         r"store/tokenizer\.json: (checksum mismatch|file has)",
         files={"edit": lambda tmp: (tmp / "store" / "tokenizer.json").write_text("{}")},
     ),
     Case(
         "flipped byte in a column, found by --verify",
         ["corpus", "info", "{store}", "--verify"],
-        2,
+        1,
         r"store/importance\.arrow: checksum mismatch",
         files={"flip": _flip_byte("importance.arrow")},
     ),
@@ -344,7 +344,7 @@ CASES = [
     Case(
         "missing tokens.arrow",
         ["corpus", "info", "{store}"],
-        2,
+        1,
         r"store/tokens\.arrow: missing file of the corpus store",
         files={"rm": lambda tmp: (tmp / "store" / "tokens.arrow").unlink()},
     ),
