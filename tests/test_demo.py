@@ -4,6 +4,7 @@ and the staged demo run (end to end, re-runnable, extensible)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -156,5 +157,9 @@ def test_cli_demo_on_a_user_beir_folder(tmp_path):
     r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "out"), "--corpus", str(beir)])
     assert r.exit_code == 0, r.output
     assert "user corpus" in r.output and "rows: 30" in r.output
+    # each stage named when it starts and timed when it ends (plain lines: no terminal here)
+    assert re.search(r"demo: stage store started\n(.*\n)*demo: stage store done in [\d.,]+ s", r.output), (
+        r.output
+    )
     assert "skipped" in r.output  # no queries/qrels: nothing to fine-tune on
     assert not (tmp_path / "out" / "data").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,10 @@ def test_killed_pipeline_resumes(tmp_path: Path):
     lines: list[str] = []
     res = demo_stage(out, steps=8, log=lines.append)
     assert "[bm25] up to date, skipped" in lines and "[r1] resuming an interrupted run" in lines
+    for stage in ("r1", "mine", "r2", "distill"):  # named when they start, timed when they end
+        assert lines.index(f"[{stage}] running") < next(
+            i for i, x in enumerate(lines) if re.fullmatch(rf"\[{stage}\] done in [\d,.]+ s", x)
+        ), lines
     train = json.loads((out / "pipeline" / "r1" / "train" / "manifest.json").read_text())
     assert train["resumed_from"] > 0 and train["steps"] == 8
     assert all(res[s]["status"] == "done" for s in ("r1", "mine", "r2", "reranker", "score", "distill"))

@@ -155,5 +155,4 @@ def main() -> None:
         _fail(f"internal error: {detail} (set {DEBUG_ENV}=1 for the traceback)", 1)
     if rv == 130:  # typer turns Ctrl-C inside a command into Exit(130)
         _interrupted()
-    if isinstance(rv, int) and rv:
-        sys.exit(rv)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -82,6 +82,7 @@ def build(
     from dense_pt.data.build import build_corpus_store
 
     with data_warnings(), Progress("corpus build", "passages") as progress:
+        progress.update("tokenizing", 0)
         res = build_corpus_store(
             corpus,
             tokenizer,

@@ -127,6 +127,7 @@ def mine_negatives(
     from dense_pt import logs
     from dense_pt.data import load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
+    from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
     known = None
@@ -146,7 +147,12 @@ def mine_negatives(
         absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
         max_score=max_score, min_score=min_score,
     )  # fmt: skip
-    table = neg.mine_negatives(load_run(run), load_qrels(qrels), known_ids=known, scorer=scorer, **params)
+    with Progress("mine-negatives", "queries") as progress:
+        progress.update("reading the run", 0)
+        run_map, qrels_map = load_run(run), load_qrels(qrels)
+        progress.update("mining", 0, len(run_map))
+        table = neg.mine_negatives(run_map, qrels_map, known_ids=known, scorer=scorer, **params)
+        progress.update("mining", len(run_map), len(run_map))
     neg.write_negatives(out, table)
     neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
     if text is not None:

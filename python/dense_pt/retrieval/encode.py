@@ -352,29 +352,29 @@ def encode(
     total = sum(min(shard_size, len(all_ids) - s * shard_size) for s in todo)
     t0 = time.perf_counter()
     bar = Progress("encode", kind, enabled=None if progress else False)
-    bar.update("encoding", 0, total)
 
     def tick(n: int) -> None:
         bar.advance(n)
 
-    for written, s in enumerate(todo):
-        if max_shards is not None and written >= max_shards:
-            break
-        a, b = s * shard_size, min((s + 1) * shard_size, len(all_ids))
-        emb = _encode_rows(
-            model, rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
-            device, DTYPES[dtype], tick,
-        )  # fmt: skip
-        ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
-        with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
-            f.write("".join(f"{pid}\n" for pid in all_ids[a:b]))
-        with atomic_file(out / emb_name, "wb") as f:
-            np.save(f, emb)
-        manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": [a, b]})
-        manifest["shards"].sort(key=lambda x: x["index"])
-        manifest["complete"] = len(manifest["shards"]) == n_shards
-        write_json_atomic(mpath, manifest)
-    bar.finish()
+    with bar:  # a failure or Ctrl-C ends the display without a 'done' line
+        bar.update("encoding", 0, total)
+        for written, s in enumerate(todo):
+            if max_shards is not None and written >= max_shards:
+                break
+            a, b = s * shard_size, min((s + 1) * shard_size, len(all_ids))
+            emb = _encode_rows(
+                model, rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
+                device, DTYPES[dtype], tick,
+            )  # fmt: skip
+            ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
+            with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
+                f.write("".join(f"{pid}\n" for pid in all_ids[a:b]))
+            with atomic_file(out / emb_name, "wb") as f:
+                np.save(f, emb)
+            manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": [a, b]})
+            manifest["shards"].sort(key=lambda x: x["index"])
+            manifest["complete"] = len(manifest["shards"]) == n_shards
+            write_json_atomic(mpath, manifest)
     manifest["complete"] = len(manifest["shards"]) == n_shards
     manifest["elapsed_s"] = round(time.perf_counter() - t0, 3)
     write_json_atomic(mpath, manifest)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,17 @@ class ProgressBar:
     lr; a bar on a terminal, a status line every 30 s otherwise; off when disabled or --quiet."""
 
     def __init__(self, total: int, start: int, enabled: bool = True, description: str = "train"):
-        self.total, self.description = total, description
+        self.total, self.description, self.info = total, description, ""
         self._progress = Progress(description, "steps", enabled=None if enabled else False)
         self._progress.update("training", start, total)
 
     def update(self, step: int, info: str = "") -> None:
-        self._progress.update("training", step, self.total, info)
+        self.info = info or self.info  # the last logged loss stays on display between log steps
+        self._progress.update("training", step, self.total, self.info)
 
     def close(self) -> None:
-        self._progress.finish()
+        """The 'done' line, unless called while an exception (or Ctrl-C) is on its way out."""
+        if sys.exc_info()[0] is None:
+            self._progress.finish()
+        else:
+            self._progress.close()
