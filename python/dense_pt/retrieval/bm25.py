@@ -36,9 +36,17 @@ def bm25_run(
     import bm25s
 
     check_params(k, k1, b)
-    pairs = list(corpus)
+    progress = Progress("bm25", "passages")
+    progress.update("reading", 0)
+    try:
+        pairs = list(corpus)
+    except BaseException:
+        progress.close()
+        raise
     if not pairs:
+        progress.close()
         raise InvalidArgumentError("the corpus is empty")
+    progress.update("reading", len(pairs))
     pids = [p for p, _ in pairs]
     stemmer = None
     if stem:
@@ -49,7 +57,7 @@ def bm25_run(
         except ImportError:
             stemmer = None
     qids = list(queries)
-    with Progress("bm25", "passages") as progress:
+    with progress:
         progress.update("indexing", 0, len(pairs))
         tok = bm25s.tokenize([t for _, t in pairs], stopwords=stopwords, stemmer=stemmer, show_progress=False)
         retriever = bm25s.BM25(k1=k1, b=b, method=method)
