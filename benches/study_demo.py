@@ -112,6 +112,7 @@ def main() -> None:
     from dense_pt.pipeline.study import render_markdown
 
     torch.set_num_threads(1)
+    args.out = args.out.resolve()  # the files written below name each other by absolute path
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     res = run_study(load_study(write_inputs(args.out, args)), log=print)

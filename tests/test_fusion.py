@@ -118,8 +118,20 @@ def test_bad_arguments():
     sparse, dense = random_runs()
     with pytest.raises(InvalidArgumentError, match=r"\[0, 1\]"):
         interpolate(sparse, dense, 1.5)
-    with pytest.raises(InvalidArgumentError, match="no judged query"):
+    with pytest.raises(InvalidArgumentError, match="none of the 1 tuning queries is in both runs"):
         tune_weight(sparse, dense, {"zz": {"d01": 1}})
+
+
+def test_tuning_ignores_queries_one_run_lacks():
+    # The dense run covers q0-q1 only (a dev-only zero-shot run, say); the tuning qrels have q0-q4.
+    # BM25 is wrong on q2-q4 too, so counting them as dense misses used to pull the weight to 0.
+    sparse = {f"q{i}": {"bad": 10.0, "good": 1.0} for i in range(5)}
+    dense = {f"q{i}": {"good": 0.9, "bad": 0.1} for i in range(2)}
+    qrels = {f"q{i}": {"good": 1} for i in range(5)}
+    best, table = tune_weight(sparse, dense, qrels, "RR@10")
+    assert best == 0.5 and table[1.0] == pytest.approx(1.0)  # measured on q0-q1 alone
+    with pytest.raises(InvalidArgumentError, match=r"the sparse run has 3, the dense run 0"):
+        tune_weight(sparse, dense, {f"q{i}": {"good": 1} for i in range(2, 5)}, "RR@10")
 
 
 def test_cli_fuse(tmp_path):

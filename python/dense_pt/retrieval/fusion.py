@@ -75,12 +75,19 @@ def tune_weight(
     depth: int | None = None,
     **eval_kw,
 ) -> tuple[float, dict[float, float]]:
-    """(best weight, {weight: measure}) over ``qrels``' queries; ties go to the smaller weight."""
+    """(best weight, {weight: measure}) over the judged queries that both runs retrieved for; ties
+    go to the smaller weight. A query missing from one run would pull the weight towards the other
+    run (a dense run of the dev queries only, tuned on training qrels, came out at weight 0), so
+    such queries are left out, and none left is an error."""
     from dense_pt.evaluation import evaluate_run
 
-    judged = {q: h for q, h in qrels.items() if q in sparse or q in dense}
+    judged = {q: h for q, h in qrels.items() if q in sparse and q in dense}
     if not judged:
-        raise InvalidArgumentError("no judged query of the tuning qrels is in the runs")
+        raise InvalidArgumentError(
+            f"none of the {len(qrels)} tuning queries is in both runs (the sparse run has "
+            f"{sum(q in sparse for q in qrels)}, the dense run {sum(q in dense for q in qrels)}): tune on "
+            "queries both runs retrieved for, or pass a fixed weight"
+        )
     sp = {q: sparse.get(q, {}) for q in judged}
     de = {q: dense.get(q, {}) for q in judged}
     table = {}
