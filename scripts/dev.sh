@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two entry points of the README, on a fresh machine with a Rust toolchain and Python 3.11:
 #   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train,dev], run `dense-pt demo`
-#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, cargo test and pytest
+#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test and pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,10 @@ run_tests() {
     cargo test --workspace --release
     "$VENV/bin/ruff" check python tests benches
     "$VENV/bin/ruff" format --check python tests benches
+    # The typed surface: the hand-written _native.pyi against the built module, then mypy over
+    # python/dense_pt at the level recorded in pyproject.toml ([tool.mypy]).
+    "$VENV/bin/python" -m mypy.stubtest dense_pt._native
+    "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest -q "$@"
 }
 

@@ -1,9 +1,34 @@
 # Hand-written stubs for the native module built from rust/py (keep in sync with rust/py/src).
+# Checked against the built module by `python -m mypy.stubtest dense_pt._native` (scripts/dev.sh test).
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
+
+__all__ = [
+    "Collator",
+    "NgramTable",
+    "__version__",
+    "_panic_for_test",
+    "_raise_core_error",
+    "_rng_stream",
+    "build_ngrams",
+    "count_ngrams",
+    "file_checksum",
+    "mask_fast",
+    "mask_importance",
+    "mask_nested",
+    "mask_random",
+    "mask_replace",
+    "mask_span_crop",
+    "merge_ngrams",
+    "negatives_read",
+    "negatives_to_text",
+    "negatives_write",
+    "peak_rss_bytes",
+    "temp_owner_tag",
+]
 
 __version__: str
 
@@ -92,9 +117,11 @@ def mask_span_crop(
 def _rng_stream(kind: str, seed: int, key: int, purpose: int, n: int) -> npt.NDArray[np.generic]: ...
 
 # --- collate (rust/py/src/collate.rs); dense_pt.collate.Collator builds the configuration ---
+# pyo3 classes: built by __new__, not subclassable (final).
+@final
 class Collator:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         max_length: int,
         cls_id: int,
@@ -117,7 +144,7 @@ class Collator:
         dec_labels: str = "masked",
         spans: tuple[int, int, int] | None = None,
         return_original: bool = False,
-    ) -> None: ...
+    ) -> Collator: ...
     @property
     def needs_importance(self) -> bool: ...
     @property
@@ -136,6 +163,7 @@ class Collator:
 
 # ---- pmi (rust/py/src/pmi.rs) ----
 
+@final
 class NgramTable:
     @staticmethod
     def open(path: str, verify: bool = True) -> NgramTable: ...

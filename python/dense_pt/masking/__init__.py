@@ -25,8 +25,10 @@ vocabulary, an empty batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from dense_pt import _native
 from dense_pt.errors import InvalidArgumentError
@@ -47,8 +49,16 @@ __all__ = [
 _DIRECT_INT = frozenset(np.dtype(t) for t in (np.bool_, np.uint8, np.int32, np.uint32, np.int64))
 _DIRECT_FLOAT = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
+Seed: TypeAlias = int | np.integer
+"""A seed in [0, 2**64): a Python or numpy integer."""
+# The native maskers' optional row arguments, in their positional order: special_tokens_mask,
+# input_ids, special_ids, word_ids, row_keys.
+_RowRest: TypeAlias = tuple[
+    np.ndarray | None, np.ndarray | None, list[int], np.ndarray | None, np.ndarray | None
+]
 
-def _ids2d(name: str, a) -> np.ndarray:
+
+def _ids2d(name: str, a: npt.ArrayLike) -> np.ndarray:
     if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.ndim != 2:
@@ -58,7 +68,7 @@ def _ids2d(name: str, a) -> np.ndarray:
     return a
 
 
-def _ints(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
+def _ints(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     """Flat, C-contiguous view (or widened copy) of an integer/bool array of the given shape."""
     if type(a) is not np.ndarray:
         a = np.asarray(a)
@@ -73,7 +83,7 @@ def _ints(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
     return a.ravel()  # a view when C-contiguous, else a contiguous copy
 
 
-def _floats(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
+def _floats(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.shape != shape:
@@ -87,7 +97,7 @@ def _floats(name: str, a, shape: tuple[int, ...]) -> np.ndarray:
     return a.astype(np.float64).ravel()
 
 
-def _seed(seed) -> int:
+def _seed(seed: object) -> int:
     if type(seed) is int and 0 <= seed < 2**64:
         return seed
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
@@ -95,7 +105,7 @@ def _seed(seed) -> int:
     return int(seed)
 
 
-def _row_keys(row_keys, batch: int) -> np.ndarray | None:
+def _row_keys(row_keys: npt.ArrayLike | None, batch: int) -> np.ndarray | None:
     if row_keys is None:
         return None
     k = np.asarray(row_keys)
@@ -115,17 +125,24 @@ def _special_ids(special_ids: Sequence[int]) -> list[int]:
         raise InvalidArgumentError(f"special_ids must be a sequence of ints: {exc}") from None
 
 
-def _no_ids(special_ids) -> bool:
+def _no_ids(special_ids: Sequence[int]) -> bool:
     return type(special_ids) in (tuple, list) and not special_ids
 
 
-def _rows_args(input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys):
+def _rows_args(
+    input_ids: npt.ArrayLike,
+    attention_mask: npt.ArrayLike,
+    special_tokens_mask: npt.ArrayLike | None,
+    word_ids: npt.ArrayLike | None,
+    special_ids: Sequence[int],
+    row_keys: npt.ArrayLike | None,
+) -> tuple[tuple[int, ...], np.ndarray, _RowRest]:
     """``(shape, attention, (special_tokens_mask, input_ids, special_ids, word_ids, row_keys))``:
     the native maskers' row arguments, in their positional order."""
     ids = _ids2d("input_ids", input_ids)
     shape = ids.shape
     special = _special_ids(special_ids)
-    rest = (
+    rest: _RowRest = (
         None if special_tokens_mask is None else _ints("special_tokens_mask", special_tokens_mask, shape),
         _ints("input_ids", ids, shape) if special else None,
         special,
@@ -136,15 +153,15 @@ def _rows_args(input_ids, attention_mask, special_tokens_mask, word_ids, special
 
 
 def random_mask(
-    input_ids,
-    attention_mask,
+    input_ids: npt.ArrayLike,
+    attention_mask: npt.ArrayLike,
     p: float,
-    seed: int,
-    special_tokens_mask=None,
+    seed: Seed,
+    special_tokens_mask: npt.ArrayLike | None = None,
     *,
-    word_ids=None,
+    word_ids: npt.ArrayLike | None = None,
     special_ids: Sequence[int] = (),
-    row_keys=None,
+    row_keys: npt.ArrayLike | None = None,
     num_threads: int = 1,
 ) -> np.ndarray:
     """Mask exactly ``floor(n * p)`` maskable positions per row, uniformly without replacement.
@@ -165,17 +182,17 @@ def random_mask(
 
 
 def importance_mask(
-    input_ids,
-    attention_mask,
-    importance,
+    input_ids: npt.ArrayLike,
+    attention_mask: npt.ArrayLike,
+    importance: npt.ArrayLike,
     p: float,
-    seed: int,
+    seed: Seed,
     sigma: float = 1.0,
-    special_tokens_mask=None,
+    special_tokens_mask: npt.ArrayLike | None = None,
     *,
-    word_ids=None,
+    word_ids: npt.ArrayLike | None = None,
     special_ids: Sequence[int] = (),
-    row_keys=None,
+    row_keys: npt.ArrayLike | None = None,
     num_threads: int = 1,
 ) -> np.ndarray:
     """CDMAE's Algorithm 1: add N(0, sigma^2) noise to each maskable position's importance and
@@ -201,18 +218,18 @@ def importance_mask(
 
 
 def nested_masks(
-    input_ids,
-    attention_mask,
+    input_ids: npt.ArrayLike,
+    attention_mask: npt.ArrayLike,
     p_enc: float,
     p_dec: float,
-    seed: int,
-    importance=None,
-    special_tokens_mask=None,
+    seed: Seed,
+    importance: npt.ArrayLike | None = None,
+    special_tokens_mask: npt.ArrayLike | None = None,
     *,
     sigma: float = 1.0,
-    word_ids=None,
+    word_ids: npt.ArrayLike | None = None,
     special_ids: Sequence[int] = (),
-    row_keys=None,
+    row_keys: npt.ArrayLike | None = None,
     num_threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SimLM's pair of masks ``(enc, dec)`` with ``enc`` a subset of ``dec``.
@@ -242,16 +259,16 @@ def nested_masks(
 
 
 def replace(
-    input_ids,
-    mask,
+    input_ids: npt.ArrayLike,
+    mask: npt.ArrayLike,
     mask_token_id: int,
     vocab_size: int,
-    seed: int,
+    seed: Seed,
     mask_prob: float = 0.8,
     random_prob: float = 0.1,
     special_ids: Sequence[int] = (),
     *,
-    row_keys=None,
+    row_keys: npt.ArrayLike | None = None,
     num_threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """BERT's 80/10/10 on the masked positions: ``[MASK]`` with ``mask_prob``, a uniformly random
@@ -281,7 +298,13 @@ def replace(
 
 
 def span_crop(
-    lengths, min_len: int, max_len: int, seed: int, n: int = 1, *, row_keys=None
+    lengths: npt.ArrayLike,
+    min_len: int,
+    max_len: int,
+    seed: Seed,
+    n: int = 1,
+    *,
+    row_keys: npt.ArrayLike | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` random spans per row for contrastive pre-training (coCondenser-style crops).
 

@@ -20,6 +20,7 @@ fn host() -> String {
     #[cfg(target_os = "linux")]
     {
         let mut buf = [0u8; 256];
+        // SAFETY: gethostname writes at most buf.len() bytes into buf, which we own.
         let ok =
             unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) } == 0;
         if ok {
@@ -117,6 +118,8 @@ pub fn pid_alive(pid: u32) -> bool {
         let Ok(p) = libc::pid_t::try_from(pid) else {
             return true;
         };
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent and no memory
+        // is touched.
         if unsafe { libc::kill(p, 0) } != 0 {
             return std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
         }

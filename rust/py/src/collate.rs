@@ -1,8 +1,8 @@
 //! Binding of `dense_pt_core::collate`: a frozen `Collator` holding a validated configuration;
 //! `collate(...)` borrows the corpus arrays (memory-mapped store columns) and returns a dict of
 //! numpy arrays. The Python class `dense_pt.collate.Collator` builds the configuration.
+use crate::arrays::{invalid, FloatArr, IntArr};
 use crate::errors::{guarded, IntoPyResult};
-use crate::masking::{invalid, FloatArr, IntArr};
 use dense_pt_core::collate::{
     self, Batch, CollateConfig, Collator, Corpus, Crop, Decoder, Fill, Labels, MaskSpec, SpanSpec,
 };

@@ -2,6 +2,7 @@
 //! to slices, releases the interpreter around the work (`py.detach`) and maps errors.
 use pyo3::prelude::*;
 
+mod arrays;
 mod collate;
 mod errors;
 mod masking;

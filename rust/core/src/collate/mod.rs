@@ -314,19 +314,46 @@ impl Collator {
         Ok(())
     }
 
-    /// Collate corpus rows `rows` for `epoch`.
+    /// Collate corpus rows `rows` for `epoch`: crop every row, allocate the batch, then write
+    /// each row's tokens and views.
     pub fn collate(&self, corpus: &Corpus<'_>, rows: &[i64], epoch: u64) -> Result<Batch> {
-        let cfg = &self.cfg;
         self.check_corpus(corpus)?;
         if rows.is_empty() {
             return Err(Error::invalid("empty batch: no rows to collate"));
         }
+        let crops = self.crop_rows(corpus, rows, epoch)?;
+        let longest = crops.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let mut out = self.empty_batch(rows.len(), self.padded_len(longest));
+        let seeds = ViewSeeds::new(self.cfg.seed, epoch);
+        let mut work = RowWork {
+            clean: Vec::with_capacity(out.len),
+            ..Default::default()
+        };
+        for (bi, (&r, &(start, n))) in rows.iter().zip(&crops).enumerate() {
+            let row = RowCtx::new(corpus, r, start, n, bi * out.len..(bi + 1) * out.len);
+            self.write_tokens(corpus, &row, &mut out, &mut work)?;
+            self.encoder_view(&row, &seeds, &mut out, &mut work)?;
+            self.decoder_view(&row, &seeds, &mut out, &mut work)?;
+        }
+        if let Some(spec) = self.cfg.spans {
+            self.spans(corpus, rows, epoch, spec, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// `(start in values, content length)` of each row after cropping to `max_length - 2`
+    /// content tokens; checks the rows and their offsets.
+    fn crop_rows(
+        &self,
+        corpus: &Corpus<'_>,
+        rows: &[i64],
+        epoch: u64,
+    ) -> Result<Vec<(usize, usize)>> {
+        let cfg = &self.cfg;
         let n_rows = corpus.offsets.len() - 1;
         let capacity = cfg.max_length - 2;
         let crop_seed = view_seed(cfg.seed, epoch, view::CROP);
-        // (start in values, content length) per row, after cropping.
-        let mut spans_of_rows = Vec::with_capacity(rows.len());
-        let mut longest = 0usize;
+        let mut crops = Vec::with_capacity(rows.len());
         for &r in rows {
             if r < 0 || r as usize >= n_rows {
                 return Err(Error::invalid(format!(
@@ -348,164 +375,169 @@ impl Collator {
             } else {
                 0
             };
-            spans_of_rows.push((s as usize + start, n));
-            longest = longest.max(n);
+            crops.push((s as usize + start, n));
         }
-        let mut len = if cfg.pad_to_max {
+        Ok(crops)
+    }
+
+    /// The padded sequence length of a batch whose longest row has `longest` content tokens.
+    fn padded_len(&self, longest: usize) -> usize {
+        let cfg = &self.cfg;
+        let len = if cfg.pad_to_max {
             cfg.max_length
         } else {
             longest + 2
         };
-        len = len.div_ceil(cfg.pad_to_multiple_of) * cfg.pad_to_multiple_of;
-        let b = rows.len();
-        let total = b * len;
+        len.div_ceil(cfg.pad_to_multiple_of) * cfg.pad_to_multiple_of
+    }
 
-        let mut out = Batch {
+    /// A `[b, len]` batch of padding with every configured view allocated.
+    fn empty_batch(&self, b: usize, len: usize) -> Batch {
+        let cfg = &self.cfg;
+        let total = b * len;
+        let has_dec = cfg.decoder != Decoder::None;
+        let dec_masked = matches!(
+            cfg.decoder,
+            Decoder::Independent { .. } | Decoder::Nested { .. }
+        );
+        Batch {
             batch: b,
             len,
             input_ids: vec![cfg.pad_id; total],
             attention_mask: vec![0; total],
             special_tokens_mask: vec![false; total],
             labels: vec![IGNORE_INDEX; total],
+            enc_mask: cfg.enc_mask.map(|_| vec![false; total]),
+            dec_mask: dec_masked.then(|| vec![false; total]),
+            dec_input_ids: has_dec.then(|| vec![cfg.pad_id; total]),
+            dec_labels: has_dec.then(|| vec![IGNORE_INDEX; total]),
+            original_ids: cfg.return_original.then(|| vec![cfg.pad_id; total]),
             ..Default::default()
+        }
+    }
+
+    /// [CLS] content [SEP] of one row into `input_ids`, its attention and special-token masks,
+    /// the clean ids into `work.clean` (and `original_ids`). Checks every id against the vocab.
+    fn write_tokens(
+        &self,
+        corpus: &Corpus<'_>,
+        row: &RowCtx<'_>,
+        out: &mut Batch,
+        work: &mut RowWork,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
+        let (start, n, at) = (row.start, row.n, row.at.clone());
+        let ids = &mut out.input_ids[at.clone()];
+        ids[0] = cfg.cls_id;
+        for j in 0..n {
+            let v = corpus.values.get(start + j);
+            if v < 0 || v >= cfg.vocab_size {
+                return Err(Error::invalid(format!(
+                    "row {} holds token id {v}, outside [0, vocab_size={})",
+                    row.r, cfg.vocab_size
+                )));
+            }
+            ids[1 + j] = v;
+        }
+        ids[n + 1] = cfg.sep_id;
+        out.attention_mask[at.start..at.start + n + 2].fill(1);
+        out.special_tokens_mask[at.start] = true;
+        out.special_tokens_mask[at.start + n + 1] = true;
+        work.clean.clear();
+        work.clean.extend_from_slice(ids);
+        if let Some(o) = out.original_ids.as_mut() {
+            o[at].copy_from_slice(&work.clean);
+        }
+        Ok(())
+    }
+
+    /// The encoder mask (nested inside the decoder's for SimLM), its fill and labels; without an
+    /// encoder mask, the labels alone.
+    fn encoder_view(
+        &self,
+        row: &RowCtx<'_>,
+        seeds: &ViewSeeds,
+        out: &mut Batch,
+        work: &mut RowWork,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
+        let at = row.at.clone();
+        let (Some(spec), Some(em)) = (cfg.enc_mask, out.enc_mask.as_mut()) else {
+            set_labels(
+                &mut out.labels[at],
+                &work.clean,
+                row.n,
+                cfg.enc_labels,
+                None,
+            );
+            return Ok(());
         };
-        let has_dec = cfg.decoder != Decoder::None;
-        let dec_masked = matches!(
-            cfg.decoder,
-            Decoder::Independent { .. } | Decoder::Nested { .. }
+        let em = &mut em[at.clone()];
+        if let (Decoder::Nested { p_dec, .. }, Some(dm)) = (cfg.decoder, out.dec_mask.as_mut()) {
+            let dm = &mut dm[at.clone()];
+            row.select(&mut work.scratch, spec, p_dec, seeds.nested, dm)?;
+            let (n, key) = (row.n, row.key);
+            work.scratch
+                .subset(quota(n, spec.p), seeds.nested, key, &mut em[1..n + 1]);
+        } else {
+            row.select(&mut work.scratch, spec, spec.p, seeds.enc, em)?;
+        }
+        fill_view(
+            &mut out.input_ids[at.clone()],
+            &mut out.labels[at],
+            em,
+            &work.clean,
+            row.n,
+            self.enc_rep.as_ref(),
+            cfg.enc_labels,
+            RowRng::for_purpose(seeds.enc, row.key, purpose::REPLACE),
+            &mut work.positions,
         );
-        let mut enc_mask = cfg.enc_mask.map(|_| vec![false; total]);
-        let mut dec_mask = dec_masked.then(|| vec![false; total]);
-        let mut dec_ids = has_dec.then(|| vec![cfg.pad_id; total]);
-        let mut dec_labels = has_dec.then(|| vec![IGNORE_INDEX; total]);
-        let mut original = cfg.return_original.then(|| vec![cfg.pad_id; total]);
+        Ok(())
+    }
 
-        let enc_seed = view_seed(cfg.seed, epoch, view::ENC);
-        let dec_seed = view_seed(cfg.seed, epoch, view::DEC);
-        let nested_seed = view_seed(cfg.seed, epoch, view::NESTED);
-        let mut scratch = RowScratch::default();
-        let mut positions: Vec<u32> = Vec::new();
-        let mut clean: Vec<i64> = Vec::with_capacity(len);
-
-        for (bi, (&r, &(start, n))) in rows.iter().zip(&spans_of_rows).enumerate() {
-            let key = r as u64;
-            let row = bi * len..(bi + 1) * len;
-            // tokens
-            let ids = &mut out.input_ids[row.clone()];
-            ids[0] = cfg.cls_id;
-            for j in 0..n {
-                let v = corpus.values.get(start + j);
-                if v < 0 || v >= cfg.vocab_size {
-                    return Err(Error::invalid(format!(
-                        "row {r} holds token id {v}, outside [0, vocab_size={})",
-                        cfg.vocab_size
-                    )));
+    /// The decoder view's input ids and labels (its mask too when it has its own).
+    fn decoder_view(
+        &self,
+        row: &RowCtx<'_>,
+        seeds: &ViewSeeds,
+        out: &mut Batch,
+        work: &mut RowWork,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
+        let (at, n) = (row.at.clone(), row.n);
+        let (Some(dids), Some(dlab)) = (out.dec_input_ids.as_mut(), out.dec_labels.as_mut()) else {
+            return Ok(());
+        };
+        let (dids, dlab) = (&mut dids[at.clone()], &mut dlab[at.clone()]);
+        dids.copy_from_slice(&work.clean);
+        match cfg.decoder {
+            Decoder::Independent { labels, .. } | Decoder::Nested { labels, .. } => {
+                let dm = &mut out.dec_mask.as_mut().expect("decoder mask")[at];
+                if let Decoder::Independent { mask, .. } = cfg.decoder {
+                    row.select(&mut work.scratch, mask, mask.p, seeds.dec, dm)?;
                 }
-                ids[1 + j] = v;
-            }
-            ids[n + 1] = cfg.sep_id;
-            out.attention_mask[row.start..row.start + n + 2].fill(1);
-            out.special_tokens_mask[row.start] = true;
-            out.special_tokens_mask[row.start + n + 1] = true;
-            clean.clear();
-            clean.extend_from_slice(ids);
-            if let Some(o) = original.as_mut() {
-                o[row.clone()].copy_from_slice(&clean);
-            }
-
-            // Masks: content index j <-> position j + 1; views read through the one crop.
-            let words = corpus.word_ids.map(|w| w.slice(start, start + n));
-            let imp = corpus.importance.map(|i| i.slice(start, start + n));
-            let select =
-                |scratch: &mut RowScratch, spec: MaskSpec, p: f64, seed: u64, out: &mut [bool]| {
-                    scratch.maskable.clear();
-                    scratch.maskable.extend(0..n as u32);
-                    let w = if spec.whole_word { words } else { None };
-                    let imp = matches!(spec.selector, Selector::Importance { .. })
-                        .then_some(imp)
-                        .flatten();
-                    scratch.select(
-                        spec.selector,
-                        w,
-                        imp,
-                        quota(n, p),
-                        seed,
-                        key,
-                        r as usize,
-                        &mut out[1..n + 1],
-                    )
-                };
-            if let (Some(spec), Some(em)) = (cfg.enc_mask, enc_mask.as_mut()) {
-                let em = &mut em[row.clone()];
-                if let (Decoder::Nested { p_dec, .. }, Some(dm)) = (cfg.decoder, dec_mask.as_mut())
-                {
-                    select(&mut scratch, spec, p_dec, nested_seed, &mut dm[row.clone()])?;
-                    scratch.subset(quota(n, spec.p), nested_seed, key, &mut em[1..n + 1]);
-                } else {
-                    select(&mut scratch, spec, spec.p, enc_seed, em)?;
-                }
+                let rng = RowRng::for_purpose(seeds.dec, row.key, purpose::REPLACE);
                 fill_view(
-                    &mut out.input_ids[row.clone()],
-                    &mut out.labels[row.clone()],
-                    em,
-                    &clean,
+                    dids,
+                    dlab,
+                    dm,
+                    &work.clean,
                     n,
-                    self.enc_rep.as_ref(),
-                    cfg.enc_labels,
-                    RowRng::for_purpose(enc_seed, key, purpose::REPLACE),
-                    &mut positions,
-                );
-            } else {
-                set_labels(
-                    &mut out.labels[row.clone()],
-                    &clean,
-                    n,
-                    cfg.enc_labels,
-                    None,
+                    self.dec_rep.as_ref(),
+                    labels,
+                    rng,
+                    &mut work.positions,
                 );
             }
-
-            // Decoder view.
-            if let (Some(dids), Some(dlab)) = (dec_ids.as_mut(), dec_labels.as_mut()) {
-                let (dids, dlab) = (&mut dids[row.clone()], &mut dlab[row.clone()]);
-                dids.copy_from_slice(&clean);
-                match cfg.decoder {
-                    Decoder::Independent { labels, .. } | Decoder::Nested { labels, .. } => {
-                        let dm = &mut dec_mask.as_mut().expect("decoder mask")[row.clone()];
-                        if let Decoder::Independent { mask, .. } = cfg.decoder {
-                            select(&mut scratch, mask, mask.p, dec_seed, dm)?;
-                        }
-                        let rng = RowRng::for_purpose(dec_seed, key, purpose::REPLACE);
-                        fill_view(
-                            dids,
-                            dlab,
-                            dm,
-                            &clean,
-                            n,
-                            self.dec_rep.as_ref(),
-                            labels,
-                            rng,
-                            &mut positions,
-                        );
-                    }
-                    Decoder::Clean { labels } => set_labels(dlab, &clean, n, labels, None),
-                    Decoder::AllMask { labels } => {
-                        dids[1..n + 1].fill(cfg.mask_id);
-                        set_labels(dlab, &clean, n, labels, None);
-                    }
-                    Decoder::None => {}
-                }
+            Decoder::Clean { labels } => set_labels(dlab, &work.clean, n, labels, None),
+            Decoder::AllMask { labels } => {
+                dids[1..n + 1].fill(cfg.mask_id);
+                set_labels(dlab, &work.clean, n, labels, None);
             }
+            Decoder::None => {}
         }
-        if let Some(spec) = cfg.spans {
-            self.spans(corpus, rows, epoch, spec, &mut out);
-        }
-        out.enc_mask = enc_mask;
-        out.dec_mask = dec_mask;
-        out.dec_input_ids = dec_ids;
-        out.dec_labels = dec_labels;
-        out.original_ids = original;
-        Ok(out)
+        Ok(())
     }
 
     /// `spec.n` random spans of each (uncropped) row, each as its own [CLS] span [SEP] sequence.
@@ -536,12 +568,7 @@ impl Collator {
                 longest = longest.max((b - a) as usize);
             }
         }
-        let mut len = if cfg.pad_to_max {
-            cfg.max_length
-        } else {
-            longest + 2
-        };
-        len = len.div_ceil(cfg.pad_to_multiple_of) * cfg.pad_to_multiple_of;
+        let len = self.padded_len(longest);
         let mut ids = vec![cfg.pad_id; drawn.len() * len];
         let mut att = vec![0i64; drawn.len() * len];
         for (i, &(start, n)) in drawn.iter().enumerate() {
@@ -556,6 +583,93 @@ impl Collator {
         out.span_len = len;
         out.span_input_ids = Some(ids);
         out.span_attention_mask = Some(att);
+    }
+}
+
+/// The seeds of the masking views in one epoch.
+struct ViewSeeds {
+    enc: u64,
+    dec: u64,
+    nested: u64,
+}
+
+impl ViewSeeds {
+    fn new(seed: u64, epoch: u64) -> Self {
+        ViewSeeds {
+            enc: view_seed(seed, epoch, view::ENC),
+            dec: view_seed(seed, epoch, view::DEC),
+            nested: view_seed(seed, epoch, view::NESTED),
+        }
+    }
+}
+
+/// Buffers reused from row to row: the masker's scratch, masked positions, the row's clean ids.
+#[derive(Default)]
+struct RowWork {
+    scratch: RowScratch,
+    positions: Vec<u32>,
+    clean: Vec<i64>,
+}
+
+/// One row of the batch: corpus row `r` (its stream key), its crop (`n` content tokens from
+/// `start` in values), its slice `at` of the `[B, L]` arrays, and its word ids and importance
+/// read through the one crop.
+struct RowCtx<'a> {
+    r: i64,
+    key: u64,
+    start: usize,
+    n: usize,
+    at: std::ops::Range<usize>,
+    words: Option<IntView<'a>>,
+    imp: Option<FloatView<'a>>,
+}
+
+impl<'a> RowCtx<'a> {
+    fn new(
+        corpus: &Corpus<'a>,
+        r: i64,
+        start: usize,
+        n: usize,
+        at: std::ops::Range<usize>,
+    ) -> Self {
+        RowCtx {
+            r,
+            key: r as u64,
+            start,
+            n,
+            at,
+            words: corpus.word_ids.map(|w| w.slice(start, start + n)),
+            imp: corpus.importance.map(|i| i.slice(start, start + n)),
+        }
+    }
+
+    /// Mask `quota(n, p)` content positions of this row by `spec` into `out` (the row's `[L]`
+    /// slice: content index j is position j + 1).
+    fn select(
+        &self,
+        scratch: &mut RowScratch,
+        spec: MaskSpec,
+        p: f64,
+        seed: u64,
+        out: &mut [bool],
+    ) -> Result<usize> {
+        let n = self.n;
+        scratch.maskable.clear();
+        scratch.maskable.extend(0..n as u32);
+        let w = if spec.whole_word { self.words } else { None };
+        let imp = matches!(spec.selector, Selector::Importance { .. })
+            .then_some(self.imp)
+            .flatten();
+        scratch.select(
+            spec.selector,
+            w,
+            imp,
+            quota(n, p),
+            seed,
+            self.key,
+            self.r as usize,
+            &mut out[1..n + 1],
+        )
     }
 }
 

@@ -279,12 +279,14 @@ impl RowScratch {
         #[cfg(target_arch = "x86_64")]
         if !fused && run && super::simd::level() >= super::simd::Level::Avx2 {
             let v = &mut self.values[..m];
-            // SAFETY: the CPU has AVX2 and F16C (part of the level); the lengths match.
             range = match imp {
                 FloatView::F32(s) => {
+                    // SAFETY: the CPU has AVX2 (part of the level); both slices hold m values.
                     Some(unsafe { super::avx2::score_run_f32(&s[p0..p0 + m], sigma, v) })
                 }
                 FloatView::F16(s) => {
+                    // SAFETY: the CPU has AVX2 and F16C (part of the level); both slices hold
+                    // m values.
                     Some(unsafe { super::avx2::score_run_f16(&s[p0..p0 + m], sigma, v) })
                 }
                 FloatView::F64(_) => None,

@@ -104,6 +104,7 @@ macro_rules! multiversion {
                 match $crate::masking::simd::level() {
                     // SAFETY: the level says the CPU has these features.
                     $crate::masking::simd::Level::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: the level says the CPU has these features.
                     $crate::masking::simd::Level::Avx2 => return unsafe { avx2($($arg),*) },
                     $crate::masking::simd::Level::Baseline => {}
                 }

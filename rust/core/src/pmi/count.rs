@@ -707,6 +707,68 @@ impl OrderCtx<'_> {
     }
 }
 
+/// The n-gram starts of one order, numbered globally across passages `p0..p1` and cut into
+/// blocks of `block` consecutive starts (the unit of parallel work).
+struct Starts {
+    /// `at[i]` is the number of starts in passages `p0..p0 + i` (one more entry than passages).
+    at: Vec<u64>,
+    total: u64,
+    block: u64,
+    nblocks: u64,
+}
+
+impl Starts {
+    fn new(ctx: &OrderCtx<'_>, cap: u64) -> Self {
+        let mut at = Vec::with_capacity(ctx.p1 - ctx.p0 + 1);
+        at.push(0u64);
+        let mut acc = 0u64;
+        for p in ctx.p0..ctx.p1 {
+            acc += (ctx.corpus.passage(p).len() as u64 + 1).saturating_sub(ctx.n as u64);
+            at.push(acc);
+        }
+        let block = cap.clamp(1, 1 << 20);
+        Starts {
+            at,
+            total: acc,
+            block,
+            nblocks: acc.div_ceil(block),
+        }
+    }
+
+    /// Global start indices `[a, z)` of block `b`.
+    fn block_range(&self, b: u64) -> (u64, u64) {
+        (b * self.block, ((b + 1) * self.block).min(self.total))
+    }
+}
+
+/// One pass over the corpus: the keys whose first token is in `lo..hi`, `keys` of them.
+/// `whole` when the pass takes every key (the only pass of its order).
+#[derive(Clone, Copy)]
+struct Pass {
+    lo: u32,
+    hi: u32,
+    keys: u64,
+    whole: bool,
+}
+
+impl Pass {
+    #[inline]
+    fn takes(&self, t: u32) -> bool {
+        self.whole || (t >= self.lo && t < self.hi)
+    }
+}
+
+/// Consecutive blocks `b0..b1` whose keys of one pass (`keys` of them) fit the buffer together.
+#[derive(Clone, Copy)]
+struct Group {
+    b0: u64,
+    b1: u64,
+    keys: u64,
+}
+
+/// Count the n-grams of order `ctx.n` into `writer`, keys ascending: plan the passes from the
+/// first-token histogram, then per pass scatter, sort and count its keys in memory (one group
+/// of blocks) or as spilled runs merged from disk (several groups). Returns `N_n`.
 fn count_order<K: Key, S: CountSink>(
     ctx: &OrderCtx<'_>,
     cap: u64,
@@ -714,35 +776,60 @@ fn count_order<K: Key, S: CountSink>(
     writer: &mut S,
     stats: &mut BuildStats,
 ) -> Result<u64> {
-    let n = ctx.n;
-    let phase = format!("order {n}");
-    let mut starts = Vec::with_capacity(ctx.p1 - ctx.p0 + 1);
-    starts.push(0u64);
-    let mut acc = 0u64;
-    for p in ctx.p0..ctx.p1 {
-        acc += (ctx.corpus.passage(p).len() as u64 + 1).saturating_sub(n as u64);
-        starts.push(acc);
-    }
-    let total = acc;
-    writer.begin_order(n, total)?;
+    let phase = format!("order {}", ctx.n);
+    let starts = Starts::new(ctx, cap);
+    let total = starts.total;
+    writer.begin_order(ctx.n, total)?;
     super::report(ctx.progress, &phase, 0, total)?;
     if total == 0 {
         writer.end_order()?;
         return Ok(0);
     }
-    let block = cap.clamp(1, 1 << 20);
-    let nblocks = total.div_ceil(block);
-    let block_range = |b: u64| (b * block, ((b + 1) * block).min(total));
+    let mut tr = Tracer::new(ctx.n);
+    let hist = first_token_histogram(ctx, &starts);
+    tr.lap("first-token histogram");
+    let passes = plan_passes(&hist, cap);
+    drop(hist);
 
-    // First-token histogram: sizes the passes.
-    let mut tr = Tracer::new(n);
-    let hist: Vec<u64> = (0..nblocks)
+    let mut done = 0u64;
+    for &pass in &passes {
+        stats.passes += 1;
+        let groups = plan_groups(ctx, &starts, pass, cap);
+        if groups.len() == 1 {
+            let gm = groups[0].keys as usize;
+            bufs.ensure(gm);
+            tr.lap("block counts + buffers");
+            let bucket_starts = scatter(ctx, &starts, pass, groups[0], &mut bufs.b[..gm]);
+            tr.lap("scatter keys by first token");
+            let buckets = bufs.sort_count(gm, rest_bits(ctx), &bucket_starts, &mut tr);
+            bufs.emit(&buckets, |k, c| writer.push_block(k, c))?;
+            tr.lap("emit");
+        } else {
+            count_spilled(
+                ctx, &starts, pass, &groups, bufs, writer, stats, &mut tr, done,
+            )?;
+        }
+        done += pass.keys;
+        super::report(ctx.progress, &phase, done, total)?;
+    }
+    writer.end_order()?;
+    Ok(total)
+}
+
+/// Bits of a key below its first token.
+fn rest_bits(ctx: &OrderCtx<'_>) -> u32 {
+    (ctx.n as u32 - 1) * ctx.bits
+}
+
+/// How many starts each first token has (sizes the passes).
+fn first_token_histogram(ctx: &OrderCtx<'_>, starts: &Starts) -> Vec<u64> {
+    (0..starts.nblocks)
         .into_par_iter()
         .fold(
             || vec![0u64; ctx.vocab],
             |mut h, b| {
-                let (a, z) = block_range(b);
-                ctx.for_each_first(&starts, a, z, |t| h[t as usize] += 1);
+                let (a, z) = starts.block_range(b);
+                ctx.for_each_first(&starts.at, a, z, |t| h[t as usize] += 1);
                 h
             },
         )
@@ -752,9 +839,11 @@ fn count_order<K: Key, S: CountSink>(
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 a
             },
-        );
-    tr.lap("first-token histogram");
-    // Greedy ranges of first tokens whose occurrences fit `cap` (a lone token may exceed it).
+        )
+}
+
+/// Greedy ranges of first tokens whose occurrences fit `cap` (a lone token may exceed it).
+fn plan_passes(hist: &[u64], cap: u64) -> Vec<Pass> {
     let mut ranges: Vec<(u32, u32, u64)> = Vec::new();
     let (mut lo, mut m) = (0usize, 0u64);
     for (t, &h) in hist.iter().enumerate() {
@@ -766,158 +855,199 @@ fn count_order<K: Key, S: CountSink>(
         m += h;
     }
     if m > 0 {
-        ranges.push((lo as u32, ctx.vocab as u32, m));
+        ranges.push((lo as u32, hist.len() as u32, m));
     }
-    drop(hist);
+    let whole = ranges.len() == 1;
+    ranges
+        .into_iter()
+        .map(|(lo, hi, keys)| Pass {
+            lo,
+            hi,
+            keys,
+            whole,
+        })
+        .collect()
+}
 
-    let mut done = 0u64;
-    for &(lo, hi, m) in &ranges {
-        stats.passes += 1;
-        let whole = ranges.len() == 1;
-        // Consecutive groups of blocks that fit the buffer: all blocks at once when the range
-        // fits (no need to count per block then), else grouped by their matching keys.
-        let mut groups: Vec<(u64, u64, u64)> = Vec::new();
-        if m <= cap {
-            groups.push((0, nblocks, m));
-        } else {
-            let counts: Vec<u64> = (0..nblocks)
-                .into_par_iter()
-                .map(|b| {
-                    let (a, z) = block_range(b);
-                    if whole {
-                        return z - a;
-                    }
-                    let mut c = 0u64;
-                    ctx.for_each_first(&starts, a, z, |t| c += (t >= lo && t < hi) as u64);
-                    c
-                })
-                .collect();
-            let (mut g0, mut gm) = (0u64, 0u64);
-            for b in 0..nblocks {
-                let c = counts[b as usize];
-                if gm > 0 && gm + c > cap {
-                    groups.push((g0, b, gm));
-                    g0 = b;
-                    gm = 0;
-                }
-                gm += c;
+/// Consecutive groups of blocks that fit the buffer: all blocks at once when the pass fits (no
+/// need to count per block then), else grouped by their keys in the pass.
+fn plan_groups(ctx: &OrderCtx<'_>, starts: &Starts, pass: Pass, cap: u64) -> Vec<Group> {
+    let nblocks = starts.nblocks;
+    if pass.keys <= cap {
+        return vec![Group {
+            b0: 0,
+            b1: nblocks,
+            keys: pass.keys,
+        }];
+    }
+    let counts: Vec<u64> = (0..nblocks)
+        .into_par_iter()
+        .map(|b| {
+            let (a, z) = starts.block_range(b);
+            if pass.whole {
+                return z - a;
             }
-            groups.push((g0, nblocks, gm));
-        }
-        let rest_bits = (n as u32 - 1) * ctx.bits;
-        // Counting sort by first token straight from the corpus into `b`: a few tasks (runs of
-        // blocks) each histogram their first tokens in lo..hi, then write every key to its
-        // bucket position. Returns the bucket starts.
-        let scatter = |g: &(u64, u64, u64), out: &mut [K]| -> Vec<usize> {
-            let (b0, b1, _) = *g;
-            let nb = (hi - lo) as usize;
-            let tasks = ((b1 - b0) as usize).clamp(1, 2 * rayon::current_num_threads());
-            let span = |i: usize| {
-                let k = b1 - b0;
-                let x0 = b0 + k * i as u64 / tasks as u64;
-                let x1 = b0 + k * (i as u64 + 1) / tasks as u64;
-                (x0 * block, (x1 * block).min(total))
-            };
-            let mut offs: Vec<Vec<usize>> = (0..tasks)
-                .into_par_iter()
-                .map(|i| {
-                    let (a, z) = span(i);
-                    let mut h = vec![0usize; nb];
-                    ctx.for_each_first(&starts, a, z, |t| {
-                        if whole || (t >= lo && t < hi) {
-                            h[(t - lo) as usize] += 1;
-                        }
-                    });
-                    h
-                })
-                .collect();
-            let mut bucket_starts = Vec::with_capacity(nb + 1);
-            let mut run = 0usize;
-            for d in 0..nb {
-                bucket_starts.push(run);
-                for h in offs.iter_mut() {
-                    let c = h[d];
-                    h[d] = run;
-                    run += c;
-                }
-            }
-            bucket_starts.push(run);
-            assert_eq!(run, out.len(), "key count changed between passes");
-            let dst = SyncPtr(out.as_mut_ptr());
-            let dst = &dst;
-            offs.into_par_iter().enumerate().for_each(|(i, mut off)| {
-                let (a, z) = span(i);
-                ctx.for_each::<K>(&starts, a, z, |t, key| {
-                    if whole || (t >= lo && t < hi) {
-                        let d = (t - lo) as usize;
-                        // SAFETY: the offsets partition 0..out.len() between tasks and buckets
-                        // (checked above), so every index is written once and is in bounds.
-                        unsafe { dst.0.add(off[d]).write(key) };
-                        off[d] += 1;
-                    }
-                });
+            let mut c = 0u64;
+            ctx.for_each_first(&starts.at, a, z, |t| {
+                c += (t >= pass.lo && t < pass.hi) as u64
             });
-            bucket_starts
-        };
-        if groups.len() == 1 {
-            let gm = groups[0].2 as usize;
-            bufs.ensure(gm);
-            tr.lap("block counts + buffers");
-            let bucket_starts = scatter(&groups[0], &mut bufs.b[..gm]);
-            tr.lap("scatter keys by first token");
-            let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
-            bufs.emit(&buckets, |k, c| writer.push_block(k, c))?;
-            tr.lap("emit");
-        } else {
-            let mut runs = Vec::with_capacity(groups.len());
-            let mut collected = 0u64;
-            for g in &groups {
-                if g.2 == 0 {
-                    continue;
+            c
+        })
+        .collect();
+    let mut groups = Vec::new();
+    let (mut g0, mut gm) = (0u64, 0u64);
+    for b in 0..nblocks {
+        let c = counts[b as usize];
+        if gm > 0 && gm + c > cap {
+            groups.push(Group {
+                b0: g0,
+                b1: b,
+                keys: gm,
+            });
+            g0 = b;
+            gm = 0;
+        }
+        gm += c;
+    }
+    groups.push(Group {
+        b0: g0,
+        b1: nblocks,
+        keys: gm,
+    });
+    groups
+}
+
+/// Counting sort by first token straight from the corpus into `out` (`group.keys` long): a few
+/// tasks (runs of blocks) each histogram their first tokens in the pass, then write every key
+/// to its bucket position. Returns the bucket starts (one more entry than buckets).
+fn scatter<K: Key>(
+    ctx: &OrderCtx<'_>,
+    starts: &Starts,
+    pass: Pass,
+    group: Group,
+    out: &mut [K],
+) -> Vec<usize> {
+    let Group { b0, b1, .. } = group;
+    let nb = (pass.hi - pass.lo) as usize;
+    let tasks = ((b1 - b0) as usize).clamp(1, 2 * rayon::current_num_threads());
+    let span = |i: usize| {
+        let k = b1 - b0;
+        let x0 = b0 + k * i as u64 / tasks as u64;
+        let x1 = b0 + k * (i as u64 + 1) / tasks as u64;
+        (x0 * starts.block, (x1 * starts.block).min(starts.total))
+    };
+    let mut offs: Vec<Vec<usize>> = (0..tasks)
+        .into_par_iter()
+        .map(|i| {
+            let (a, z) = span(i);
+            let mut h = vec![0usize; nb];
+            ctx.for_each_first(&starts.at, a, z, |t| {
+                if pass.takes(t) {
+                    h[(t - pass.lo) as usize] += 1;
                 }
-                let gm = g.2 as usize;
-                bufs.ensure(gm);
-                let bucket_starts = scatter(g, &mut bufs.b[..gm]);
-                let buckets = bufs.sort_count(gm, rest_bits, &bucket_starts, &mut tr);
-                let mut run = RunWriter::new(ctx.spill_dir)?;
-                bufs.emit(&buckets, |k, c| {
-                    k.iter()
-                        .zip(c)
-                        .try_for_each(|(&k, &c)| run.push(k.to_u128(), c.to_u128() as u64))
-                })?;
-                runs.push(run.finish()?);
-                stats.spilled_runs += 1;
-                collected += g.2;
-                // Collecting counts as the first half of the pass, merging as the second.
-                super::report(ctx.progress, &phase, done + collected / 2, total)?;
+            });
+            h
+        })
+        .collect();
+    let mut bucket_starts = Vec::with_capacity(nb + 1);
+    let mut run = 0usize;
+    for d in 0..nb {
+        bucket_starts.push(run);
+        for h in offs.iter_mut() {
+            let c = h[d];
+            h[d] = run;
+            run += c;
+        }
+    }
+    bucket_starts.push(run);
+    assert_eq!(run, out.len(), "key count changed between passes");
+    let dst = SyncPtr(out.as_mut_ptr());
+    let dst = &dst;
+    offs.into_par_iter().enumerate().for_each(|(i, mut off)| {
+        let (a, z) = span(i);
+        ctx.for_each::<K>(&starts.at, a, z, |t, key| {
+            if pass.takes(t) {
+                let d = (t - pass.lo) as usize;
+                // SAFETY: the offsets partition 0..out.len() between tasks and buckets
+                // (checked above), so every index is written once and is in bounds.
+                unsafe { dst.0.add(off[d]).write(key) };
+                off[d] += 1;
             }
-            // Bounded fan-in: merge runs in groups into longer runs until few enough remain (keeps
-            // open files and reader buffers small however many runs a tiny budget produced).
-            while runs.len() > FAN_IN {
-                let mut next = Vec::with_capacity(runs.len().div_ceil(FAN_IN));
-                for group in runs.chunks(FAN_IN) {
-                    let readers = group
-                        .iter()
-                        .map(RunReader::new)
-                        .collect::<Result<Vec<_>>>()?;
-                    let mut run = RunWriter::new(ctx.spill_dir)?;
-                    kway_merge(readers, |k, c| run.push(k, c))?;
-                    next.push(run.finish()?);
-                    super::report(ctx.progress, &phase, done + m / 2, total)?;
-                }
-                runs = next;
-            }
-            let readers = runs
+        });
+    });
+    bucket_starts
+}
+
+/// A pass whose keys exceed the buffer: sort and count each group of blocks into a run on disk,
+/// then k-way merge the runs into `writer`.
+#[allow(clippy::too_many_arguments)]
+fn count_spilled<K: Key, S: CountSink>(
+    ctx: &OrderCtx<'_>,
+    starts: &Starts,
+    pass: Pass,
+    groups: &[Group],
+    bufs: &mut KeyBufs<K>,
+    writer: &mut S,
+    stats: &mut BuildStats,
+    tr: &mut Tracer,
+    done: u64,
+) -> Result<()> {
+    let phase = format!("order {}", ctx.n);
+    let mut runs = Vec::with_capacity(groups.len());
+    let mut collected = 0u64;
+    for &g in groups {
+        if g.keys == 0 {
+            continue;
+        }
+        let gm = g.keys as usize;
+        bufs.ensure(gm);
+        let bucket_starts = scatter(ctx, starts, pass, g, &mut bufs.b[..gm]);
+        let buckets = bufs.sort_count(gm, rest_bits(ctx), &bucket_starts, tr);
+        let mut run = RunWriter::new(ctx.spill_dir)?;
+        bufs.emit(&buckets, |k, c| {
+            k.iter()
+                .zip(c)
+                .try_for_each(|(&k, &c)| run.push(k.to_u128(), c.to_u128() as u64))
+        })?;
+        runs.push(run.finish()?);
+        stats.spilled_runs += 1;
+        collected += g.keys;
+        // Collecting counts as the first half of the pass, merging as the second.
+        super::report(ctx.progress, &phase, done + collected / 2, starts.total)?;
+    }
+    let runs = merge_down(ctx, runs, || {
+        super::report(ctx.progress, &phase, done + pass.keys / 2, starts.total)
+    })?;
+    let readers = runs
+        .iter()
+        .map(RunReader::new)
+        .collect::<Result<Vec<_>>>()?;
+    kway_merge(readers, |k, c| writer.push(k, c))
+}
+
+/// Bounded fan-in: merge runs in groups into longer runs until at most `FAN_IN` remain (keeps
+/// open files and reader buffers small however many runs a tiny budget produced); `merged` is
+/// called after each new run.
+fn merge_down(
+    ctx: &OrderCtx<'_>,
+    mut runs: Vec<ScratchFile>,
+    mut merged: impl FnMut() -> Result<()>,
+) -> Result<Vec<ScratchFile>> {
+    while runs.len() > FAN_IN {
+        let mut next = Vec::with_capacity(runs.len().div_ceil(FAN_IN));
+        for group in runs.chunks(FAN_IN) {
+            let readers = group
                 .iter()
                 .map(RunReader::new)
                 .collect::<Result<Vec<_>>>()?;
-            kway_merge(readers, |k, c| writer.push(k, c))?;
+            let mut run = RunWriter::new(ctx.spill_dir)?;
+            kway_merge(readers, |k, c| run.push(k, c))?;
+            next.push(run.finish()?);
+            merged()?;
         }
-        done += m;
-        super::report(ctx.progress, &phase, done, total)?;
+        runs = next;
     }
-    writer.end_order()?;
-    Ok(total)
+    Ok(runs)
 }
 
 /// The key buffer, its radix-sort twin and a count per key, reused across passes and orders: on
@@ -937,8 +1067,13 @@ impl<K: Key> Default for KeyBufs<K> {
     }
 }
 
+/// A raw pointer into a buffer that parallel tasks write at disjoint indices (the scatter in
+/// `count_order` and `fused.rs`).
 pub(super) struct SyncPtr<K>(pub(super) *mut K);
+// SAFETY: the pointer is only written through, by tasks that write disjoint indices (see each
+// write's SAFETY note), while the buffer is borrowed mutably by the spawning scope.
 unsafe impl<K> Send for SyncPtr<K> {}
+// SAFETY: as for Send: shared references only ever write disjoint indices.
 unsafe impl<K> Sync for SyncPtr<K> {}
 
 impl KeyBufs<u64> {
