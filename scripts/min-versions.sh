@@ -5,6 +5,8 @@
 #   bash scripts/min-versions.sh [pytest args...]
 # MINV_VENV (default .venv-min) is the venv; MINV_PIN_TORCH=1 pins torch to its bound too (off by
 # default: a torch wheel is hundreds of MB, so the newest cached torch is used and said so).
+# MINV_UNPINNED (default "tokenizers"): bounds left to the resolver. tokenizers>=0.19 is the base
+# install's bound (no transformers); with the train extra, transformers 4.56 itself needs >= 0.22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,7 @@ CONSTRAINTS="$VENV/min-constraints.txt"
 
 # Every `name>=X` of [project] dependencies, the extras and the dev group, as `name==X` (the same
 # package listed twice with different bounds would conflict here: one bound per package).
-"$VENV/bin/python" - "$CONSTRAINTS" "${MINV_PIN_TORCH:-0}" <<'PY'
+"$VENV/bin/python" - "$CONSTRAINTS" "${MINV_PIN_TORCH:-0}" "${MINV_UNPINNED-tokenizers}" <<'PY'
 import re, sys, tomllib
 cfg = tomllib.load(open("pyproject.toml", "rb"))
 specs = list(cfg["project"]["dependencies"])
@@ -30,7 +32,7 @@ for spec in specs:
     if not m or m.group(1).lower() == "dense-pt":
         continue
     name = m.group(1).lower().replace("_", "-")
-    if name == "torch" and sys.argv[2] != "1":
+    if (name == "torch" and sys.argv[2] != "1") or name in sys.argv[3].split():
         continue
     if pins.get(name, m.group(3)) != m.group(3):
         sys.exit(f"two lower bounds for {name}: {pins[name]} and {m.group(3)}")
@@ -39,7 +41,7 @@ open(sys.argv[1], "w").write("".join(f"{n}=={v}\n" for n, v in sorted(pins.items
 print("pinned:", ", ".join(f"{n}=={v}" for n, v in sorted(pins.items())))
 PY
 
-"$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[train]" --group dev
+"$VENV/bin/python" -m pip install --progress-bar off -c "$CONSTRAINTS" -e ".[train]" --group dev
 "$VENV/bin/python" -m pip list --format=freeze | grep -iE "^($(cut -d= -f1 "$CONSTRAINTS" | paste -sd'|')|torch)==" \
     | sed 's/^/installed: /'
 "$VENV/bin/python" -m pytest -q -m "not slow" -p no:cacheprovider "$@"
