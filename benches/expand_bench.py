@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+from dense_pt.demo.expansion import smollm2_gguf
 from dense_pt.expansion import HFGenerator, SamplingParams, expand, in_sample
 from dense_pt.expansion.corpus import iter_passages
-from dense_pt.expansion.demo import smollm2_gguf
 
 
 def main() -> None:

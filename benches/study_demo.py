@@ -2,7 +2,7 @@
 pre-training help a retriever that starts from nothing? (issue 15 §1; BENCHMARKS.md "Pre-training
 study on the demo corpus".)
 
-Writes the corpus (a larger draw of the demo's synthetic generator), a random-init BERT with a
+Writes the corpus (a larger draw of the tests' topic-word generator, tests/pipeline_fixtures.py), a random-init BERT with a
 WordPiece tokenizer trained on it, a pipeline file (R1 -> mine -> R2, no re-ranker) and a study
 file, then runs the study. Every objective gets the same pre-training budget; every cell is
 fine-tuned identically. Re-running continues where it stopped.
@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test fixtures
 
 OBJECTIVES = ["none", "mlm", "cdmae", "simlm", "seed", "condenser", "contrastive"]
 
 
 def write_inputs(out: Path, args) -> Path:
-    from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir
+    from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
     docs, queries, qrels = synthetic_corpus(
         n_per_topic=args.docs_per_topic, queries_per_topic=args.queries_per_topic

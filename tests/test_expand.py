@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dense_pt.demo.expansion import smollm2_gguf
 from dense_pt.errors import DensePtIOError, InvalidArgumentError, MismatchError
 from dense_pt.expansion import (
     EndpointGenerator,
@@ -29,7 +30,6 @@ from dense_pt.expansion import (
     read_manifest,
     read_queries_table,
 )
-from dense_pt.expansion.demo import smollm2_gguf
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -66,7 +66,7 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def causal_lm(tmp_path_factory, corpus) -> Path:
-    from dense_pt.expansion.tiny import build_tiny_lm
+    from dense_pt.demo.tiny import build_tiny_lm
 
     texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()] * 5
     return build_tiny_lm(tmp_path_factory.mktemp("lm") / "causal", texts, kind="causal")
@@ -123,7 +123,7 @@ def test_causal_generation_is_batched_seeded_and_written(causal_gen, corpus, tmp
 
 
 def test_seq2seq_generation(tmp_path, corpus):
-    from dense_pt.expansion.tiny import build_tiny_lm
+    from dense_pt.demo.tiny import build_tiny_lm
 
     texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()] * 5
     folder = build_tiny_lm(tmp_path / "t5", texts, kind="seq2seq")
@@ -419,7 +419,7 @@ def test_smollm2_gguf_expands_real_passages(tmp_path):
 
 
 def test_demo_stage_with_tiny_random_lm(tmp_path, corpus):
-    from dense_pt.expansion import demo_stage
+    from dense_pt.demo.expansion import demo_stage
 
     summary = demo_stage(tmp_path / "demo", corpus, limit=3, max_new_tokens=8, prefer_smollm2=False)
     assert summary["model_kind"] == "tiny-random" and summary["generated"] == 3
@@ -432,7 +432,7 @@ def test_demo_runs_the_expansion_stage(tmp_path):
     import functools
 
     from dense_pt.demo import run_demo, stage_data
-    from dense_pt.expansion.demo import stage_expansion
+    from dense_pt.demo.expansion import stage_expansion
 
     stages = [
         ("data", stage_data),

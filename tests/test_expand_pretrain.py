@@ -269,7 +269,7 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
     import functools
 
     from dense_pt.demo import run_demo, stage_data, stage_store, stage_tokenizer
-    from dense_pt.expansion.demo import stage_expansion, stage_pretrain_expanded
+    from dense_pt.demo.expansion import stage_expansion, stage_pretrain_expanded
 
     stages = [
         ("data", stage_data),

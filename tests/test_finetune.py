@@ -71,6 +71,14 @@ def test_retriever_reranker_scores_distill(chain):
     assert (tmp / "r1" / "log.jsonl").read_text().count("\n") == 4
     # the checkpoint loads as a sentence-transformers model and embeds like `dense-pt encode`
     st = SentenceTransformer(str(tmp / "r1" / "model"), device="cpu")
+    # written by sentence-transformers' own save: its versions and configs, not a hand-made copy
+    import sentence_transformers
+
+    st_cfg = json.loads((tmp / "r1" / "model" / "config_sentence_transformers.json").read_text())
+    assert st_cfg["__version__"]["sentence_transformers"] == sentence_transformers.__version__
+    # the trained passage length, capped at the tiny model's 128 positions as sentence-transformers does
+    assert st_cfg["similarity_fn_name"] == "cosine"
+    assert st.max_seq_length == min(m["settings"]["passage_max_length"], 128)
     encode(
         tmp / "r1" / "model",
         beir / "queries.jsonl",
@@ -92,11 +100,21 @@ def test_retriever_reranker_scores_distill(chain):
         negatives=tmp / "neg.dpneg",
         out=tmp / "rr",
         group_size=4,
+        max_length=96,
         train=TRAIN,
         progress=False,
         **common,
     )
     assert r["steps"] == 4
+    # the trained length travels in the tokenizer: sentence-transformers' CrossEncoder truncates there
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+
+    ce = STCrossEncoder(str(tmp / "rr" / "model"), device="cpu")
+    # (sentence-transformers >= 4 reports it as max_seq_length / max_length; 3.x truncates at the
+    # tokenizer's model_max_length and leaves max_length None)
+    limit = getattr(ce, "max_seq_length", None) or getattr(ce, "max_length", None)
+    assert (limit or ce.tokenizer.model_max_length) == 96 and ce.tokenizer.model_max_length == 96
+    assert len(ce.predict([("a query", "a passage " * 200)])) == 1  # longer input is truncated, not an error
     man = score(tmp / "rr" / "model", negatives=tmp / "neg.dpneg", out=tmp / "scores.dpneg", **common)
     assert "logits" in man["meaning"]
     scores = read_negatives(tmp / "scores.dpneg")
@@ -190,3 +208,61 @@ def test_retriever_temperature_used_and_recorded(chain, tmp_path):
     with pytest.raises(InvalidArgumentError, match="contrastive term"):
         train_distill(model, scores=tmp / "neg.dpneg", out=tmp_path / "d", loss="triplet",
                       **{k: v for k, v in common.items() if k != "negatives"})  # fmt: skip
+
+
+def test_store_tokenizer_is_saved_with_its_own_special_tokens(tmp_path):
+    """No "[UNK]" assumed: a store whose tokenizer names its specials <unk>, <s>, ... gets a
+    transformers tokenizer (save_pretrained) with those names, and the model length when given."""
+    from tokenizers import Tokenizer, models
+    from transformers import AutoTokenizer
+
+    from dense_pt.data.tokenizer import hf_fast_tokenizer
+    from dense_pt.finetune.stages import hf_tokenizer
+
+    vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "<mask>": 4, "river": 5}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    specials = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    hf_fast_tokenizer(tok, specials, model_max_length=77).save_pretrained(str(tmp_path / "tok"))
+    back = AutoTokenizer.from_pretrained(str(tmp_path / "tok"), local_files_only=True)
+    assert (back.unk_token, back.cls_token, back.sep_token, back.pad_token, back.mask_token) == (
+        "<unk>", "<s>", "</s>", "<pad>", "<mask>",
+    )  # fmt: skip
+    assert back.model_max_length == 77 and back.convert_tokens_to_ids("river") == 5
+
+    class Store:  # what hf_tokenizer reads of a corpus store when the model folder has no tokenizer
+        special_tokens = specials
+
+        def tokenizer(self):
+            return tok
+
+    fallback = hf_tokenizer(tmp_path / "no-model-here", Store())
+    assert fallback.unk_token == "<unk>" and fallback.cls_token_id == 2
+
+
+@pytest.mark.parametrize(
+    ("config", "pooling"),
+    [
+        (
+            {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False},
+            "cls",
+        ),  # sentence-transformers < 6
+        ({"pooling_mode_mean_tokens": True}, "mean"),
+        ({"embedding_dimension": 8, "pooling_mode": "mean"}, "mean"),  # sentence-transformers >= 6
+        ({"embedding_dimension": 8, "pooling_mode": "cls"}, "cls"),
+    ],
+)
+def test_pooling_is_read_from_either_sentence_transformers_layout(tmp_path, config, pooling):
+    from dense_pt.retrieval.encoder import detect_spec
+
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    modules = [
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+        }
+    ]
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    assert detect_spec(tmp_path).pooling == pooling

@@ -223,8 +223,8 @@ def st_case(tmp_path_factory):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from dense_pt.pipeline.demo import synthetic_corpus
     from dense_pt.retrieval.encoder import save_sentence_transformer
+    from pipeline_fixtures import synthetic_corpus
 
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("st-mine")
@@ -316,9 +316,9 @@ def test_same_negatives_as_sentence_transformers(st_case, case):
 
 
 def test_cli_mines_with_a_margin_from_the_runs_embeddings(tmp_path):
-    from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search
+    from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
     docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)
     beir = write_beir(tmp_path / "beir", docs, queries, qrels)

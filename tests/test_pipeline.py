@@ -29,7 +29,11 @@ def test_dev_split_is_fixed_and_disjoint():
 @pytest.mark.slow
 def test_killed_pipeline_resumes(tmp_path: Path):
     out = tmp_path / "demo"
-    code = f"from dense_pt.pipeline import demo_stage; demo_stage({str(out)!r}, steps=8)"
+    tests = str(Path(__file__).resolve().parent)
+    code = (
+        f"import sys; sys.path.insert(0, {tests!r}); from pipeline_fixtures import run_small_pipeline; "
+        f"run_small_pipeline({str(out)!r}, steps=8)"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -49,10 +53,10 @@ def test_killed_pipeline_resumes(tmp_path: Path):
     r1 = json.loads((out / "pipeline" / "r1" / "manifest.json").read_text())
     assert r1["status"] == "running"
 
-    from dense_pt.pipeline import demo_stage
+    from pipeline_fixtures import run_small_pipeline
 
     lines: list[str] = []
-    res = demo_stage(out, steps=8, log=lines.append)
+    res = run_small_pipeline(out, steps=8, log=lines.append)
     assert "[bm25] up to date, skipped" in lines and "[r1] resuming an interrupted run" in lines
     for stage in ("r1", "mine", "r2", "distill"):  # named when they start, timed when they end
         assert lines.index(f"[{stage}] running") < next(
@@ -67,7 +71,7 @@ def test_killed_pipeline_resumes(tmp_path: Path):
 
     # everything is up to date now
     lines.clear()
-    demo_stage(out, steps=8, log=lines.append)
+    run_small_pipeline(out, steps=8, log=lines.append)
     assert not any("running" in x for x in lines)
 
 
@@ -78,8 +82,8 @@ def test_pretrain_stage_feeds_r1(tmp_path: Path):
     import torch
 
     from dense_pt.pipeline.config import validate_config
-    from dense_pt.pipeline.demo import demo_config, synthetic_corpus, tiny_model, write_beir
     from dense_pt.pipeline.run import StopPipeline, run_pipeline
+    from pipeline_fixtures import small_config, synthetic_corpus, tiny_model, write_beir
 
     torch.set_num_threads(1)
     docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)
@@ -87,7 +91,7 @@ def test_pretrain_stage_feeds_r1(tmp_path: Path):
     model = tiny_model(tmp_path / "model", [t for _, t in docs] + list(queries.values()), hidden=16, layers=1)
     pretrain = {"method": "cdmae", "train": {"max_steps": 3, "batch_size": 4, "save_every": 3},
                 "pmi": {"max_n": 3, "window": 3}}  # fmt: skip
-    cfg = demo_config(tmp_path / "pipe", beir, model, steps=2, pretrain=pretrain)
+    cfg = small_config(tmp_path / "pipe", beir, model, steps=2, pretrain=pretrain)
     lines: list[str] = []
     with pytest.raises(StopPipeline):
         run_pipeline(cfg, progress=False, stop_after="r1", log=lines.append)

@@ -111,7 +111,7 @@ def _tiny_pipeline(tmp_path: Path, pretrain: str = "", layers: int = 1) -> Path:
     """A runnable pipeline TOML over the demo's synthetic corpus and a tiny random model."""
     import torch
 
-    from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir
+    from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
     torch.set_num_threads(1)
     docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)

@@ -141,9 +141,9 @@ def test_each_stage_starts_where_simlm_starts_and_encodes_with_its_training_leng
     import huggingface_hub.constants
     import torch
 
-    from dense_pt.pipeline.demo import demo_config, synthetic_corpus, tiny_model, write_beir
     from dense_pt.pipeline.run import run_pipeline
     from dense_pt.retrieval.encode import encode, model_hash
+    from pipeline_fixtures import small_config, synthetic_corpus, tiny_model, write_beir
 
     torch.set_num_threads(1)
     docs, queries, qrels = synthetic_corpus(n_per_topic=4, queries_per_topic=2)
@@ -152,7 +152,7 @@ def test_each_stage_starts_where_simlm_starts_and_encodes_with_its_training_leng
     electra = _fake_electra_in_hub_cache(tmp_path / "hub", model)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     out = tmp_path / "pipe"
-    cfg = demo_config(out, beir, model, steps=2)
+    cfg = small_config(out, beir, model, steps=2)
     # distinct lengths per stage, so each one's encoding shows whose lengths it used
     lengths = {"r1": (12, 40), "r2": (14, 48), "distill": (10, 56)}
     for stage, (q, p) in lengths.items():
@@ -210,14 +210,14 @@ def test_a_missing_or_foreign_reranker_checkpoint_stops_before_the_first_stage(t
     import huggingface_hub.constants
 
     from dense_pt.errors import DensePtError, InvalidArgumentError
-    from dense_pt.pipeline.demo import demo_config, synthetic_corpus, tiny_model, write_beir
     from dense_pt.pipeline.run import run_pipeline
+    from pipeline_fixtures import small_config, synthetic_corpus, tiny_model, write_beir
 
     docs, queries, qrels = synthetic_corpus(n_per_topic=2, queries_per_topic=1)
     beir = write_beir(tmp_path / "data", docs, queries, qrels)
     model = tiny_model(tmp_path / "model", [t for _, t in docs], hidden=16, layers=1)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    cfg = demo_config(tmp_path / "pipe", beir, model, steps=1)
+    cfg = small_config(tmp_path / "pipe", beir, model, steps=1)
     cfg["reranker"]["init"] = "google/electra-base-discriminator"
     with pytest.raises(InvalidArgumentError, match=r"local Hugging Face cache.*hf download google/electra"):
         run_pipeline(cfg, progress=False, log=lambda _: None)

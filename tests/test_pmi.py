@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dense_pt.data.store import CorpusStore, build_store_from_texts
 from dense_pt.data.tokenizer import train_wordpiece
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError
-from dense_pt.pmi import NgramTable, build, build_arrays, count_arrays, demo_stage, merge, parse_shard, score
+from dense_pt.pmi import NgramTable, build, build_arrays, count_arrays, merge, parse_shard, score
 from pmi_reference import ami, count_ngrams, pmi, pruned
 
 
@@ -230,6 +230,8 @@ def test_build_refuses_out_of_vocabulary_ids(tmp_path):
 
 
 def test_demo_stage(store, tmp_path):
+    from dense_pt.demo.pmi import demo_stage
+
     res = demo_stage(store.path, tmp_path / "work")
     assert res["status"] == "ran" and (tmp_path / "work" / "ngrams.pmi").exists()
     s = CorpusStore.open(store.path)

@@ -343,7 +343,7 @@ def test_resume_after_sigkill_matches_uninterrupted_run(setup, tmp_path):
 
 
 def test_demo_stage_runs_then_is_up_to_date(setup, tmp_path):
-    from dense_pt.pretrain import demo_stage
+    from dense_pt.demo.pretrain import demo_stage
 
     _, store, _ = setup
     first = demo_stage(store.path, tmp_path / "demo", max_steps=4, batch_size=4)

@@ -33,7 +33,7 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     """The demo's synthetic corpus split into train / dev qrels, and a tiny random 2-layer model."""
     import torch
 
-    from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir
+    from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
     torch.set_num_threads(1)
     base = tmp_path_factory.mktemp("recipes")

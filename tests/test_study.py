@@ -17,8 +17,8 @@ from typer.testing import CliRunner  # noqa: E402
 from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import FormatError  # noqa: E402
 from dense_pt.pipeline import load_study, run_study  # noqa: E402
-from dense_pt.pipeline.demo import synthetic_corpus, tiny_model, write_beir  # noqa: E402
 from dense_pt.pipeline.study import mean_std  # noqa: E402
+from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir  # noqa: E402
 
 TRAIN = '{ max_steps = 2, batch_size = 8, lr = 5e-4, warmup = 0.1, save_every = 2, log_every = 1, precision = "fp32" }'
 RETRIEVER = (

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.demo.context import DEMO_THREADS
 
 
 @app.command()
@@ -20,6 +21,11 @@ def demo(
         help="Add an LLM document-expansion stage (SmolLM2 when installed), then a short contrastive "
         "pre-training on its queries.",
     ),
+    threads: int = typer.Option(
+        DEMO_THREADS,
+        min=0,
+        help="Torch threads (0: torch's default, one per core). One is faster on a busy machine.",
+    ),
 ) -> None:
     """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
     from dense_pt.cli.corpus import data_warnings
@@ -27,8 +33,8 @@ def demo(
 
     stages = None
     if with_expansion:
-        from dense_pt.expansion.demo import stage_expansion, stage_pretrain_expanded
+        from dense_pt.demo.expansion import stage_expansion, stage_pretrain_expanded
 
         stages = [*STAGES, ("expansion", stage_expansion), ("pretrain-expanded", stage_pretrain_expanded)]
     with data_warnings():
-        run_demo(out=out, corpus=corpus, force=force, stages=stages)
+        run_demo(out=out, corpus=corpus, force=force, stages=stages, threads=threads)

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -39,6 +40,22 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     except Exception as exc:  # the tokenizers library raises a bare Exception on bad JSON
         raise FormatError(f"not a valid tokenizers JSON file ({exc})", path=file) from exc
     return without_padding_or_truncation(tok)
+
+
+def hf_fast_tokenizer(
+    tok: Tokenizer, special_ids: dict[str, int], model_max_length: int | None = None
+) -> Any:
+    """``tok`` as a transformers ``PreTrainedTokenizerFast`` (for ``save_pretrained``), its special
+    tokens named by role from their ids (a store's manifest ``special_tokens``), never assumed to be
+    BERT's; ``model_max_length``: the length the model was trained at, which loaders
+    (``AutoTokenizer``, sentence-transformers) then truncate to. Needs transformers."""
+    from transformers import PreTrainedTokenizerFast
+
+    names = {
+        f"{role}_token": tok.id_to_token(int(i)) for role, i in special_ids.items() if role in _ROLE_NAMES
+    }
+    limit = {} if model_max_length is None else {"model_max_length": int(model_max_length)}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **names, **limit)
 
 
 # Hugging Face writes this (int(1e30)) as model_max_length when a tokenizer has no limit.

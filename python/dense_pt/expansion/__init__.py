@@ -5,7 +5,6 @@ LLM (:mod:`.generate`) -> parsed queries (:mod:`.parse`) -> Parquet shards (:mod
 Nothing here imports torch at module level.
 """
 
-from dense_pt.expansion.demo import demo_stage
 from dense_pt.expansion.generate import EndpointGenerator, HFGenerator, SamplingParams, open_generator
 from dense_pt.expansion.parse import is_copy, parse_queries
 from dense_pt.expansion.pipeline import ExpandResult, expand
@@ -19,7 +18,6 @@ __all__ = [
     "HFGenerator",
     "Prompt",
     "SamplingParams",
-    "demo_stage",
     "expand",
     "in_sample",
     "is_copy",

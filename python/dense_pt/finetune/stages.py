@@ -35,8 +35,9 @@ TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored:
 
 def hf_tokenizer(init: str | Path, store: Any) -> Any:
     """The model folder's fast tokenizer, else the store's; it must share the store's vocabulary."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer
 
+    from dense_pt.data.tokenizer import hf_fast_tokenizer
     from dense_pt.retrieval.encoder import check_vocab
 
     init = Path(init)
@@ -44,10 +45,7 @@ def hf_tokenizer(init: str | Path, store: Any) -> Any:
         check_vocab(init, store.vocab_hash)
         return AutoTokenizer.from_pretrained(str(init), local_files_only=True)
     # The store's own tokenizer: its vocabulary is the store's by construction.
-    return PreTrainedTokenizerFast(
-        tokenizer_file=str(store.tokenizer_path), unk_token="[UNK]", cls_token="[CLS]",
-        sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]",
-    )  # fmt: skip
+    return hf_fast_tokenizer(store.tokenizer(), store.special_tokens)
 
 
 def _hash(path: str | Path | None) -> str | None:
@@ -330,6 +328,8 @@ def train_reranker(
     result = trainer.train(resume=resume)
     if trainer.dist.is_main:
         module.model.save_pretrained(str(out / "model"), safe_serialization=True)
+        # the trained length, so AutoTokenizer and sentence_transformers.CrossEncoder(path) truncate there
+        tok.model_max_length = max_length
         tok.save_pretrained(str(out / "model"))
         write_json_atomic(
             out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}

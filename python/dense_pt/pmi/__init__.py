@@ -7,7 +7,7 @@ occurrences, ``N_n = sum_p max(0, len_p - n + 1)`` (before pruning), ``p(g) = c(
 where a term past the passage ends or pruned contributes 0.
 """
 
-from dense_pt.pmi.build import build, build_arrays, count_arrays, demo_stage, merge, parse_shard, score
+from dense_pt.pmi.build import build, build_arrays, count_arrays, merge, parse_shard, score
 from dense_pt.pmi.table import NgramTable
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "build",
     "build_arrays",
     "count_arrays",
-    "demo_stage",
     "merge",
     "parse_shard",
     "score",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
-from dense_pt.errors import DensePtError, InvalidArgumentError, MismatchError
+from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
 Progress = Callable[[str, int, int], None]
@@ -247,46 +247,4 @@ def score(
         "seconds": seconds,
         "tokens_per_s": values.size / seconds if seconds > 0 else float("inf"),
         "mean": float(scores.mean(dtype=np.float64)) if scores.size else 0.0,  # no float64 copy
-    }
-
-
-def demo_stage(
-    store_path: str | Path, workdir: str | Path, window: int = 4, min_count: int = 1, force: bool = False
-) -> dict[str, Any]:
-    """The demo's PMI stage: build the 1..window-gram table of the store into ``workdir`` and add
-    the ``importance`` column. Skips the work when both are already there and match (same store
-    vocabulary, same table, same window) unless ``force``."""
-    store = _open_store(store_path)
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    table_path = workdir / "ngrams.pmi"
-    col = store.manifest.get("columns", {}).get("importance", {})
-    if not force and table_path.exists() and col.get("table") == str(table_path.resolve()):
-        try:
-            table = NgramTable.open(table_path)
-            fresh = (
-                table.vocab_hash == store.vocab_hash
-                and table.num_passages == len(store)
-                and table.N[1] == int(store.ragged()[0].size)
-                and col.get("window") == window
-                and table.min_count == min_count
-                and table.max_n == window
-            )
-        except DensePtError:
-            fresh = False
-        if fresh:
-            return {
-                "status": "up to date",
-                "table": str(table_path),
-                "n-grams": list(table.entries.values()),
-            }
-    built = build(store, table_path, max_n=window, min_count=min_count, memory_gb=2.0)
-    scored = score(store, table_path, window=window, force=True)
-    return {
-        "status": "ran",
-        "table": str(table_path),
-        "n-grams": built["entries"],
-        "build s": round(built["seconds"], 2),
-        "AMI tokens/s": round(scored["tokens_per_s"]),
-        "mean AMI": round(scored["mean"], 3),
     }

@@ -19,23 +19,18 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
 
 def write_tokenizer(folder: Path, store, init: str | Path, max_length: int) -> None:
     """The model's own tokenizer files when the checkpoint ships them with the store's vocabulary
-    (keeps lower-casing and other settings), else the store's tokenizer.json with a config naming
-    its special tokens."""
+    (keeps lower-casing and other settings), else the store's tokenizer through transformers'
+    ``save_pretrained``, its special tokens named from the store and ``model_max_length`` the
+    pre-training length."""
     init = Path(init)
     if init.is_dir() and (init / "tokenizer_config.json").is_file() and (init / "tokenizer.json").is_file():
         for name in _TOKENIZER_FILES:
             if (init / name).is_file():
                 shutil.copy2(init / name, folder / name)
         return
-    shutil.copy2(store.tokenizer_path, folder / "tokenizer.json")
-    tok = store.tokenizer()
-    names = {role: tok.id_to_token(i) for role, i in store.special_tokens.items()}
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": max_length,
-        **{f"{role}_token": name for role, name in names.items()},
-    }
-    write_json_atomic(folder / "tokenizer_config.json", config)
+    from dense_pt.data.tokenizer import hf_fast_tokenizer
+
+    hf_fast_tokenizer(store.tokenizer(), store.special_tokens, max_length).save_pretrained(str(folder))
 
 
 def write_pooling(folder: Path, objective, init: str | Path, max_length: int) -> None:

@@ -131,7 +131,10 @@ def default_max_length(model_dir: str | Path, kind: str) -> int:
     st_config = root / "sentence_bert_config.json"
     if st_config.exists():
         value = json.loads(st_config.read_text()).get("max_seq_length")
-        if isinstance(value, int) and value >= 3:
+        tok_config = root / "tokenizer_config.json"
+        if value is None and tok_config.exists():  # sentence-transformers >= 6 keeps it here
+            value = json.loads(tok_config.read_text()).get("model_max_length")
+        if isinstance(value, int) and 3 <= value < 10**12:  # HF writes int(1e30) for "no limit"
             return value
     return FT.QUERY_MAX_LENGTH if kind == "queries" else FT.PASSAGE_MAX_LENGTH
 

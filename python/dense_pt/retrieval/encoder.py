@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
-from dense_pt.fsutil import write_json_atomic
 
 POOLINGS = ("cls", "mean")
 
@@ -44,9 +43,10 @@ def detect_spec(path: str | Path, pooling: str = "auto", normalize: bool | None 
             kind = m.get("type", "")
             if kind.endswith("Pooling"):
                 cfg = json.loads((path / m["path"] / "config.json").read_text())
-                if cfg.get("pooling_mode_cls_token"):
+                mode = cfg.get("pooling_mode")  # sentence-transformers >= 6: "cls", "mean" or a list
+                if cfg.get("pooling_mode_cls_token") or mode in ("cls", ["cls"]):
                     found_pool = "cls"
-                elif cfg.get("pooling_mode_mean_tokens"):
+                elif cfg.get("pooling_mode_mean_tokens") or mode in ("mean", ["mean"]):
                     found_pool = "mean"
                 else:
                     raise FormatError("only cls or mean pooling is supported", path / m["path"])
@@ -135,8 +135,8 @@ def pad_batch(seqs: Sequence[np.ndarray], cls: int, sep: int, pad: int, max_leng
 def save_sentence_transformer(
     model: Any, tokenizer: Any, out: str | Path, pooling: str, normalize: bool, max_seq_length: int
 ) -> None:
-    """Write the backbone (safetensors) + tokenizer + the sentence-transformers module files, so
-    ``SentenceTransformer(out)`` reproduces our pooling and normalisation."""
+    """Write the backbone (safetensors) + tokenizer, then the model as sentence-transformers saves it,
+    so ``SentenceTransformer(out)`` reproduces our pooling and normalisation."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
@@ -144,36 +144,37 @@ def save_sentence_transformer(
     write_pooling_modules(out, int(model.config.hidden_size), pooling, normalize, max_seq_length)
 
 
+def _st_modules() -> tuple[Any, Any, Any]:
+    """(Transformer, Pooling, Normalize) of the installed sentence-transformers (v6 moved them out
+    of ``sentence_transformers.models``, which now warns)."""
+    try:
+        from sentence_transformers.base.modules import Normalize, Transformer
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:
+        from sentence_transformers.models import Normalize, Pooling, Transformer
+    return Transformer, Pooling, Normalize
+
+
 def write_pooling_modules(out: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int) -> None:
-    """The sentence-transformers module files beside a checkpoint: they say how it pools, for
-    ``detect_spec`` (fine-tuning, encoding) and ``SentenceTransformer(out)`` alike."""
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
+    """Turn the Hugging Face checkpoint in ``out`` into a sentence-transformers folder through its own
+    ``save`` (module files, ``model_type``, versions and configs in the layout the installed version
+    expects; the tokenizer's ``model_max_length`` = ``max_seq_length``), so ``detect_spec``
+    (fine-tuning, encoding) and ``SentenceTransformer(out)`` see how it pools. The model card stays
+    ours (``create_model_card=False``)."""
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    transformer_cls, pooling_cls, normalize_cls = _st_modules()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # re-reading the checkpoint just written is not news
+    try:
+        modules = [transformer_cls(str(out), max_seq_length=max_seq_length), pooling_cls(dim, pooling)]
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     if normalize:
-        modules.append(
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
-        )
-        (out / "2_Normalize").mkdir(exist_ok=True)
-    write_json_atomic(out / "modules.json", modules)
-    write_json_atomic(
-        out / "1_Pooling" / "config.json",
-        {
-            "word_embedding_dimension": dim,
-            "pooling_mode_cls_token": pooling == "cls",
-            "pooling_mode_mean_tokens": pooling == "mean",
-            "pooling_mode_max_tokens": False,
-            "pooling_mode_mean_sqrt_len_tokens": False,
-            "pooling_mode_weightedmean_tokens": False,
-            "pooling_mode_lasttoken": False,
-            "include_prompt": True,
-        },
+        modules.append(normalize_cls())
+    model = SentenceTransformer(
+        modules=modules, device="cpu", similarity_fn_name="cosine" if normalize else "dot"
     )
-    write_json_atomic(
-        out / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
-    )
-    write_json_atomic(
-        out / "config_sentence_transformers.json",
-        {"similarity_fn_name": "cosine" if normalize else "dot", "prompts": {}, "default_prompt_name": None},
-    )
+    model.save(str(out), create_model_card=False)

@@ -1,4 +1,5 @@
-"""The expansion stage of `dense-pt demo --with-expansion`."""
+"""The stages of `dense-pt demo --with-expansion`: LLM queries for a few demo passages, then a short
+contrastive pre-training on them."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def demo_stage(
         model = smollm2_gguf()
         kind = "smollm2"
     if model is None:
-        from dense_pt.expansion.tiny import build_tiny_lm
+        from dense_pt.demo.tiny import build_tiny_lm
 
         model = out / "tiny-lm"
         kind = "tiny-random"
@@ -102,7 +103,7 @@ def stage_pretrain_expanded(ctx: Any, max_steps: int = 20, batch_size: int = 8) 
     """`dense-pt demo --with-expansion`, after the expansion stage: a short contrastive pre-training
     of a tiny encoder on the demo store with the spans-then-queries curriculum over the generated
     queries (spans only when fewer than two passages got a query, e.g. from a tiny random LM)."""
-    from dense_pt.pretrain.demo import demo_stage as pretrain_stage
+    from dense_pt.demo.pretrain import demo_stage as pretrain_stage
 
     if ctx.store_path is None or "queries" not in ctx.artifacts:
         raise RuntimeError("the expanded pre-training stage needs the store and expansion stages before it")

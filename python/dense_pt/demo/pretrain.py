@@ -1,10 +1,6 @@
-"""A short pre-training stage for ``dense-pt demo``: a tiny randomly initialised BERT sized to the
-store's vocabulary, a few dozen steps, seconds on two CPU cores.
-
-``stage_pretrain(ctx)`` has the demo's stage signature (append ``("pretrain", stage_pretrain)`` to
-``dense_pt.demo.STAGES`` after the store and PMI stages); ``demo_stage(store, workdir)`` is the same
-work callable without a demo context.
-"""
+"""The demo's pre-training: a tiny randomly initialised BERT sized to the store's vocabulary, a few
+dozen steps, seconds on two CPU cores (``dense_pt.demo.stages.stage_pretrain`` is its demo stage;
+``demo_stage(store, workdir)`` is the same work without a demo context)."""
 
 from __future__ import annotations
 
@@ -13,20 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from dense_pt.demo.tiny import tiny_bert_config
+
 DEMO_STEPS = 30
-
-
-def _tiny_config(store) -> dict[str, Any]:
-    return {
-        "model_type": "bert",
-        "vocab_size": store.vocab_size,
-        "hidden_size": 64,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "intermediate_size": 128,
-        "max_position_embeddings": 160,
-        "pad_token_id": store.special_tokens["pad"],
-    }
 
 
 def demo_stage(
@@ -58,7 +43,10 @@ def demo_stage(
         method = "cdmae" if store.has_column("importance") else "simlm"
     out = workdir / method
     config_path = workdir / "tiny-bert-config.json"
-    config_path.write_text(json.dumps(_tiny_config(store), indent=2), encoding="utf-8")
+    config_path.write_text(
+        json.dumps(tiny_bert_config(store.vocab_size, store.special_tokens["pad"]), indent=2),
+        encoding="utf-8",
+    )
     cfg = build_config(
         options={"generator": "joint"} if method in ("simlm", "enc-dec-rtd") else None,
         top={
@@ -103,13 +91,3 @@ def _summary(status: str, method: str, out: Path, steps: int, rec: dict[str, Any
         "encoder": str(out / "encoder"),
         "log": str(out / "log.jsonl"),
     }
-
-
-def stage_pretrain(ctx) -> dict[str, Any]:
-    """Demo stage: pre-train on ``ctx.store_path``; puts the encoder folder in
-    ``ctx.artifacts["pretrained_encoder"]`` for the fine-tuning stages."""
-    if ctx.store_path is None:
-        raise RuntimeError("the pretrain stage needs the store stage before it")
-    summary = demo_stage(ctx.store_path, ctx.stage_dir("pretrain"), seed=ctx.seed, force=ctx.force)
-    ctx.artifacts["pretrained_encoder"] = Path(summary["encoder"])
-    return summary

@@ -1,5 +1,7 @@
-"""A synthetic retrieval corpus and a tiny random model, so the whole pipeline runs anywhere in
-minutes (``demo_stage``); the lead's ``dense-pt demo`` calls it, optionally on a BEIR folder."""
+"""Test fixtures for the fine-tuning pipeline: a topic-word synthetic corpus (each query judged on two
+passages, graded 1 and 2), a tiny random BERT with a WordPiece tokenizer, a pipeline config sized
+for them, and ``run_small_pipeline`` that chains them. Test-only: ``dense-pt demo`` uses the
+generated demo corpus of ``dense_pt.demo``. Benches import this module by adding tests/ to sys.path."""
 
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def tiny_model(
     return out
 
 
-def demo_config(
+def small_config(
     out: Path,
     beir: Path,
     model: Path,
@@ -89,7 +91,7 @@ def demo_config(
     seed: int = 13,
     pretrain: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A pipeline configuration sized for the demo corpus and a tiny model (``pretrain``: an optional
+    """A pipeline configuration sized for the synthetic corpus and a tiny model (``pretrain``: an optional
     ``[pretrain]`` table)."""
     from dense_pt.pipeline.config import validate_config
 
@@ -113,12 +115,12 @@ def demo_config(
     }  # fmt: skip
     if pretrain:
         raw["pretrain"] = pretrain
-    return validate_config(raw, out.parent.resolve(), "demo config")
+    return validate_config(raw, out.parent.resolve(), "small pipeline config")
 
 
-def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 20, progress: bool = False,
+def run_small_pipeline(out: str | Path, corpus: str | Path | None = None, steps: int = 20, progress: bool = False,
                log=print) -> dict[str, Any]:  # fmt: skip
-    """Run the whole fine-tuning chain on the demo corpus (or a BEIR folder) with a tiny random
+    """Run the whole fine-tuning chain on the synthetic corpus (or a BEIR folder) with a tiny random
     model; returns the stage manifests (``["distill"]["metrics"]`` etc.). Minutes on 2 cores."""
     from dense_pt.pipeline.run import run_pipeline
 
@@ -135,109 +137,4 @@ def demo_stage(out: str | Path, corpus: str | Path | None = None, steps: int = 2
     model = out / "tiny-model"
     if not (model / "config.json").exists():
         tiny_model(model, texts)
-    return run_pipeline(demo_config(out / "pipeline", beir, model, steps), progress=progress, log=log)
-
-
-# A 64-wide encoder from a random init needs ~1,000 steps before its in-batch loss leaves chance
-# level for good (300 steps: R1 nDCG@10 0.05 on dev; 1,500: 0.24); InfoNCE (dot product) learns
-# faster from scratch than the temperature-0.02 cosine loss.
-DEMO_FINETUNE_STEPS = 1000
-DEMO_LR = 1e-3
-DEMO_LOSS = "infonce"
-# Stage name in the pipeline -> label in the demo's summary table, in pipeline order.
-DEMO_ROWS = {"bm25": "BM25", "zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker",
-             "distill": "distilled"}  # fmt: skip
-
-
-def finetune_config(
-    out: Path,
-    beir: Path,
-    train_qrels: Path,
-    eval_qrels: Path,
-    encoder: Path,
-    steps: int = DEMO_FINETUNE_STEPS,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """The pipeline on a BEIR folder with fixed splits (train on ``train_qrels``, every stage
-    evaluated on ``eval_qrels``), from a (pre-trained) encoder folder: BM25 -> R1 -> mine -> R2 ->
-    re-ranker -> scores -> distill."""
-    from dense_pt.pipeline.config import validate_config
-
-    # The config's paths are resolved against its own folder: hand it absolute ones.
-    beir, train_qrels, eval_qrels, encoder = (p.resolve() for p in (beir, train_qrels, eval_qrels, encoder))
-
-    train = {"max_steps": steps, "batch_size": 8, "lr": DEMO_LR, "warmup": 0.1, "save_every": max(1, steps // 2),
-             "log_every": 10, "precision": "fp32"}  # fmt: skip
-    retriever = {
-        "loss": DEMO_LOSS,
-        "group_size": 4,
-        "query_max_length": 32,
-        "passage_max_length": 126,  # the store's length ([data] max_length)
-        "train": train,
-    }
-    raw = {
-        "out": str(out),
-        "seed": seed,
-        "data": {"corpus": str(beir / "corpus.jsonl"), "queries": str(beir / "queries.jsonl"),
-                 "qrels": str(train_qrels), "dev_qrels": str(eval_qrels), "max_length": 126},
-        "model": {"init": str(encoder)},
-        "eval": {"k": 100, "measures": ["nDCG@10", "R@100"]},
-        "encode": {"batch_size": 64},
-        "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
-        "r1": retriever,
-        "r2": retriever,
-        # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
-        "reranker": {"init": "model", "group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30,
-                     "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
-        # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
-        "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
-    }  # fmt: skip
-    return validate_config(raw, out.parent.resolve(), "demo fine-tuning config")
-
-
-def finetune_demo_stage(
-    beir: str | Path,
-    qrels: dict[str, Path],
-    encoder: str | Path,
-    workdir: str | Path,
-    steps: int = DEMO_FINETUNE_STEPS,
-    seed: int = 0,
-    force: bool = False,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """``dense-pt demo``'s fine-tuning stage: run (or continue) the pipeline and summarise each
-    stage's nDCG@10 / R@100 on the dev split (the test split when there is no dev split, as in
-    BEIR SciFact). Finished pipeline stages are skipped on a re-run. Without train qrels and a dev
-    or test split there is nothing to fine-tune on: the stage says so and is skipped."""
-    import shutil
-
-    from dense_pt.fsutil import atomic_file
-    from dense_pt.pipeline.run import run_pipeline
-
-    eval_split = "dev" if "dev" in qrels else "test"
-    if "train" not in qrels or eval_split not in qrels:
-        return {
-            "status": "skipped",
-            "reason": f"{beir} has no qrels/train.tsv and qrels/dev.tsv (or test.tsv)",
-        }
-    out = Path(workdir) / "pipeline"
-    if force and out.exists():
-        shutil.rmtree(out)
-    lines: list[str] = []
-    cfg = finetune_config(out, Path(beir), qrels["train"], qrels[eval_split], Path(encoder), steps, seed)
-    res = run_pipeline(cfg, progress=progress, log=lines.append)
-    with atomic_file(Path(workdir) / "pipeline.log", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    summary: dict[str, Any] = {
-        "status": "ran" if any(x.endswith("] running") for x in lines) else "up to date",
-        "steps": steps,
-        "eval split": eval_split,
-        "eval queries": res["split"]["dev_queries"],
-    }
-    for name, label in DEMO_ROWS.items():
-        m = res.get(name, {}).get("metrics")
-        if m:
-            summary[label] = f"nDCG@10 {m['nDCG@10']:.3f} R@100 {m['R@100']:.3f}"
-    summary["metrics"] = {name: res[name]["metrics"] for name in DEMO_ROWS if "metrics" in res.get(name, {})}
-    summary["file"] = str(out / "report" / "report.md")
-    return summary
+    return run_pipeline(small_config(out / "pipeline", beir, model, steps), progress=progress, log=log)

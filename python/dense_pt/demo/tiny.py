@@ -1,6 +1,6 @@
-"""Tiny random-initialised language models built on the spot (tests and the demo; never downloaded).
-
-Their outputs are random tokens: they exercise the generation plumbing (batching, padding, seeding,
+"""The demo's tiny models, built on the spot (never downloaded): the BERT config its pre-training
+starts from, and random-initialised language models for the expansion stage (and tests). The LMs'
+outputs are random tokens: they exercise the generation plumbing (batching, padding, seeding,
 decoding), not query quality.
 """
 
@@ -8,10 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from dense_pt._extras import require
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+def tiny_bert_config(vocab_size: int, pad_token_id: int) -> dict[str, Any]:
+    """The demo encoder: a 4-layer, 64-wide BERT (``config.json`` contents), sized to a vocabulary.
+    160 positions: the store's 126 content tokens plus specials fit."""
+    return {
+        "model_type": "bert",
+        "vocab_size": vocab_size,
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "max_position_embeddings": 160,
+        "pad_token_id": pad_token_id,
+    }
 
 
 def _tokenizer(texts: Iterable[str], vocab_size: int):  # -> transformers.PreTrainedTokenizerFast

@@ -1,60 +1,18 @@
-"""The end-to-end demo, as a sequence of named stages over a shared context.
-
-Each stage is a function ``stage(ctx: DemoContext) -> dict`` that reads what earlier stages put on
-the context (paths, tokenizer, store), writes its artifacts into its own subfolder of ``ctx.out``,
-records what later stages need on the context, and returns a small summary dict (printed in the
-final table and saved in ``<out>/summary.json``). A stage that finds its up-to-date output from an
-earlier run skips the work and says so with ``"status": "up to date"``; ``force`` redoes everything.
-
-Later pipeline stages (PMI, pre-training, fine-tuning, expansion, evaluation) append themselves to
-``STAGES``.
+"""The demo's stages, in order: each ``stage(ctx: DemoContext) -> dict`` reads what earlier stages
+put on the context (paths, tokenizer, store), writes its artifacts into its own subfolder of
+``ctx.out``, records what later stages need on the context, and returns a small summary dict
+(printed in the final table and saved in ``<out>/summary.json``). A stage that finds its
+up-to-date output from an earlier run skips the work and says so with ``"status": "up to date"``;
+``force`` redoes everything.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dense_pt.demo.context import DemoContext, Stage, stamp_matches
 from dense_pt.errors import FormatError
-from dense_pt.pipeline.demo import DEMO_FINETUNE_STEPS
-
-DEMO_SEED = 0
-DEMO_VOCAB_SIZE = 3000
-
-
-@dataclass
-class DemoContext:
-    out: Path
-    corpus: Path | None = None  # a user BEIR folder (None: the generated demo corpus)
-    force: bool = False
-    seed: int = DEMO_SEED
-    vocab_size: int = DEMO_VOCAB_SIZE
-    finetune_steps: int = DEMO_FINETUNE_STEPS  # per training stage of the fine-tuning pipeline
-    # filled in by the stages
-    data_dir: Path | None = None  # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv
-    qrels: dict[str, Path] = field(default_factory=dict)  # split -> qrels file
-    tokenizer_path: Path | None = None
-    store_path: Path | None = None
-    artifacts: dict[str, Any] = field(default_factory=dict)  # free-form hand-over between stages
-
-    def stage_dir(self, name: str) -> Path:
-        path = self.out / name
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-
-Stage = tuple[str, Callable[[DemoContext], dict[str, Any]]]
-
-
-def _stamp_matches(path: Path, stamp: dict[str, Any]) -> bool:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) == stamp
-    except (OSError, json.JSONDecodeError):
-        return False
 
 
 # ---- stage: data -----------------------------------------------------------------------------
@@ -63,7 +21,7 @@ def stage_data(ctx: DemoContext) -> dict[str, Any]:
     from dense_pt import __version__
     from dense_pt.data.judgements import read_qrels
     from dense_pt.data.readers import read_corpus, read_queries
-    from dense_pt.demo_data import write_demo_beir
+    from dense_pt.demo.corpus import write_demo_beir
     from dense_pt.fsutil import write_json_atomic
 
     status = "ran"
@@ -74,9 +32,9 @@ def stage_data(ctx: DemoContext) -> dict[str, Any]:
         status = "user corpus"
     else:
         ctx.data_dir = ctx.out / "data"
-        stamp = {"generator": "dense_pt.demo_data", "seed": ctx.seed, "dense_pt_version": __version__}
+        stamp = {"generator": "dense_pt.demo.corpus", "seed": ctx.seed, "dense_pt_version": __version__}
         stamp_path = ctx.out / "data.json"
-        if not ctx.force and ctx.data_dir.exists() and _stamp_matches(stamp_path, stamp):
+        if not ctx.force and ctx.data_dir.exists() and stamp_matches(stamp_path, stamp):
             status = "up to date"
         else:
             write_demo_beir(ctx.data_dir, seed=ctx.seed, force=True)
@@ -118,7 +76,7 @@ def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
         "train_queries_sha256": [sha256_file(queries), sha256_file(train_qrels)] if use_queries else None,
         "vocab_size": ctx.vocab_size,
     }
-    if not ctx.force and ctx.tokenizer_path.exists() and _stamp_matches(folder / "stamp.json", stamp):
+    if not ctx.force and ctx.tokenizer_path.exists() and stamp_matches(folder / "stamp.json", stamp):
         tok, status = load_tokenizer(ctx.tokenizer_path), "up to date"
     else:
         texts: Any = (passage_text(p) for p in read_corpus(corpus))
@@ -162,23 +120,28 @@ def stage_store(ctx: DemoContext) -> dict[str, Any]:
 # ---- stage: pmi -------------------------------------------------------------------------------
 def stage_pmi(ctx: DemoContext) -> dict[str, Any]:
     """n-gram table over the store and the AMI `importance` column (CDMAE's masking signal)."""
-    from dense_pt.pmi import demo_stage
+    from dense_pt.demo.pmi import demo_stage
 
     assert ctx.store_path is not None
     return demo_stage(ctx.store_path, ctx.stage_dir("pmi"), force=ctx.force)
 
 
 def stage_pretrain(ctx: DemoContext) -> dict[str, Any]:
-    """A short CDMAE pre-training of a tiny encoder built from a config."""
-    from dense_pt.pretrain import stage_pretrain as run
+    """A short CDMAE pre-training of a tiny encoder built from a config; puts the encoder folder in
+    ``ctx.artifacts["pretrained_encoder"]`` for the fine-tuning stage."""
+    from dense_pt.demo.pretrain import demo_stage
 
-    return run(ctx)
+    if ctx.store_path is None:
+        raise RuntimeError("the pretrain stage needs the store stage before it")
+    summary = demo_stage(ctx.store_path, ctx.stage_dir("pretrain"), seed=ctx.seed, force=ctx.force)
+    ctx.artifacts["pretrained_encoder"] = Path(summary["encoder"])
+    return summary
 
 
 def stage_finetune(ctx: DemoContext) -> dict[str, Any]:
     """The fine-tuning pipeline (BM25 -> R1 -> mine -> R2 -> re-ranker -> scores -> distill) on the
     data stage's train/dev splits, starting from the pre-trained encoder; dev metrics per stage."""
-    from dense_pt.pipeline.demo import finetune_demo_stage
+    from dense_pt.demo.finetune import finetune_demo_stage
 
     encoder = ctx.artifacts.get("pretrained_encoder")
     if ctx.data_dir is None or encoder is None:
@@ -195,61 +158,3 @@ STAGES: list[Stage] = [
     ("pretrain", stage_pretrain),
     ("finetune", stage_finetune),
 ]
-
-
-def run_demo(
-    out: str | Path,
-    corpus: str | Path | None = None,
-    *,
-    force: bool = False,
-    stages: list[Stage] | None = None,
-    vocab_size: int = DEMO_VOCAB_SIZE,
-    finetune_steps: int = DEMO_FINETUNE_STEPS,
-    print_summary: bool = True,
-) -> dict[str, Any]:
-    """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
-    ``<out>/summary.json``."""
-    from dense_pt.fsutil import write_json_atomic
-    from dense_pt.progress import Stage as Timed
-
-    # Absolute paths: later stages write configs that resolve paths against their own folders.
-    ctx = DemoContext(
-        out=Path(out).resolve(),
-        corpus=None if corpus is None else Path(corpus).resolve(),
-        force=force,
-        vocab_size=vocab_size,
-        finetune_steps=finetune_steps,
-    )
-    ctx.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, Any]] = {}
-    for name, fn in stages if stages is not None else STAGES:
-        t0 = time.perf_counter()
-        with Timed("demo", name):  # named when it starts, timed when it ends (stderr)
-            summary = fn(ctx)
-        summary["seconds"] = round(time.perf_counter() - t0, 2)
-        results[name] = summary
-    report = {"out": str(ctx.out), "stages": results}
-    write_json_atomic(ctx.out / "summary.json", report)
-    if print_summary:
-        print_report(report)
-    return report
-
-
-def print_report(report: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"dense-pt demo ({report['out']})")
-    table.add_column("stage", style="bold")
-    table.add_column("status")
-    table.add_column("seconds", justify="right")
-    table.add_column("summary")
-    for name, s in report["stages"].items():
-        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file", "metrics")}
-        table.add_row(
-            name,
-            str(s.get("status", "")),
-            f"{s['seconds']:.2f}",
-            ", ".join(f"{k}: {v}" for k, v in rest.items()),
-        )
-    Console().print(table)
