@@ -46,6 +46,7 @@ def run(
     check_stage(until, option=option)  # a misspelt stage fails before the file is even read
     check_stage(only, option="--only")
     cfg = load_pipeline_config(config, set_)
+    check_stage(until, cfg, option)  # and one this file runs
     if dry_run:
         typer.echo(format_plan(plan_pipeline(cfg, until=until, only=only)))
         return
