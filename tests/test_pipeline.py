@@ -171,7 +171,8 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
     from dense_pt.errors import FormatError
     from dense_pt.evaluation import evaluate_run
     from dense_pt.pipeline import load_pipeline_config
-    from dense_pt.pipeline.run import Context
+    from dense_pt.pipeline.common import evaluate
+    from dense_pt.pipeline.runner import Context, Stage, run_stages
 
     cfg_file = tmp_path / "p.toml"
     cfg_file.write_text(
@@ -198,22 +199,24 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
     run = {"q1": {"a": 3.0, "x": 2.5, "b": 2.0}, "q2": {"y": 1.0, "c": 0.5}}
     calls = []
 
-    def bm25(folder: Path) -> dict:
+    def bm25(ctx: Context, folder: Path) -> dict:
         calls.append(folder)
         write_run(folder / "run.trec", run)
-        from dense_pt.pipeline.run import _evaluate
+        return {"metrics": evaluate(ctx, run)}
 
-        return {"metrics": _evaluate(ctx, run, out / "split" / "dev.qrels")}
-
-    ctx = Context(cfg, False, None, lambda _: None)
-    first = ctx.stage("bm25", {"x": 1}, {"k": 10}, bm25)
+    stage = Stage(name="bm25", doc="bm25", reads=(), config=(), outputs=("run.trec",), inputs=lambda ctx: {"x": 1},
+                  params=lambda ctx: {"k": 10}, run=bm25, run_file="run.trec")  # fmt: skip
+    ctx = Context(cfg, False, lambda _: None)
+    run_stages(ctx, (stage,))
+    first = ctx.results["bm25"]
     qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 2}}
     assert first["metrics"] == evaluate_run(run, qrels, ["RR@10", "nDCG@10"]).measures
     # ... re-run with rel_level 2: skipped, not redone, metrics recomputed from its run file
     lines: list[str] = []
     cfg2 = load_pipeline_config(cfg_file, ["eval.rel_level=2"])
-    ctx = Context(cfg2, False, None, lines.append)
-    again = ctx.stage("bm25", {"x": 1}, {"k": 10}, bm25)
+    ctx = Context(cfg2, False, lines.append)
+    run_stages(ctx, (stage,))
+    again = ctx.results["bm25"]
     assert len(calls) == 1 and "[bm25] up to date, skipped" in lines
     want = evaluate_run(run, qrels, ["RR@10", "nDCG@10"], rel_level=2).measures
     assert again["metrics"] == want and want["RR@10"] == pytest.approx((1 / 3 + 1 / 2) / 2)

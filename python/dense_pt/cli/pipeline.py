@@ -17,9 +17,16 @@ app.add_typer(pipeline_app, name="pipeline")
 def run(
     config: Path = typer.Argument(..., help="Pipeline TOML (see examples/scifact.toml)."),
     quiet: bool = typer.Option(False, help="No progress bars."),
-    stop_after: str | None = typer.Option(
+    until: str | None = typer.Option(
         None,
         help=f"Stop after this stage, then exit 0 (re-run without it to continue): {', '.join(STAGES)}.",
+    ),
+    stop_after: str | None = typer.Option(None, help="The same as --until (its former name)."),
+    only: str | None = typer.Option(
+        None, help="Run this one stage; the stages it reads must be finished (up to date)."
+    ),
+    dry_run: bool = typer.Option(
+        False, help="Print the plan (which stages run, which are up to date, and why); run nothing."
     ),
     set_: list[str] = typer.Option(
         [],
@@ -29,12 +36,20 @@ def run(
     ),
 ) -> None:
     """(pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker -> scores -> distill -> report."""
-    from dense_pt.pipeline import load_pipeline_config, run_pipeline
-    from dense_pt.pipeline.run import StopPipeline, check_stop_after
+    from dense_pt.pipeline import load_pipeline_config, plan_pipeline, run_pipeline
+    from dense_pt.pipeline.run import check_stage, format_plan, stopped_message
 
-    check_stop_after(stop_after)  # a misspelt stage fails before the file is even read
+    if until is not None and stop_after is not None:
+        raise typer.BadParameter("give --until or --stop-after (the same option), not both")
+    option = "--until" if stop_after is None else "--stop-after"
+    until = until or stop_after
+    check_stage(until, option=option)  # a misspelt stage fails before the file is even read
+    check_stage(only, option="--only")
     cfg = load_pipeline_config(config, set_)
-    try:
-        run_pipeline(cfg, progress=not quiet, stop_after=stop_after)
-    except StopPipeline as exc:  # it did what was asked: not an error
-        typer.echo(str(exc), err=True)
+    check_stage(until, cfg, option)  # and one this file runs
+    if dry_run:
+        typer.echo(format_plan(plan_pipeline(cfg, until=until, only=only)))
+        return
+    run_pipeline(cfg, progress=not quiet, until=until, only=only)
+    if until is not None and until != STAGES[-1]:  # it did what was asked: not an error
+        typer.echo(stopped_message(until, option), err=True)

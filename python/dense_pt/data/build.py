@@ -171,53 +171,15 @@ def build_corpus_store(
     t0 = time.perf_counter()
     ident = _identity(source, fmt, tok, max_length, title_sep)
     if out.exists() and not force:
-        old = _existing_identity(out)
-        if old == ident:
-            store = CorpusStore.open(out)
-            truncated = int((store.manifest.get("build") or {}).get("truncated", 0))
-            return BuildResult(store, False, time.perf_counter() - t0, len(store), truncated)
-        what = "another store" if old else "something that is not an up-to-date corpus store"
-        if old:
-            diff = [k for k in ident if ident[k] != old.get(k)]
-            what = f"a store built from different inputs ({', '.join(diff)} differ)"
-        raise already_exists(out, f"{out} already holds {what}; use --force (force=True) to replace it")
+        store = _up_to_date(out, ident)
+        truncated = int((store.manifest.get("build") or {}).get("truncated", 0))
+        return BuildResult(store, False, time.perf_counter() - t0, len(store), truncated)
 
     set_tokenizer_threads(threads)
-    max_content = None if max_length is None else max_length - 2
     counts = {"passages": 0, "truncated": 0}
-
-    def rows() -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-        batch: list[Passage] = []
-        chars = 0
-        for p in read_corpus(source, fmt, max_record_bytes):
-            batch.append(p)
-            chars += len(p.text) + len(p.title)
-            if len(batch) >= batch_size or chars >= BATCH_TEXT_CHARS:
-                yield from encode(batch)
-                batch, chars = [], 0
-        if batch:
-            yield from encode(batch)
-        if counts["passages"] == 0 and not allow_empty:
-            raise FormatError(
-                "the corpus has no passages; pass --allow-empty (allow_empty=True) to build an empty store",
-                path=source,
-            )
-
-    def encode(batch: list[Passage]) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-        texts = [passage_text(p, title_sep) for p in batch]
-        # one extra token tells truncated passages apart without a second encode
-        encoded = encode_texts(encoder, texts, None if max_content is None else max_content + 1)
-        for p, (ids, words) in zip(batch, encoded, strict=True):
-            if max_content is not None and len(ids) > max_content:
-                ids, words = ids[:max_content], words[:max_content]
-                counts["truncated"] += 1
-            if len(ids) == 0:
-                raise FormatError(f"passage {p.id!r} produces no tokens with this tokenizer", path=source)
-            yield p.id, ids, words
-        counts["passages"] += len(batch)
-        if progress is not None:
-            progress(counts["passages"])
-
+    batches = _batches(read_corpus(source, fmt, max_record_bytes), batch_size)
+    rows = _token_rows(batches, encoder, title_sep, max_length, counts, progress, source)
+    rows = _refuse_empty(rows, counts, allow_empty, source)
     meta = {
         "source": {
             "path": str(source.resolve()),
@@ -234,8 +196,67 @@ def build_corpus_store(
     # write_store copies ``meta`` shallowly before consuming the rows and writes the manifest after
     # the last row, so this nested dict, filled while rows stream through, lands in the manifest.
     meta["build"] = counts
-    store = write_store(out, rows(), encoder, meta=meta, force=force)
+    store = write_store(out, rows, encoder, meta=meta, force=force)
     return BuildResult(store, True, time.perf_counter() - t0, counts["passages"], counts["truncated"])
+
+
+def _up_to_date(out: Path, ident: dict[str, Any]) -> CorpusStore:
+    """The store at ``out`` when it was built from the same inputs; else why it cannot be reused."""
+    old = _existing_identity(out)
+    if old == ident:
+        return CorpusStore.open(out)
+    what = "another store" if old else "something that is not an up-to-date corpus store"
+    if old:
+        diff = [k for k in ident if ident[k] != old.get(k)]
+        what = f"a store built from different inputs ({', '.join(diff)} differ)"
+    raise already_exists(out, f"{out} already holds {what}; use --force (force=True) to replace it")
+
+
+def _batches(passages: Iterator[Passage], batch_size: int) -> Iterator[list[Passage]]:
+    """Batches of ``batch_size`` passages, or fewer once they hold ``BATCH_TEXT_CHARS`` of text."""
+    batch: list[Passage] = []
+    chars = 0
+    for p in passages:
+        batch.append(p)
+        chars += len(p.text) + len(p.title)
+        if len(batch) >= batch_size or chars >= BATCH_TEXT_CHARS:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def _token_rows(batches: Iterator[list[Passage]], encoder: Tokenizer, title_sep: str, max_length: int | None,
+                counts: dict[str, int], progress: ProgressFn | None,
+                source: Path) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:  # fmt: skip
+    """(id, content token ids, word ids) per passage, cut to ``max_length - 2`` tokens; ``counts``
+    tallies passages and truncations as they stream."""
+    max_content = None if max_length is None else max_length - 2
+    for batch in batches:
+        texts = [passage_text(p, title_sep) for p in batch]
+        # one extra token tells truncated passages apart without a second encode
+        encoded = encode_texts(encoder, texts, None if max_content is None else max_content + 1)
+        for p, (ids, words) in zip(batch, encoded, strict=True):
+            if max_content is not None and len(ids) > max_content:
+                ids, words = ids[:max_content], words[:max_content]
+                counts["truncated"] += 1
+            if len(ids) == 0:
+                raise FormatError(f"passage {p.id!r} produces no tokens with this tokenizer", path=source)
+            yield p.id, ids, words
+        counts["passages"] += len(batch)
+        if progress is not None:
+            progress(counts["passages"])
+
+
+def _refuse_empty(
+    rows: Iterator[Any], counts: dict[str, int], allow_empty: bool, source: Path
+) -> Iterator[Any]:
+    yield from rows
+    if counts["passages"] == 0 and not allow_empty:
+        raise FormatError(
+            "the corpus has no passages; pass --allow-empty (allow_empty=True) to build an empty store",
+            path=source,
+        )
 
 
 def corpus_info(store: CorpusStore | str | Path) -> dict[str, Any]:

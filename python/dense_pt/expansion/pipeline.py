@@ -77,45 +77,15 @@ def expand(
     ready ``generator``. Passages already in ``out`` are skipped; the model is loaded only when
     something is left to generate. ``progress(done, total)`` is called after every batch.
     """
-    check_selection(limit, sample)
-    if num_queries < 1:
-        raise InvalidArgumentError(f"--num-queries must be >= 1, got {num_queries}")
-    if batch_size < 1 or shard_size < 1:
-        raise InvalidArgumentError("--batch-size and --shard-size must be >= 1")
-    if generator is None and model is None:
-        raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
+    _check_args(
+        limit, sample, num_queries, batch_size, shard_size, generator is not None or model is not None
+    )
     sampling = sampling or SamplingParams()
     prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
     out = Path(out)
-
-    def make_generator() -> Generator:
-        assert model is not None
-        return open_generator(
-            model,
-            endpoint=endpoint,
-            chat=chat,
-            device=device,
-            dtype=dtype,
-            timeout=timeout,
-            retries=retries,
-            concurrency=batch_size,
-            api_key=api_key,
-        )
-
     # The manifest names the model before it is loaded, so a finished folder is checked without loading.
-    if generator is not None:
-        ident = describe(generator)
-    elif endpoint:
-        ident = {"model": str(model), "backend": "endpoint", "chat": chat is True}
-    else:
-        ident = None
-    if ident is None:
-        from dense_pt.expansion.generate import resolve_model_path
-
-        folder, gguf = resolve_model_path(model)  # type: ignore[arg-type]
-        ident = {"model": str(folder / gguf) if gguf else str(folder), "backend": "hf", "chat": chat}
     manifest: dict[str, Any] = {
-        **ident,
+        **_model_ident(generator, model, endpoint, chat),
         "prompt": prompt.name,
         "prompt_hash": prompt.hash,
         "prompt_template": prompt.template,
@@ -136,36 +106,59 @@ def expand(
     result = ExpandResult(out, selected, already, 0, 0, 0, 0, 0, 0, 0.0)
     if todo_total == 0:
         return result
-    gen = generator or make_generator()
-
-    chunk: list[SourcePassage] = []
-
-    def flush() -> None:
-        rows = _generate_chunk(
-            gen,
-            chunk,
-            prompt,
-            num_queries,
-            sampling,
-            seed,
-            batch_size,
-            max_passage_words,
-            result,
-            todo_total,
-            progress,
-        )
+    gen = generator or open_generator(
+        model, endpoint=endpoint, chat=chat, device=device, dtype=dtype, timeout=timeout, retries=retries,
+        concurrency=batch_size, api_key=api_key,
+    )  # type: ignore[arg-type]  # fmt: skip
+    todo = (p for p in select_passages(iter_passages(corpus), limit, sample, seed) if p.id not in done)
+    for chunk in _chunks(todo, shard_size):
+        rows = _generate_chunk(gen, chunk, prompt, num_queries, sampling, seed, batch_size, max_passage_words,
+                               result, todo_total, progress)  # fmt: skip
         writer.write(rows)
-        chunk.clear()
-
-    for p in select_passages(iter_passages(corpus), limit, sample, seed):
-        if p.id in done:
-            continue
-        chunk.append(p)
-        if len(chunk) >= shard_size:
-            flush()
-    if chunk:
-        flush()
     return result
+
+
+def _check_args(
+    limit: int | None,
+    sample: float | None,
+    num_queries: int,
+    batch_size: int,
+    shard_size: int,
+    has_model: bool,
+) -> None:
+    check_selection(limit, sample)
+    if num_queries < 1:
+        raise InvalidArgumentError(f"--num-queries must be >= 1, got {num_queries}")
+    if batch_size < 1 or shard_size < 1:
+        raise InvalidArgumentError("--batch-size and --shard-size must be >= 1")
+    if not has_model:
+        raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
+
+
+def _model_ident(
+    generator: Generator | None, model: str | Path | None, endpoint: str | None, chat: str | bool
+) -> dict[str, Any]:
+    """What the manifest records of the model (a local model resolved to its file, not loaded)."""
+    if generator is not None:
+        return describe(generator)
+    if endpoint:
+        return {"model": str(model), "backend": "endpoint", "chat": chat is True}
+    from dense_pt.expansion.generate import resolve_model_path
+
+    folder, gguf = resolve_model_path(model)  # type: ignore[arg-type]
+    return {"model": str(folder / gguf) if gguf else str(folder), "backend": "hf", "chat": chat}
+
+
+def _chunks(passages: Iterator[SourcePassage], size: int) -> Iterator[list[SourcePassage]]:
+    """``passages`` in lists of ``size`` (the last one shorter): one shard of the output each."""
+    chunk: list[SourcePassage] = []
+    for p in passages:
+        chunk.append(p)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _generate_chunk(

@@ -18,7 +18,7 @@ with ``AutoModelForSequenceClassification`` and sentence-transformers' ``CrossEn
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,65 @@ def _finish(
     return manifest
 
 
+def _check_retriever_args(
+    loss: str, tau: float | None, teacher_scores: Any, query_max_length: int, passage_max_length: int
+) -> None:
+    """Bad names, temperatures and lengths fail before any loading."""
+    from dense_pt.objectives.retrieval import DISTILL_LOSSES, resolve_loss
+
+    resolve_loss(loss).resolve_tau(tau)
+    if teacher_scores is not None and loss not in DISTILL_LOSSES:
+        raise InvalidArgumentError(
+            f"distillation's contrastive term must be one of {DISTILL_LOSSES}, got {loss!r}"
+        )
+    if query_max_length < 3 or passage_max_length < 3:
+        raise InvalidArgumentError("query_max_length and passage_max_length must be >= 3")
+
+
+def _teacher(
+    teacher_scores: str | Path, store: Any, judged: dict, restrict_to: Sequence[str] | None
+) -> tuple[dict[str, dict[str, float]], dict[str, list[str]], list[str]]:
+    """The re-ranker's scores per query; the candidates for the groups (the scored passages that
+    are not judged positives); the training queries (those with scores)."""
+    from dense_pt.retrieval.negatives import read_negatives
+
+    ttable = read_negatives(teacher_scores, known_ids=set(store.ids.to_pylist()))
+    teacher = {q: dict(rows) for q, rows in ttable.rows.items()}
+    negs = {q: [p for p in t if judged.get(q, {}).get(p, 0) <= 0] for q, t in teacher.items()}
+    restrict = set(teacher) if restrict_to is None else set(restrict_to) & set(teacher)
+    return teacher, negs, sorted(restrict)
+
+
+def _retriever_batches(sampler: Any, store: Any, specials: tuple[int, int, int],
+                       teacher: dict[str, dict[str, float]] | None, query_max_length: int,
+                       passage_max_length: int) -> Callable[[np.ndarray, int], dict[str, np.ndarray]]:  # fmt: skip
+    """``make_batch(rows, epoch)``: each row's query and group (positive + negatives drawn for the
+    epoch), padded; with a teacher, its scores of the group (``TEACHER_MISSING`` where unscored)."""
+    from dense_pt.retrieval.encoder import pad_arrays as pad
+
+    passage, ids = _passages(store), store.ids.to_pylist()
+    cls, sep, pad_id = specials
+
+    def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
+        qs, ps, te = [], [], []
+        for r in rows:
+            pos, nrows = sampler.group(int(r), epoch)
+            group = [pos, *nrows.tolist()]
+            qs.append(sampler.query_tokens[r])
+            ps.extend(passage(x) for x in group)
+            if teacher is not None:
+                t = teacher[sampler.qids[r]]
+                te.append([t.get(ids[x], TEACHER_MISSING) for x in group])
+        q_ids, q_mask = pad(qs, cls, sep, pad_id, query_max_length)
+        p_ids, p_mask = pad(ps, cls, sep, pad_id, passage_max_length)
+        batch = {"q_ids": q_ids, "q_mask": q_mask, "p_ids": p_ids, "p_mask": p_mask}
+        if teacher is not None:
+            batch["teacher"] = np.asarray(te, dtype=np.float32)
+        return batch
+
+    return make_batch
+
+
 def train_retriever(
     model: str | Path,
     corpus: str | Path,
@@ -174,57 +233,24 @@ def train_retriever(
     from dense_pt.finetune.data import build_sampler
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
-    from dense_pt.objectives.retrieval import DISTILL_LOSSES, resolve_loss
-    from dense_pt.retrieval.encoder import detect_spec, save_sentence_transformer
-    from dense_pt.retrieval.encoder import pad_arrays as pad
-    from dense_pt.retrieval.negatives import read_negatives
+    from dense_pt.retrieval.encoder import detect_spec
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
     out = Path(out)
     cfg = _train_config(train)
-    resolve_loss(loss).resolve_tau(tau)  # bad names and temperatures fail before any loading
-    if teacher_scores is not None and loss not in DISTILL_LOSSES:
-        raise InvalidArgumentError(
-            f"distillation's contrastive term must be one of {DISTILL_LOSSES}, got {loss!r}"
-        )
-    if query_max_length < 3 or passage_max_length < 3:
-        raise InvalidArgumentError("query_max_length and passage_max_length must be >= 3")
+    _check_retriever_args(loss, tau, teacher_scores, query_max_length, passage_max_length)
     store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
     teacher: dict[str, dict[str, float]] | None = None
     if teacher_scores is not None:
-        known = set(store.ids.to_pylist())
-        ttable = read_negatives(teacher_scores, known_ids=known)
-        teacher = {q: dict(rows) for q, rows in ttable.rows.items()}
-        # candidates for the groups: the scored passages that are not judged positives
-        negs = {q: [p for p in t if judged.get(q, {}).get(p, 0) <= 0] for q, t in teacher.items()}
-        restrict = set(teacher) if restrict_to is None else set(restrict_to) & set(teacher)
-        restrict_to = sorted(restrict)
+        teacher, negs, restrict_to = _teacher(teacher_scores, store, judged, restrict_to)
     tok = hf_tokenizer(model, store)
     sampler = build_sampler(
         store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
         group_size, cfg.seed, restrict_to,
     )  # fmt: skip
-    passage = _passages(store)
-    cls, sep, pad_id = _specials(tok)
-    ids = store.ids.to_pylist()
-
-    def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
-        qs, ps, te = [], [], []
-        for r in rows:
-            pos, nrows = sampler.group(int(r), epoch)
-            group = [pos, *nrows.tolist()]
-            qs.append(sampler.query_tokens[r])
-            ps.extend(passage(x) for x in group)
-            if teacher is not None:
-                t = teacher[sampler.qids[r]]
-                te.append([t.get(ids[x], TEACHER_MISSING) for x in group])
-        q_ids, q_mask = pad(qs, cls, sep, pad_id, query_max_length)
-        p_ids, p_mask = pad(ps, cls, sep, pad_id, passage_max_length)
-        batch = {"q_ids": q_ids, "q_mask": q_mask, "p_ids": p_ids, "p_mask": p_mask}
-        if teacher is not None:
-            batch["teacher"] = np.asarray(te, dtype=np.float32)
-        return batch
-
+    make_batch = _retriever_batches(
+        sampler, store, _specials(tok), teacher, query_max_length, passage_max_length
+    )
     spec = detect_spec(model if Path(model).is_dir() else Path(model).parent, pooling)
     seed_everything(cfg.seed)
     module = BiEncoder(load_encoder(model), spec.pooling, loss, tau, margin, alpha)
@@ -237,13 +263,7 @@ def train_retriever(
     trainer = Trainer(module, cfg, out, source, progress=progress, description=stage)
     result = trainer.train(resume=resume)
     if trainer.dist.is_main:
-        save_sentence_transformer(
-            module.backbone, tok, out / "model", spec.pooling, module.normalize, passage_max_length
-        )
-        write_json_atomic(
-            out / "model" / RETRIEVER_LENGTHS,
-            {"query_max_length": query_max_length, "passage_max_length": passage_max_length},
-        )
+        _save_retriever(module, tok, out / "model", spec.pooling, query_max_length, passage_max_length)
     settings = {
         "loss": f"distill (KL + alpha * {loss})" if teacher is not None else loss,
         "loss_source": module.spec.source, "similarity": module.spec.similarity,
@@ -263,6 +283,18 @@ def train_retriever(
         _card(out / "model", "retriever", f"dense retriever ({stage})", model, loss,
               what + module.spec.source, inputs, settings)  # fmt: skip
     return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
+
+
+def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max_length: int,
+                    passage_max_length: int) -> None:  # fmt: skip
+    """A sentence-transformers folder, plus the lengths it was trained with (encoding reads them)."""
+    from dense_pt.retrieval.encoder import save_sentence_transformer
+
+    save_sentence_transformer(module.backbone, tok, folder, pooling, module.normalize, passage_max_length)
+    write_json_atomic(
+        folder / RETRIEVER_LENGTHS,
+        {"query_max_length": query_max_length, "passage_max_length": passage_max_length},
+    )
 
 
 def train_distill(

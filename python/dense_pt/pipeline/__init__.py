@@ -1,7 +1,7 @@
 """The multi-stage fine-tuning pipeline (``dense-pt pipeline run``)."""
 
 from dense_pt.pipeline.config import load_pipeline_config, validate_config
-from dense_pt.pipeline.run import STAGES, StopPipeline, dev_split, run_pipeline
+from dense_pt.pipeline.run import STAGES, StopPipeline, dev_split, plan_pipeline, run_pipeline
 from dense_pt.pipeline.study import load_study, run_study
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "dev_split",
     "load_pipeline_config",
     "load_study",
+    "plan_pipeline",
     "run_pipeline",
     "run_study",
     "validate_config",

@@ -169,7 +169,7 @@ def run_study(
     """Run (or continue) every cell, then write ``OUT/results.json``, ``OUT/report.md`` and
     ``OUT/study.png``; returns the results. ``only``: run just these objectives (the table still
     lists every finished cell)."""
-    from dense_pt.pipeline.run import StopPipeline, run_pipeline
+    from dense_pt.pipeline.run import run_pipeline
 
     study = study if isinstance(study, StudyConfig) else load_study(study)
     if only:
@@ -181,16 +181,14 @@ def run_study(
         if only and cell.objective not in only:
             continue
         log(f"[study] cell {i}/{len(study.cells)}: {cell.name}")
-        try:
-            manifests = run_pipeline(
-                cell.config,
-                progress=progress,
-                stop_after=study.until,
-                log=lambda m, c=cell.name: log(f"  {c} {m}"),
-            )
+        manifests = run_pipeline(
+            cell.config,
+            progress=progress,
+            until=study.until,
+            log=lambda m, c=cell.name: log(f"  {c} {m}"),
+        )
+        if any(s in manifests for s in STAGES):  # else nothing to tabulate yet (``until``)
             cells[cell.name] = _cell_record(cell, manifests)
-        except StopPipeline:  # ``until``: the finished stages are read back from their manifests
-            pass
     results = summarize(study, _with_finished(study, cells))
     write_study(study, results)
     log(f"[study] report: {study.out / 'report.md'}")

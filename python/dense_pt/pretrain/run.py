@@ -104,12 +104,8 @@ def run_pretrain(
     ``make_batch(rows, epoch)`` replaces the native collator (for experiments); by default batches
     come from ``dense_pt.collate.Collator``.
     """
-    import torch
-
     from dense_pt.data.store import CorpusStore
-    from dense_pt.models.encoder import check_vocab, load_encoder
-    from dense_pt.objectives import SpecialIds, build_objective
-    from dense_pt.training import IndexedBatchSource, Trainer, init_distributed, seed_everything
+    from dense_pt.training import Trainer, init_distributed
 
     dist = init_distributed()
     store = CorpusStore.open(cfg.corpus)
@@ -118,56 +114,11 @@ def run_pretrain(
             f"the store has {len(store)} passages, fewer than one batch ({cfg.train.batch_size} x {dist.world_size})"
         )
     _check_out(cfg, resume)
-
-    seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
-    encoder = load_encoder(cfg.model)
-    max_pos = getattr(encoder.config, "max_position_embeddings", None)
-    if max_pos is not None and cfg.max_length > max_pos:
-        raise InvalidArgumentError(f"max_length {cfg.max_length} exceeds the model's {max_pos} positions")
-    check_vocab(encoder, store, cfg.model)
-    special = SpecialIds.from_store(store)
-    objective = build_objective(cfg.method, encoder, special, cfg.options)
-    if Path(cfg.model).is_dir():
-        objective.lm_head.init_from_checkpoint(cfg.model)
-    generator = getattr(objective, "generator", None)
-    if generator is not None and generator.source is not None:
-        check_vocab(generator.mlm, store, generator.source)  # its tokenizer must be the store's
-
-    lr_fn, resets = None, ()
-    if cfg.method in CONTEXT_METHODS and make_batch is None:
-        # querygen / contrastive: context batches, the curriculum switching at its planned step
-        stages = cfg.stages()
-        source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
-        source.rounds_per_epoch(dist.world_size)  # every stage fills a batch, before any training
-        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup))
-        # "reset": each later stage starts with fresh AdamW moments, as a new run from the
-        # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
-        resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
-    else:
-        make_batch = make_batch or make_collate_fn(
-            store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed
-        )
-        source = IndexedBatchSource(
-            len(store),
-            cfg.train.batch_size,
-            make_batch,
-            seed=cfg.train.seed,
-            num_workers=cfg.train.num_workers,
-            prefetch_factor=cfg.train.prefetch_factor,
-            pin_memory=torch.cuda.is_available(),
-        )
-    trainer = Trainer(
-        objective,
-        cfg.train,
-        cfg.out,
-        source,
-        callbacks=callbacks,
-        progress=progress,
-        dist_info=dist,
-        description=f"pretrain {cfg.method}",
-        lr_lambda=lr_fn,
-        reset_optimizer_at=resets,
-    )
+    objective, special = _build_objective(cfg, store)
+    source, lr_fn, resets = _batch_source(cfg, store, make_batch, dist.world_size)
+    trainer = Trainer(objective, cfg.train, cfg.out, source, callbacks=callbacks, progress=progress,
+                      dist_info=dist, description=f"pretrain {cfg.method}", lr_lambda=lr_fn,
+                      reset_optimizer_at=resets)  # fmt: skip
     _record_run(cfg, dist.is_main, dist.barrier)
     started = time.time()
     result = trainer.train(resume=resume)
@@ -184,25 +135,75 @@ def run_pretrain(
         "rank": dist.rank,
     }
     if dist.is_main:
-        written = export_model(
+        summary["written"] = export_model(
             objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary, cfg.to_dict()
         )
-        summary["written"] = written
-        write_json_atomic(
-            Path(cfg.out) / "pretrain.json",
-            {
-                **summary,
-                "config": cfg.to_dict(),
-                "corpus": {
-                    "path": str(Path(cfg.corpus).resolve()),
-                    "vocab_hash": store.vocab_hash,
-                    "rows": len(store),
-                },
-                "model": str(Path(cfg.model).resolve()),
-                "started": started,
-                "finished": time.time(),
-                "dense_pt_version": __version__,
-            },
-        )
+        _write_summary(cfg, store, summary, started)
     dist.barrier()
     return summary
+
+
+def _build_objective(cfg: PretrainConfig, store: Any) -> tuple[Any, Any]:
+    """The encoder (checked against the store's vocabulary and ``max_length``) inside the method's
+    objective, and the store's special token ids."""
+    from dense_pt.models.encoder import check_vocab, load_encoder
+    from dense_pt.objectives import SpecialIds, build_objective
+    from dense_pt.training import seed_everything
+
+    seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
+    encoder = load_encoder(cfg.model)
+    max_pos = getattr(encoder.config, "max_position_embeddings", None)
+    if max_pos is not None and cfg.max_length > max_pos:
+        raise InvalidArgumentError(f"max_length {cfg.max_length} exceeds the model's {max_pos} positions")
+    check_vocab(encoder, store, cfg.model)
+    special = SpecialIds.from_store(store)
+    objective = build_objective(cfg.method, encoder, special, cfg.options)
+    if Path(cfg.model).is_dir():
+        objective.lm_head.init_from_checkpoint(cfg.model)
+    generator = getattr(objective, "generator", None)
+    if generator is not None and generator.source is not None:
+        check_vocab(generator.mlm, store, generator.source)  # its tokenizer must be the store's
+    return objective, special
+
+
+def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None, world_size: int):
+    """Where batches come from, the learning-rate schedule (None: the engine's) and the steps at
+    which the optimizer is reset."""
+    import torch
+
+    from dense_pt.training import IndexedBatchSource
+
+    if cfg.method in CONTEXT_METHODS and make_batch is None:
+        # querygen / contrastive: context batches, the curriculum switching at its planned step
+        stages = cfg.stages()
+        source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
+        source.rounds_per_epoch(world_size)  # every stage fills a batch, before any training
+        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup))
+        # "reset": each later stage starts with fresh AdamW moments, as a new run from the
+        # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
+        resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
+        return source, lr_fn, resets
+    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed)
+    source = IndexedBatchSource(len(store), cfg.train.batch_size, make_batch, seed=cfg.train.seed,
+                                num_workers=cfg.train.num_workers, prefetch_factor=cfg.train.prefetch_factor,
+                                pin_memory=torch.cuda.is_available())  # fmt: skip
+    return source, None, ()
+
+
+def _write_summary(cfg: PretrainConfig, store: Any, summary: dict[str, Any], started: float) -> None:
+    write_json_atomic(
+        Path(cfg.out) / "pretrain.json",
+        {
+            **summary,
+            "config": cfg.to_dict(),
+            "corpus": {
+                "path": str(Path(cfg.corpus).resolve()),
+                "vocab_hash": store.vocab_hash,
+                "rows": len(store),
+            },
+            "model": str(Path(cfg.model).resolve()),
+            "started": started,
+            "finished": time.time(),
+            "dense_pt_version": __version__,
+        },
+    )

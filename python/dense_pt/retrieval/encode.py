@@ -244,6 +244,70 @@ def _tokenize_queries(tokenizer: Any, texts: list[str]) -> list[np.ndarray]:
     return [np.asarray(e, dtype=np.uint32) for e in enc]
 
 
+@dataclass
+class _Source:
+    """What ``encode`` reads: the row ids, a function giving rows ``a:b`` as token ids, a hash."""
+
+    ids: list[str]
+    rows: Callable[[int, int], list[np.ndarray]]
+    hash: str
+    kind: str  # "passages" | "queries"
+
+
+def _open_source(source: Path, model_dir: Path, tokenizer: Any) -> _Source:
+    """A corpus store folder (its token ids, checked against the model's vocabulary) or a queries
+    file (tokenized here)."""
+    from dense_pt.data.readers import load_queries
+    from dense_pt.data.store import CorpusStore
+
+    if source.is_dir():
+        store = CorpusStore.open(source)
+        check_vocab(model_dir, store.vocab_hash)
+        values, offsets = store.ragged()
+        source_hash = hashlib.sha256(
+            (store.vocab_hash + str(len(store)) + sha256_file(store.path / "tokens.arrow")).encode()
+        ).hexdigest()
+
+        def rows(a: int, b: int) -> list[np.ndarray]:
+            return [values[offsets[i] : offsets[i + 1]] for i in range(a, b)]
+
+        return _Source(store.ids.to_pylist(), rows, source_hash, "passages")
+    queries = load_queries(source)
+    texts = [queries[q] for q in queries]
+    return _Source(
+        list(queries), lambda a, b: _tokenize_queries(tokenizer, texts[a:b]), sha256_file(source), "queries"
+    )
+
+
+def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The folder's manifest (an interrupted run continues it), or a new one; other settings than
+    the folder's are refused."""
+    mpath = out / MANIFEST
+    if not mpath.exists():
+        return {"settings": settings, "shards": [], "complete": False, "code_version": __version__}
+    manifest = json.loads(mpath.read_text())
+    changed = [k for k, v in settings.items() if manifest.get("settings", {}).get(k) != v]
+    if changed:
+        raise MismatchError(
+            f"{out} holds embeddings made with other settings ({', '.join(changed)}); use a new --out folder"
+        )
+    return manifest
+
+
+def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], rows: tuple[int, int],
+                 emb: np.ndarray, n_shards: int) -> None:  # fmt: skip
+    """Shard ``s`` (ids file + embeddings), then the manifest that lists it."""
+    ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
+    with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
+        f.write("".join(f"{pid}\n" for pid in ids))
+    with atomic_file(out / emb_name, "wb") as f:
+        np.save(f, emb)
+    manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": list(rows)})
+    manifest["shards"].sort(key=lambda x: x["index"])
+    manifest["complete"] = len(manifest["shards"]) == n_shards
+    write_json_atomic(out / MANIFEST, manifest)
+
+
 def encode(
     model_dir: str | Path,
     source: str | Path,
@@ -264,9 +328,6 @@ def encode(
     with (``default_max_length``). ``max_shards`` stops after that many new shards (used by tests to
     simulate an interrupted run).
     """
-
-    from dense_pt.data.readers import load_queries
-    from dense_pt.data.store import CorpusStore
     from dense_pt.retrieval.encoder import load_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
@@ -295,90 +356,38 @@ def encode(
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
     tokenizer = load_tokenizer(model_dir)
-    if source.is_dir():
-        store = CorpusStore.open(source)
-        check_vocab(model_dir, store.vocab_hash)
-        all_ids = store.ids.to_pylist()
-        values, offsets = store.ragged()
-        source_hash = hashlib.sha256(
-            (store.vocab_hash + str(len(store)) + sha256_file(store.path / "tokens.arrow")).encode()
-        ).hexdigest()
-        kind = "passages"
-
-        def rows(a: int, b: int) -> list[np.ndarray]:
-            return [values[offsets[i] : offsets[i + 1]] for i in range(a, b)]
-    else:
-        queries = load_queries(source)
-        all_ids = list(queries)
-        texts = [queries[q] for q in all_ids]
-        source_hash = sha256_file(source)
-        kind = "queries"
-
-        def rows(a: int, b: int) -> list[np.ndarray]:
-            return _tokenize_queries(tokenizer, texts[a:b])
-
+    src = _open_source(source, model_dir, tokenizer)
     specials = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     if None in specials:
         raise FormatError("the model's tokenizer lacks a [CLS], [SEP] or [PAD] token", model_dir)
-    settings = {
-        "model": str(model_dir.resolve()),
-        "model_hash": model_hash(model_dir),
-        "source": str(source.resolve()),
-        "source_hash": source_hash,
-        "kind": kind,
-        "pooling": spec.pooling,
-        "normalize": spec.normalize,
-        "max_length": max_length,
-        "dtype": dtype,
-        "shard_size": shard_size,
-        "num_rows": len(all_ids),
-    }
+    settings = {"model": str(model_dir.resolve()), "model_hash": model_hash(model_dir),
+                "source": str(source.resolve()), "source_hash": src.hash, "kind": src.kind,
+                "pooling": spec.pooling, "normalize": spec.normalize, "max_length": max_length, "dtype": dtype,
+                "shard_size": shard_size, "num_rows": len(src.ids)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    mpath = out / MANIFEST
-    if mpath.exists():
-        manifest = json.loads(mpath.read_text())
-        changed = [k for k, v in settings.items() if manifest.get("settings", {}).get(k) != v]
-        if changed:
-            raise MismatchError(
-                f"{out} holds embeddings made with other settings ({', '.join(changed)}); "
-                "use a new --out folder"
-            )
-    else:
-        manifest = {"settings": settings, "shards": [], "complete": False, "code_version": __version__}
+    manifest = _open_manifest(out, settings)
     model = load_backbone(model_dir, device)
     manifest["dim"] = int(model.config.hidden_size)
     for k in ("pooling", "normalize", "kind", "num_rows"):
         manifest[k] = settings[k]
     done = {s["index"] for s in manifest["shards"]}
-    n_shards = max(1, -(-len(all_ids) // shard_size))
+    n, n_shards = len(src.ids), max(1, -(-len(src.ids) // shard_size))
     todo = [s for s in range(n_shards) if s not in done]
-    total = sum(min(shard_size, len(all_ids) - s * shard_size) for s in todo)
+    total = sum(min(shard_size, n - s * shard_size) for s in todo)
     t0 = time.perf_counter()
-    bar = Progress("encode", kind, enabled=None if progress else False)
-
-    def tick(n: int) -> None:
-        bar.advance(n)
-
+    bar = Progress("encode", src.kind, enabled=None if progress else False)
     with bar:  # a failure or Ctrl-C ends the display without a 'done' line
         bar.update("encoding", 0, total)
         for written, s in enumerate(todo):
             if max_shards is not None and written >= max_shards:
                 break
-            a, b = s * shard_size, min((s + 1) * shard_size, len(all_ids))
+            a, b = s * shard_size, min((s + 1) * shard_size, n)
             emb = _encode_rows(
-                model, rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
-                device, DTYPES[dtype], tick,
+                model, src.rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
+                device, DTYPES[dtype], bar.advance,
             )  # fmt: skip
-            ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
-            with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
-                f.write("".join(f"{pid}\n" for pid in all_ids[a:b]))
-            with atomic_file(out / emb_name, "wb") as f:
-                np.save(f, emb)
-            manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": [a, b]})
-            manifest["shards"].sort(key=lambda x: x["index"])
-            manifest["complete"] = len(manifest["shards"]) == n_shards
-            write_json_atomic(mpath, manifest)
+            _write_shard(out, manifest, s, src.ids[a:b], (a, b), emb, n_shards)
     manifest["complete"] = len(manifest["shards"]) == n_shards
     manifest["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    write_json_atomic(mpath, manifest)
+    write_json_atomic(out / MANIFEST, manifest)
     return out

@@ -124,30 +124,9 @@ def mine_negatives(
 ) -> NegativesTable:
     """Mine negatives (see the module docstring). ``known_ids``: the corpus ids; a run naming
     any other id is refused."""
-    if sampling not in SAMPLINGS:
-        raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-    if pool not in POOLS:
-        raise InvalidArgumentError(f"pool must be one of {POOLS}, got {pool!r}")
-    if relative_form not in RELATIVE_FORMS:
-        raise InvalidArgumentError(f"relative_form must be one of {RELATIVE_FORMS}, got {relative_form!r}")
-    if depth < 1 or skip_top < 0 or num < 0 or skip_top >= depth:
-        raise InvalidArgumentError("need depth >= 1, 0 <= skip_top < depth and num >= 0")
-    if not any(q in run for q in qrels):
-        raise MismatchError("the run and the qrels share no query id (qrels for another collection?)")
-    if known_ids is not None:
-        unknown_q = [d for q in qrels for d in qrels[q] if d not in known_ids]
-        if unknown_q and len(unknown_q) == sum(len(v) for v in qrels.values()):
-            raise MismatchError(
-                f"no judged document of the qrels is in the corpus (e.g. {unknown_q[0]!r}): "
-                "is the qrels file for another corpus?"
-            )
-    mined = [q for q in qrels if run.get(q)]
+    _check_args(sampling, pool, relative_form, depth, skip_top, num)
+    mined = _mined_queries(run, qrels, known_ids)
     positives = {q: {d for d, r in qrels[q].items() if r > 0} for q in mined}
-    if known_ids is not None:
-        for q in mined:
-            for d in run[q]:
-                if d not in known_ids:
-                    raise MismatchError(f"the run names document {d!r} (query {q!r}), not in the corpus")
     margins = absolute_margin is not None or relative_margin is not None
     reference = _positive_reference(run, positives, positive_scores, scorer, known_ids) if margins else {}
     # sentence-transformers widens its pool by the largest positive count so that range_max
@@ -156,46 +135,26 @@ def mine_negatives(
     rows: dict[str, list[tuple[str, float]]] = {}
     excluded = filtered = short = no_pos_score = 0
     for qid in mined:
-        hits = run[qid]
-        ranked = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
+        ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
         if pool != "filtered":
             ranked = ranked[: depth + widen]
         cand = [(d, s) for d, s in ranked if d not in positives[qid]]
         excluded += len(ranked) - len(cand)
         if margins:
-            ref = reference[qid]
-            if ref is None:  # no positive of this query can be scored: its negatives cannot be vetted
+            if (
+                reference[qid] is None
+            ):  # no positive of this query can be scored: its negatives cannot be vetted
                 no_pos_score += 1
                 continue
-            rel = math.inf
-            if relative_margin is not None:
-                rel = (
-                    ref * (1 - relative_margin)
-                    if relative_form == "signed"
-                    else ref - abs(ref) * relative_margin
-                )
-            keep = [
-                (d, s)
-                for d, s in cand
-                if (absolute_margin is None or s + absolute_margin <= ref) and s <= rel
-            ]
+            keep = _within_margins(cand, reference[qid], absolute_margin, relative_margin, relative_form)
             filtered += len(cand) - len(keep)
             cand = keep
         if max_score is not None or min_score is not None:
-            keep = [
-                (d, s)
-                for d, s in cand
-                if (max_score is None or s <= max_score) and (min_score is None or s >= min_score)
-            ]
+            keep = [(d, s) for d, s in cand if (max_score is None or s <= max_score)
+                    and (min_score is None or s >= min_score)]  # fmt: skip
             filtered += len(cand) - len(keep)
             cand = keep
-        cand = cand[:depth][skip_top:]
-        if num and len(cand) > num:
-            if sampling == "top":
-                cand = cand[:num]
-            else:
-                pick = np.sort(_query_rng(seed, qid).choice(len(cand), size=num, replace=False))
-                cand = [cand[i] for i in pick]
+        cand = _draw(cand[:depth][skip_top:], num, sampling, seed, qid)
         if num and len(cand) < num:
             short += 1
         rows[qid] = cand
@@ -208,6 +167,67 @@ def mine_negatives(
         "queries_without_positive_score": no_pos_score,
     }
     return NegativesTable(rows, stats)
+
+
+def _check_args(sampling: str, pool: str, relative_form: str, depth: int, skip_top: int, num: int) -> None:
+    if sampling not in SAMPLINGS:
+        raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    if pool not in POOLS:
+        raise InvalidArgumentError(f"pool must be one of {POOLS}, got {pool!r}")
+    if relative_form not in RELATIVE_FORMS:
+        raise InvalidArgumentError(f"relative_form must be one of {RELATIVE_FORMS}, got {relative_form!r}")
+    if depth < 1 or skip_top < 0 or num < 0 or skip_top >= depth:
+        raise InvalidArgumentError("need depth >= 1, 0 <= skip_top < depth and num >= 0")
+
+
+def _mined_queries(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    known_ids: Collection[str] | None,
+) -> list[str]:
+    """The judged queries the run has hits for; a run or qrels for another collection is refused."""
+    if not any(q in run for q in qrels):
+        raise MismatchError("the run and the qrels share no query id (qrels for another collection?)")
+    if known_ids is not None:
+        unknown_q = [d for q in qrels for d in qrels[q] if d not in known_ids]
+        if unknown_q and len(unknown_q) == sum(len(v) for v in qrels.values()):
+            raise MismatchError(
+                f"no judged document of the qrels is in the corpus (e.g. {unknown_q[0]!r}): "
+                "is the qrels file for another corpus?"
+            )
+    mined = [q for q in qrels if run.get(q)]
+    if known_ids is not None:
+        for q in mined:
+            for d in run[q]:
+                if d not in known_ids:
+                    raise MismatchError(f"the run names document {d!r} (query {q!r}), not in the corpus")
+    return mined
+
+
+def _within_margins(
+    cand: list[tuple[str, float]],
+    ref: float,
+    absolute_margin: float | None,
+    relative_margin: float | None,
+    relative_form: str,
+) -> list[tuple[str, float]]:
+    """The candidates scored far enough below the positive's score ``ref``."""
+    rel = math.inf
+    if relative_margin is not None:
+        rel = ref * (1 - relative_margin) if relative_form == "signed" else ref - abs(ref) * relative_margin
+    return [(d, s) for d, s in cand if (absolute_margin is None or s + absolute_margin <= ref) and s <= rel]
+
+
+def _draw(
+    cand: list[tuple[str, float]], num: int, sampling: str, seed: int, qid: str
+) -> list[tuple[str, float]]:
+    """At most ``num`` of the candidates (0: all): the top ones, or a seeded draw kept in rank order."""
+    if not num or len(cand) <= num:
+        return cand
+    if sampling == "top":
+        return cand[:num]
+    pick = np.sort(_query_rng(seed, qid).choice(len(cand), size=num, replace=False))
+    return [cand[i] for i in pick]
 
 
 def write_negatives(path: str | Path, table: NegativesTable) -> None:

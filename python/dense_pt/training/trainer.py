@@ -76,6 +76,19 @@ class TrainResult:
     resumed_from: int
 
 
+class _Interval:
+    """The sums one log record averages: loss and its parts, rows, steps, time spent waiting for
+    data, and the last gradient norm."""
+
+    def __init__(self, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.parts: dict[str, torch.Tensor] = {}
+        self.rows = self.steps = 0
+        self.wait = 0.0
+        self.t0 = time.perf_counter()
+        self.grad_norm = torch.zeros((), device=device)
+
+
 class Trainer:
     def __init__(
         self,
@@ -183,16 +196,7 @@ class Trainer:
 
     def train(self, resume: bool = False) -> TrainResult:
         cfg = self.config
-        resumed_from = 0
-        if resume:
-            ckpt = latest_checkpoint(self.ckpt_root)
-            if ckpt is not None:
-                self.resume_from(ckpt)
-                resumed_from = self.step
-        if resumed_from == 0:
-            seed_everything(cfg.seed + self.dist.rank)
-            if self.log.enabled and self.log.path.exists():
-                self.log.path.unlink()  # a fresh start (or a run killed before its first checkpoint)
+        resumed_from = self._start(resume)
         if self.step >= cfg.max_steps:
             return TrainResult(self.step, latest_checkpoint(self.ckpt_root), None, 0.0, resumed_from)
 
@@ -202,13 +206,7 @@ class Trainer:
         t_start = time.perf_counter()
         last_ckpt: Path | None = None
         record: dict[str, Any] | None = None
-        # Interval accumulators for the log.
-        acc_loss = torch.zeros((), device=self.device)
-        acc_parts: dict[str, torch.Tensor] = {}
-        acc_rows = acc_steps = 0
-        acc_wait = 0.0
-        t_interval = time.perf_counter()
-        grad_norm = torch.zeros((), device=self.device)
+        acc = _Interval(self.device)  # what the next log record averages
         try:
             while self.step < cfg.max_steps and not self.stop_requested:
                 if self.step in self.reset_optimizer_at:
@@ -216,53 +214,16 @@ class Trainer:
                     # very step resets too (its saved state predates the reset)
                     self.optimizer.state.clear()
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in range(cfg.grad_accum):
-                    t_wait = time.perf_counter()
-                    batch = next(batches)
-                    batch = to_device(batch, self.device)
-                    acc_wait += time.perf_counter() - t_wait
-                    acc_rows += batch_rows(batch)
-                    sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
-                    ctx = contextlib.nullcontext() if sync else self.wrapped.no_sync()
-                    with ctx:
-                        with self._autocast():
-                            out = self.wrapped(batch)
-                        loss = out["loss"]
-                        scaled = loss / cfg.grad_accum
-                        if self.scaler is not None:
-                            scaled = self.scaler.scale(scaled)
-                        scaled.backward()
-                    acc_loss += loss.detach().float() / cfg.grad_accum
-                    for key, value in out.items():
-                        if key != "loss" and isinstance(value, torch.Tensor) and value.ndim == 0:
-                            part = value.detach().float() / cfg.grad_accum
-                            acc_parts[key] = acc_parts.get(key, 0) + part
-                if self.scaler is not None:
-                    self.scaler.unscale_(self.optimizer)
-                if cfg.max_grad_norm > 0:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                lr = self.scheduler.get_last_lr()[0]
-                if self.scaler is not None:
-                    self.scaler.step(self.optimizer)
-                    self.scaler.update()
-                else:
-                    self.optimizer.step()
-                self.scheduler.step()
-                self.step += 1
-                acc_steps += 1
-
+                self._accumulate(batches, acc)
+                lr = self._optimizer_step(acc)
                 record = None
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
-                    record = self._record(
-                        acc_loss, acc_parts, acc_steps, acc_rows, acc_wait, t_interval, lr, grad_norm, t_start
-                    )
+                    record = self._record(acc, lr, t_start)
                     self.log.write(record)
                     bar.update(
                         self.step, f"loss {record['loss']:.4f} lr {lr:.2e} {record['seq_per_s']:.0f} seq/s"
                     )
-                    acc_loss = torch.zeros((), device=self.device)
-                    acc_parts, acc_rows, acc_steps, acc_wait = {}, 0, 0, 0.0
-                    t_interval = time.perf_counter()
+                    acc = _Interval(self.device)
                 else:
                     bar.update(self.step)
                 if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
@@ -276,9 +237,64 @@ class Trainer:
             self.log.close()
         return TrainResult(self.step, last_ckpt, record, time.perf_counter() - t_start, resumed_from)
 
-    def _record(self, acc_loss, acc_parts, acc_steps, acc_rows, acc_wait, t_interval, lr, grad_norm, t_start):
-        elapsed = time.perf_counter() - t_interval
-        loss = all_reduce_mean(acc_loss / acc_steps, self.dist).item()
+    def _start(self, resume: bool) -> int:
+        """Resume from the latest checkpoint when asked and there is one; the step resumed from
+        (0: a fresh start, seeded, with a fresh log)."""
+        resumed_from = 0
+        if resume:
+            ckpt = latest_checkpoint(self.ckpt_root)
+            if ckpt is not None:
+                self.resume_from(ckpt)
+                resumed_from = self.step
+        if resumed_from == 0:
+            seed_everything(self.config.seed + self.dist.rank)
+            if self.log.enabled and self.log.path.exists():
+                self.log.path.unlink()  # a fresh start (or a run killed before its first checkpoint)
+        return resumed_from
+
+    def _accumulate(self, batches: Iterator[dict[str, Any]], acc: _Interval) -> None:
+        """Forward and backward over ``grad_accum`` micro-batches (gradients synchronised across
+        processes on the last one only)."""
+        cfg = self.config
+        for micro in range(cfg.grad_accum):
+            t_wait = time.perf_counter()
+            batch = to_device(next(batches), self.device)
+            acc.wait += time.perf_counter() - t_wait
+            acc.rows += batch_rows(batch)
+            sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():
+                with self._autocast():
+                    out = self.wrapped(batch)
+                loss = out["loss"]
+                scaled = loss / cfg.grad_accum
+                if self.scaler is not None:
+                    scaled = self.scaler.scale(scaled)
+                scaled.backward()
+            acc.loss += loss.detach().float() / cfg.grad_accum
+            for key, value in out.items():
+                if key != "loss" and isinstance(value, torch.Tensor) and value.ndim == 0:
+                    acc.parts[key] = acc.parts.get(key, 0) + value.detach().float() / cfg.grad_accum
+
+    def _optimizer_step(self, acc: _Interval) -> float:
+        """Clip, step the optimizer and the schedule; the learning rate the step used."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if self.config.max_grad_norm > 0:
+            acc.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        lr = self.scheduler.get_last_lr()[0]
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        acc.steps += 1
+        return lr
+
+    def _record(self, acc: _Interval, lr: float, t_start: float) -> dict[str, Any]:
+        elapsed = time.perf_counter() - acc.t0
+        loss = all_reduce_mean(acc.loss / acc.steps, self.dist).item()
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss became {loss} at step {self.step}; lower the learning rate")
         rec: dict[str, Any] = {
@@ -286,12 +302,12 @@ class Trainer:
             "epoch": self.epoch,
             "loss": loss,
             "lr": lr,
-            "grad_norm": float(grad_norm),
-            "seq_per_s": acc_rows * self.dist.world_size / max(elapsed, 1e-9),
-            "data_wait": acc_wait / max(elapsed, 1e-9),
+            "grad_norm": float(acc.grad_norm),
+            "seq_per_s": acc.rows * self.dist.world_size / max(elapsed, 1e-9),
+            "data_wait": acc.wait / max(elapsed, 1e-9),
             "elapsed_s": time.perf_counter() - t_start,
             "time": time.time(),
         }
-        for key, value in acc_parts.items():
-            rec[key] = all_reduce_mean(value / acc_steps, self.dist).item()
+        for key, value in acc.parts.items():
+            rec[key] = all_reduce_mean(value / acc.steps, self.dist).item()
         return rec

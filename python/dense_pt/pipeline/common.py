@@ -1,0 +1,223 @@
+"""What several pipeline stages share: where the upstream stages leave their files, the model every
+retriever starts from, evaluation on the dev split, encoding + search, mining, and one retriever
+training stage (R1, R2 and the distilled retriever differ only in their negatives or teacher)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dense_pt.errors import DensePtError
+from dense_pt.pipeline.runner import Config, Context, fingerprint
+
+# --- where things are ------------------------------------------------------------------------
+
+
+def data_path(ctx: Context, key: str) -> Path:
+    return Path(ctx.cfg["data"][key])
+
+
+def init_model(ctx: Context) -> Path:
+    return Path(ctx.cfg["model"]["init"])
+
+
+def store(ctx: Context) -> Path:
+    return ctx.out / "store" / "store"
+
+
+def split_file(ctx: Context, name: str) -> Path:
+    """``train.qrels``, ``dev.qrels``, ``dev_queries.jsonl`` or ``judged_queries.jsonl``."""
+    return ctx.out / "split" / name
+
+
+def split_inputs(ctx: Context) -> dict[str, str]:
+    """The inputs of every stage that reads the split and the queries."""
+    return {"split": ctx.fp("split"), "queries": ctx.file_hash(data_path(ctx, "queries"))}
+
+
+def model_fingerprint(path: Path) -> str:
+    """The files of a model folder (or a config.json), hashed."""
+    from dense_pt.fsutil import sha256_file
+
+    files = path.iterdir() if path.is_dir() else [path]
+    return fingerprint(sorted((p.name, sha256_file(p)) for p in files if p.is_file()))
+
+
+def init_fingerprint(ctx: Context) -> str:
+    return ctx.memo(("model", init_model(ctx)), lambda: model_fingerprint(init_model(ctx)))
+
+
+def base_model(ctx: Context) -> tuple[Path, str]:
+    """The model every retriever starts from and its fingerprint: the pre-trained encoder when the
+    pipeline pre-trains one, else ``[model] init``."""
+    if ctx.planned("pretrain"):
+        return ctx.out / "pretrain" / "run" / "encoder", ctx.fp("pretrain")
+    return init_model(ctx), init_fingerprint(ctx)
+
+
+def k_eval(cfg: Config) -> int:
+    return int(cfg["eval"]["k"])
+
+
+def k_search(cfg: Config) -> int:
+    """How deep the dense stages search: enough for evaluation, mining and re-ranking."""
+    return max(k_eval(cfg), int(cfg["mine"]["depth"]) + 10, int(cfg["reranker"]["depth"]) + 10)
+
+
+def train_ids(ctx: Context) -> list[str]:
+    from dense_pt.data import load_qrels
+
+    return sorted(load_qrels(split_file(ctx, "train.qrels")))
+
+
+# --- evaluation, retrieval, mining -------------------------------------------------------------
+
+
+def evaluate(ctx: Context, run: dict, dev_qrels: Path | None = None) -> dict[str, float]:
+    """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored)."""
+    from dense_pt.data import load_qrels
+    from dense_pt.evaluation import evaluate_run
+
+    dev = load_qrels(dev_qrels or split_file(ctx, "dev.qrels"))
+    sub = {q: h for q, h in run.items() if q in dev}
+    ev = ctx.cfg["eval"]
+    return evaluate_run(
+        sub, dev, ev["measures"], tie_break=ev["tie_break"], rel_level=ev["rel_level"]
+    ).measures
+
+
+def encode_lengths(sec: dict[str, Any]) -> dict[str, int]:
+    """A retriever is encoded with the lengths it was trained with (SimLM: 32 / 144 for both)."""
+    return {"query_max_length": sec["query_max_length"], "passage_max_length": sec["passage_max_length"]}
+
+
+def retrieve(ctx: Context, model: Path, folder: Path, queries: Path, k: int, lengths: dict[str, int]) -> dict:
+    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
+    from dense_pt.data import write_run
+    from dense_pt.retrieval.encode import encode
+    from dense_pt.retrieval.search import search
+
+    batch_size = ctx.cfg["encode"]["batch_size"]
+    encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
+           max_length=lengths["passage_max_length"], progress=ctx.progress)  # fmt: skip
+    encode(model, queries, folder / "emb_queries", batch_size=batch_size,
+           max_length=lengths["query_max_length"], progress=ctx.progress)  # fmt: skip
+    run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
+    write_run(folder / "run.trec", run)
+    return run
+
+
+MINE_FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")
+
+
+def mine_from(ctx: Context, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:
+    """Negatives from a run. ``dense``: the stage folder holding the run's embeddings; the
+    [mine] filters apply to dense runs only (a margin in cosine units means nothing for BM25
+    scores), and positives missing from the run are scored from those embeddings."""
+    from dense_pt.data import load_qrels, load_run
+    from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.retrieval.search import PairScorer
+
+    m = ctx.cfg["mine"]
+    filters: dict[str, Any] = {}
+    scorer = None
+    if dense is not None:
+        filters = {k: m[k] for k in MINE_FILTERS}
+        if m["absolute_margin"] is not None or m["relative_margin"] is not None:
+            scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
+    table = mine_negatives(load_run(run_path), load_qrels(split_file(ctx, "train.qrels")), depth=depth, num=num,
+                           skip_top=m["skip_top"], pool=m["pool"], sampling=m["sampling"], seed=ctx.seed,
+                           scorer=scorer, **filters)  # fmt: skip
+    write_negatives(out, table)
+    return table.stats
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def train_config(section: dict[str, Any], seed: int):
+    from dense_pt.training import TrainConfig, dataclass_from_mapping
+
+    return dataclass_from_mapping(TrainConfig, {"seed": seed, **section.get("train", {})}, "train")
+
+
+def with_loss(sec: dict[str, Any]) -> dict[str, Any]:
+    """A retriever stage's settings plus what its loss name means: the fingerprint changes (and the
+    stage is redone) when a loss name comes to mean another formula, as ``simlm`` did."""
+    from dense_pt.objectives.retrieval import resolve_loss
+
+    return {**sec, "loss_source": resolve_loss(sec["loss"]).source}
+
+
+def retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
+    keys = ("group_size", "tau", "query_max_length", "passage_max_length", "epochs")
+    out = {k: sec[k] for k in keys if k in sec}
+    if "loss" in sec:
+        out["loss"] = sec["loss"]
+    return out
+
+
+def train_retriever_stage(
+    ctx: Context, folder: Path, sec: dict[str, Any], init: Path, negatives: Path | None = None,
+    teacher: Path | None = None, mined: dict | None = None,
+) -> dict:  # fmt: skip
+    """Train a retriever from ``init`` on ``negatives`` (or, distilling, on ``teacher``'s scores),
+    then retrieve for every judged query with it and evaluate on the dev split."""
+    from dense_pt.finetune.stages import train_retriever
+
+    kw = retriever_kwargs(sec)
+    if teacher is not None:
+        kw["alpha"] = sec["alpha"]
+    m = train_retriever(init, store(ctx), data_path(ctx, "queries"), split_file(ctx, "train.qrels"),
+                        folder / "train", negatives=negatives, pooling=ctx.cfg["model"]["pooling"],
+                        train=train_config(sec, ctx.seed), restrict_to=train_ids(ctx), teacher_scores=teacher,
+                        progress=ctx.progress, **kw)  # fmt: skip
+    run = retrieve(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
+                   k_search(ctx.cfg), encode_lengths(sec))  # fmt: skip
+    return {"metrics": evaluate(ctx, run), "negatives": mined, "train_steps": m["steps"],
+            "train_wall_s": m["wall_s"]}  # fmt: skip
+
+
+def reranker_init(cfg: Config) -> Path | None:
+    """The re-ranker's initial checkpoint (None: the pipeline's model), resolved and checked before
+    the first stage runs: a missing checkpoint or a vocabulary other than the corpus store's would
+    otherwise fail only after hours of R1 and R2."""
+    from dense_pt.finetune.checkpoints import resolve_checkpoint
+
+    sec = cfg["reranker"]
+    if not sec["enabled"] or sec["init"] == "model":
+        return None
+    path = resolve_checkpoint(str(sec["init"]), None, "[reranker] init")
+    if path.is_dir():
+        _check_same_vocabulary(path, Path(cfg["model"]["init"]))
+    return path
+
+
+def _check_same_vocabulary(path: Path, init: Path) -> None:
+    from tokenizers import Tokenizer
+
+    from dense_pt.data.tokenizer import vocab_hash
+
+    mine, base = path / "tokenizer.json", init / "tokenizer.json"
+    if not mine.exists():
+        raise DensePtError(f"[reranker] init {path}: no tokenizer.json (a fast tokenizer is needed)")
+    if base.exists() and vocab_hash(Tokenizer.from_file(str(mine))) != vocab_hash(
+        Tokenizer.from_file(str(base))
+    ):
+        raise DensePtError(
+            f"[reranker] init {path} has another vocabulary than [model] init {init}, whose tokenizer "
+            "builds the corpus store every stage reads: pick a re-ranker with the same vocabulary"
+        )
+
+
+def queries_subset(src: Path, dst: Path, keep: set[str]) -> Path:
+    from dense_pt.data import load_queries
+    from dense_pt.fsutil import atomic_file
+
+    qs = load_queries(src)
+    with atomic_file(dst, "w", encoding="utf-8") as f:
+        for q, t in qs.items():
+            if q in keep:
+                f.write(json.dumps({"_id": q, "text": t}) + "\n")
+    return dst

@@ -1,0 +1,295 @@
+"""The pipeline runner: stages declared in ``dense_pt.pipeline.stages``, run in order.
+
+Every stage has its own folder with ``manifest.json``: its inputs (upstream stages' fingerprints
+and data file hashes), settings, seed, status, metrics and wall time. A stage's fingerprint is a
+hash of its declared inputs, parameters and the seed, computed for every planned stage before any
+of them runs (the plan). A run skips a stage whose manifest says ``done`` with the same
+fingerprint, resumes one whose manifest says ``running`` with the same fingerprint (training
+restarts from its last checkpoint, encoding from its last shard), and redoes one whose inputs
+changed (its folder is replaced). A changed input changes the fingerprint of every stage that reads
+it, directly or through another stage, and of no other: only the dependents rerun.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dense_pt import __version__
+from dense_pt.errors import DensePtError
+from dense_pt.fsutil import sha256_file, write_json_atomic
+
+Config = dict[str, Any]
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage, declared in its own module under ``dense_pt.pipeline.stages``.
+
+    ``inputs`` and ``params`` make the fingerprint (with the seed and the name): ``inputs`` names
+    what the stage reads (upstream stages by their fingerprints, data files by their hashes),
+    ``params`` the configuration values it uses. ``run`` does the work in the stage's folder and
+    returns what the manifest records (``metrics`` among them for an evaluated stage)."""
+
+    name: str
+    doc: str  # one line: what the stage does
+    reads: tuple[str, ...]  # earlier stages it reads, when they run (checked against ``inputs``)
+    config: tuple[str, ...]  # the configuration tables it reads
+    outputs: tuple[str, ...]  # files and folders it leaves in its folder for later stages
+    inputs: Callable[[Context], dict[str, Any]]
+    params: Callable[[Context], dict[str, Any]]
+    run: Callable[[Context, Path], Manifest]
+    # None when the configuration runs the stage, else the reason it does not
+    disabled: Callable[[Config], str | None] = lambda cfg: None
+    run_file: str | None = None  # its TREC run, from which its metrics can be recomputed
+    card: str | None = None  # the model (relative to ``out``) whose card gets its dev metrics
+    tracked: bool = True  # False: no manifest, rewritten every time (the report)
+
+
+def fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class Step:
+    """A planned stage: its fingerprint and what the folder on disk says about it."""
+
+    stage: Stage
+    inputs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+    action: str = "run"  # run | rerun | resume | skip | off
+    why: str = ""
+    deferred: str | None = None  # why it does not run now (--until, --only), though it would
+    needs: tuple[str, ...] = ()  # the planned stages whose fingerprints feed this one
+
+
+class Context:
+    """What the stages share during one run: the configuration, the plan's fingerprints, the
+    manifests of the stages done so far, and memoised file hashes."""
+
+    def __init__(self, cfg: Config, progress: bool = False, log: Callable[[str], None] = print):
+        from dense_pt.evaluation.metrics import EVALUATION_VERSION
+
+        self.cfg, self.progress, self.log = cfg, progress, log
+        self.out: Path = Path(cfg["out"])
+        self.seed: int = int(cfg["seed"])
+        self.results: dict[str, Manifest] = {}
+        self.fingerprints: dict[str, str] = {}
+        self._memo: dict[Any, Any] = {}
+        ev = cfg["eval"]
+        # Not part of any stage's fingerprint: other measures or conventions re-evaluate the stages'
+        # run files (``refresh_metrics``) instead of redoing their training.
+        self.eval_key = {"measures": list(ev["measures"]), "rel_level": ev["rel_level"],
+                         "tie_break": ev["tie_break"], "version": EVALUATION_VERSION}  # fmt: skip
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per run (file and model hashes: several stages read them)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def file_hash(self, path: Path) -> str:
+        return self.memo(("file", Path(path)), lambda: sha256_file(path))
+
+    def planned(self, name: str) -> bool:
+        return name in self.fingerprints
+
+    def fp(self, name: str) -> str:
+        return self.fingerprints[name]
+
+
+def read_manifest(folder: Path) -> Manifest | None:
+    path = folder / "manifest.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def plan(
+    ctx: Context, stages: tuple[Stage, ...], until: str | None = None, only: str | None = None
+) -> list[Step]:
+    """Every stage with its fingerprint and what a run would do with it (nothing is written).
+    ``until``: the stages after it are left for later; ``only``: just that one stage runs."""
+    steps, reached_end = [], False
+    for stage in stages:
+        step = Step(stage)
+        steps.append(step)
+        reason = stage.disabled(ctx.cfg)
+        if reason is not None:
+            step.action, step.why = "off", reason
+            continue
+        if stage.tracked:
+            step.inputs, step.params = stage.inputs(ctx), stage.params(ctx)
+            step.fingerprint = fingerprint(
+                {"inputs": step.inputs, "params": step.params, "seed": ctx.seed, "stage": stage.name}
+            )
+            ctx.fingerprints[stage.name] = step.fingerprint
+            step.needs = _needs(ctx, step)
+        _judge(ctx, step)
+        if (reached_end or (only is not None and stage.name != only)) and step.action != "skip":
+            step.deferred = f"not run now ({_scope(until, only)})"
+        reached_end = reached_end or stage.name == until
+    return steps
+
+
+def _scope(until: str | None, only: str | None) -> str:
+    return f"--until {until}" if until is not None else f"--only {only}"
+
+
+def _needs(ctx: Context, step: Step) -> tuple[str, ...]:
+    """The planned stages whose fingerprints are among ``step``'s inputs: its real dependencies,
+    which must be among the stages it declares it reads."""
+    fps = {v: k for k, v in ctx.fingerprints.items() if k != step.stage.name}
+    needs = tuple(fps[v] for v in step.inputs.values() if isinstance(v, str) and v in fps)
+    stray = set(needs) - set(step.stage.reads)
+    if stray:
+        raise DensePtError(f"stage {step.stage.name!r} reads {sorted(stray)} without declaring it")
+    return needs
+
+
+def _judge(ctx: Context, step: Step) -> None:
+    """What the folder on disk means for this stage: skip, resume, run, or rerun (and why)."""
+    if not step.stage.tracked:
+        step.action, step.why = "run", "always rewritten from the finished stages"
+        return
+    old = read_manifest(ctx.out / step.stage.name)
+    if old is None:
+        step.action, step.why = "run", "not run yet"
+    elif old.get("fingerprint") != step.fingerprint:
+        step.action, step.why = "rerun", "changed: " + ", ".join(_changes(ctx, step, old))
+    elif old.get("status") == "done":
+        step.action, step.why = "skip", "fingerprint matches"
+    else:
+        step.action, step.why = "resume", "interrupted with the same fingerprint"
+
+
+def _changes(ctx: Context, step: Step, old: Manifest) -> list[str]:
+    """What differs from the manifest on disk, named: upstream stages, input files, settings."""
+    by_fp = {v: k for k, v in ctx.fingerprints.items()}
+    out = []
+    new_in, old_in = step.inputs, old.get("inputs") or {}
+    for key in sorted(set(new_in) | set(old_in)):
+        if new_in.get(key) != old_in.get(key):
+            value = new_in.get(key)
+            out.append(f"stage {by_fp[value]}" if value in by_fp else f"input {key}")
+    new_p, old_p = step.params, old.get("params") or {}
+    out += [f"setting {k}" for k in sorted(set(new_p) | set(old_p)) if new_p.get(k) != old_p.get(k)]
+    if old.get("seed") != ctx.seed:
+        out.append("seed")
+    return out or ["fingerprint (same inputs and settings, another definition of the stage)"]
+
+
+def execute(ctx: Context, step: Step) -> Manifest:
+    """Run (or skip, or resume) one planned stage; its manifest."""
+    stage, folder = step.stage, ctx.out / step.stage.name
+    if not stage.tracked:
+        return stage.run(ctx, folder)
+    if step.action == "skip":
+        old = refresh_metrics(ctx, stage, folder, read_manifest(folder) or {})
+        ctx.log(f"[{stage.name}] up to date, skipped")
+        ctx.results[stage.name] = old
+        return old
+    if folder.exists() and step.action != "resume":
+        shutil.rmtree(folder)  # inputs changed (or no manifest): start the stage afresh
+    elif step.action == "resume":
+        ctx.log(f"[{stage.name}] resuming an interrupted run")
+    folder.mkdir(parents=True, exist_ok=True)
+    base = {"stage": stage.name, "fingerprint": step.fingerprint, "inputs": step.inputs,
+            "params": step.params, "seed": ctx.seed, "code_version": __version__}  # fmt: skip
+    write_json_atomic(folder / "manifest.json", {**base, "status": "running"})
+    ctx.log(f"[{stage.name}] running")
+    t0 = time.perf_counter()
+    result = stage.run(ctx, folder)
+    ctx.log(f"[{stage.name}] done in {time.perf_counter() - t0:,.1f} s")
+    missing = [o for o in stage.outputs if not (folder / o).exists()]
+    if missing:
+        raise DensePtError(f"stage {stage.name!r} finished without its declared outputs {missing}")
+    if "metrics" in result:
+        result = {**result, "evaluation": ctx.eval_key}
+        _card_metrics(ctx, stage, result["metrics"])
+    manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result}
+    write_json_atomic(folder / "manifest.json", manifest)
+    ctx.results[stage.name] = manifest
+    if "metrics" in result:
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+        ctx.log(f"[{stage.name}] dev: {shown}")
+    return manifest
+
+
+def _card_metrics(ctx: Context, stage: Stage, metrics: dict[str, float]) -> None:
+    """The stage's dev metrics on the model card of what it trained (zero-shot: of the
+    pre-trained encoder, when the pipeline pre-trained one)."""
+    from dense_pt.model_card import add_metrics
+
+    if stage.card is None:
+        return
+    ev = ctx.cfg["eval"]
+    add_metrics(ctx.out / stage.card, {"split": f"pipeline dev split, {stage.name} stage", "values": metrics,
+                "settings": {"tie order": ev["tie_break"], "relevance level": ev["rel_level"]}})  # fmt: skip
+
+
+def refresh_metrics(ctx: Context, stage: Stage, folder: Path, manifest: Manifest) -> Manifest:
+    """A finished stage's metrics, recomputed from its run file when they were computed with
+    other evaluation settings or an older version of the metrics."""
+    run_file = folder / (stage.run_file or "-")
+    if "metrics" not in manifest or manifest.get("evaluation") == ctx.eval_key or not run_file.is_file():
+        return manifest
+    from dense_pt.data import load_run
+    from dense_pt.pipeline.common import evaluate
+
+    metrics = evaluate(ctx, load_run(run_file))
+    manifest = {**manifest, "metrics": metrics, "evaluation": ctx.eval_key}
+    write_json_atomic(folder / "manifest.json", manifest)
+    ctx.log(f"[{stage.name}] metrics recomputed from {run_file.name} (evaluation settings changed)")
+    return manifest
+
+
+def check_only(ctx: Context, steps: list[Step], only: str) -> None:
+    """``--only STAGE`` runs one stage whose inputs are finished: every stage it needs must be
+    up to date on disk (their manifests are loaded for it), else one clear error."""
+    by_name = {s.stage.name: s for s in steps}
+    target = by_name[only]
+    needs = target.needs if target.stage.tracked else tuple(n for n in ctx.fingerprints if n != only)
+    for name in needs:
+        step = by_name[name]
+        if step.action != "skip":
+            state = {"run": "has not run", "resume": "was interrupted"}.get(step.action, "is out of date")
+            raise DensePtError(
+                f"--only {only}: it reads stage {name!r}, which {state} ({step.why}); "
+                f"run up to it first (--until {name})"
+            )
+        ctx.results[name] = read_manifest(ctx.out / name) or {}
+
+
+def run_stages(
+    ctx: Context, stages: tuple[Stage, ...], until: str | None = None, only: str | None = None
+) -> None:
+    """Plan, then run every planned stage up to ``until`` (or just ``only``); ``ctx.results``
+    holds the manifests."""
+    steps = plan(ctx, stages, until, only)
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    if only is not None:
+        check_only(ctx, steps, only)
+    for step in steps:
+        if step.action == "off" or step.deferred or (only is not None and step.stage.name != only):
+            continue
+        execute(ctx, step)
+        if step.stage.name in (until, only):
+            break
+
+
+def format_plan(steps: list[Step]) -> str:
+    """The plan as a table: one line per stage, what a run does with it, and why."""
+    words = {"run": "run", "rerun": "rerun", "resume": "resume", "skip": "up to date", "off": "disabled"}
+    width = max(len(s.stage.name) for s in steps)
+    return "\n".join(
+        f"{s.stage.name:<{width}}  {'not now' if s.deferred else words[s.action]:<10}  "
+        + (f"{s.deferred}; {s.why}" if s.deferred else s.why)
+        for s in steps
+    )

@@ -1,0 +1,47 @@
+"""pmi: n-gram counts of the corpus and the AMI importance column that cdmae masks its decoder by
+(only with a ``[pretrain.pmi]`` table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dense_pt.pipeline import common as C
+from dense_pt.pipeline.runner import Config, Context, Stage
+
+
+def disabled(cfg: Config) -> str | None:
+    if not cfg["pretrain"]:
+        return "no [pretrain] table"
+    return "no [pretrain.pmi] table" if cfg["pretrain"].get("pmi") is None else None
+
+
+def inputs(ctx: Context) -> dict:
+    return {"store": ctx.fp("store")}
+
+
+def params(ctx: Context) -> dict:
+    return ctx.cfg["pretrain"]["pmi"]
+
+
+def run(ctx: Context, folder: Path) -> dict:
+    from dense_pt.pmi import build, score
+
+    p, store = ctx.cfg["pretrain"]["pmi"], C.store(ctx)
+    built = build(store, folder / "ngrams.pmi", max_n=p["max_n"], min_count=p["min_count"],
+                  memory_gb=p["memory_gb"], spill_dir=folder, progress=None)  # fmt: skip
+    scored = score(store, folder / "ngrams.pmi", window=p["window"], force=True)
+    return {"entries": built["entries"], "totals": built["totals"], "tokens": scored["tokens"],
+            "mean_ami": scored["mean"], "seconds": built["seconds"] + scored["seconds"]}  # fmt: skip
+
+
+STAGE = Stage(
+    name="pmi",
+    doc="n-gram counts and the AMI importance column of the store (cdmae)",
+    reads=("store",),
+    config=("pretrain",),
+    outputs=("ngrams.pmi",),
+    inputs=inputs,
+    params=params,
+    run=run,
+    disabled=disabled,
+)
