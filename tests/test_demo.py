@@ -157,7 +157,7 @@ def test_cli_demo_on_a_user_beir_folder(tmp_path):
     assert r.exit_code == 0, r.output
     assert "user corpus" in r.output and "rows: 30" in r.output
     # each stage named when it starts and timed when it ends (plain lines: no terminal here)
-    assert re.search(r"demo: stage store started\n(.*\n)*demo: stage store done in [\d.,]+ s", r.output), (
+    assert re.search(r"demo: \[3/6\] store \.\.\.\n(.*\n)*demo: \[3/6\] store: ran in [\d.,]+ s", r.output), (
         r.output
     )
     assert "skipped" in r.output  # no queries/qrels: nothing to fine-tune on
