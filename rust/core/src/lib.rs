@@ -2,6 +2,7 @@
 //!
 //! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
 pub mod atomic;
+mod choice;
 pub mod collate;
 pub mod error;
 pub mod fork;

@@ -4,9 +4,10 @@
 use crate::arrays::{invalid, FloatArr, IntArr};
 use crate::errors::{guarded, IntoPyResult};
 use dense_pt_core::collate::{
-    self, Batch, CollateConfig, Collator, Corpus, Crop, Decoder, Fill, Labels, MaskSpec, SpanSpec,
+    self, Batch, CollateConfig, Collator, Corpus, Crop, Decoder, DecoderKind, Fill, Labels,
+    MaskSpec, SpanSpec,
 };
-use dense_pt_core::masking::Selector;
+use dense_pt_core::masking::{Selector, SelectorKind};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -14,20 +15,25 @@ use pyo3::types::PyDict;
 
 type SpecTuple = (String, f64, f64, bool);
 
+/// A core error about the option `name` (a bad choice name), as the Python exception it maps to.
+fn option_error(py: Python<'_>, name: &str, err: dense_pt_core::Error) -> PyErr {
+    invalid(py, format!("{name}: {err}"))
+}
+
+/// Parse the option `name`'s value with the core's `FromStr`.
+fn parse<T: std::str::FromStr<Err = dense_pt_core::Error>>(
+    py: Python<'_>,
+    name: &str,
+    value: &str,
+) -> PyResult<T> {
+    value.parse().map_err(|e| option_error(py, name, e))
+}
+
 fn mask_spec(py: Python<'_>, name: &str, t: Option<SpecTuple>) -> PyResult<Option<MaskSpec>> {
     let Some((kind, p, sigma, whole_word)) = t else {
         return Ok(None);
     };
-    let selector = match kind.as_str() {
-        "random" => Selector::Random,
-        "importance" => Selector::Importance { sigma },
-        other => {
-            return Err(invalid(
-                py,
-                format!("{name}: unknown masking {other:?} (expected 'random' or 'importance')"),
-            ))
-        }
-    };
+    let selector = Selector::new(parse::<SelectorKind>(py, name, &kind)?, sigma);
     Ok(Some(MaskSpec {
         selector,
         p,
@@ -42,20 +48,6 @@ fn fill(t: Option<(f64, f64)>) -> Fill {
             mask_prob,
             random_prob,
         },
-    }
-}
-
-fn labels(py: Python<'_>, name: &str, s: &str) -> PyResult<Labels> {
-    match s {
-        "none" => Ok(Labels::None),
-        "masked" => Ok(Labels::Masked),
-        "content" => Ok(Labels::Content),
-        other => Err(invalid(
-            py,
-            format!(
-                "{name}: unknown labels rule {other:?} (expected 'none', 'masked' or 'content')"
-            ),
-        )),
     }
 }
 
@@ -96,33 +88,23 @@ impl PyCollator {
         spans: Option<(usize, usize, usize)>,
         return_original: bool,
     ) -> PyResult<Self> {
-        let crop = match crop {
-            "random" => Crop::Random,
-            "head" => Crop::Head,
-            other => {
-                return Err(invalid(
-                    py,
-                    format!("crop must be 'random' or 'head', got {other:?}"),
-                ))
-            }
-        };
-        let dec_labels = labels(py, "dec_labels", dec_labels)?;
-        let decoder = match decoder {
-            "none" => Decoder::None,
-            "independent" => Decoder::Independent {
+        let crop = parse::<Crop>(py, "crop", crop)?;
+        let dec_labels = parse::<Labels>(py, "dec_labels", dec_labels)?;
+        let decoder = match parse::<DecoderKind>(py, "decoder", decoder)? {
+            DecoderKind::None => Decoder::None,
+            DecoderKind::Independent => Decoder::Independent {
                 mask: mask_spec(py, "dec_mask", dec_mask)?
                     .ok_or_else(|| invalid(py, "an independent decoder needs dec_mask".into()))?,
                 fill: fill(dec_fill),
                 labels: dec_labels,
             },
-            "nested" => Decoder::Nested {
+            DecoderKind::Nested => Decoder::Nested {
                 p_dec,
                 fill: fill(dec_fill),
                 labels: dec_labels,
             },
-            "clean" => Decoder::Clean { labels: dec_labels },
-            "all_mask" => Decoder::AllMask { labels: dec_labels },
-            other => return Err(invalid(py, format!("unknown decoder view {other:?}"))),
+            DecoderKind::Clean => Decoder::Clean { labels: dec_labels },
+            DecoderKind::AllMask => Decoder::AllMask { labels: dec_labels },
         };
         let cfg = CollateConfig {
             max_length,
@@ -138,7 +120,7 @@ impl PyCollator {
             seed,
             enc_mask: mask_spec(py, "enc_mask", enc_mask)?,
             enc_fill: fill(enc_fill),
-            enc_labels: labels(py, "enc_labels", enc_labels)?,
+            enc_labels: parse::<Labels>(py, "enc_labels", enc_labels)?,
             decoder,
             spans: spans.map(|(min_len, max_len, n)| SpanSpec {
                 min_len,

@@ -12,6 +12,7 @@
 //! what the standalone maskers give for `seed = view_seed(..)` and `row_keys = rows`.
 //! Single-threaded: DataLoader workers are the parallelism, and a forked worker must not touch a
 //! thread pool.
+use crate::choice::parse_choice;
 use crate::masking::{
     draw_span, purpose, quota, FloatView, IntView, Replacer, RowScratch, Selector, IGNORE_INDEX,
 };
@@ -92,6 +93,49 @@ pub enum Decoder {
     AllMask {
         labels: Labels,
     },
+}
+
+impl std::str::FromStr for Crop {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        parse_choice("crop", s, &[("head", Crop::Head), ("random", Crop::Random)])
+    }
+}
+
+impl std::str::FromStr for Labels {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let table = [
+            ("none", Labels::None),
+            ("masked", Labels::Masked),
+            ("content", Labels::Content),
+        ];
+        parse_choice("labels rule", s, &table)
+    }
+}
+
+/// The name of a decoder view, before its settings are attached (`Decoder` carries them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecoderKind {
+    None,
+    Independent,
+    Nested,
+    Clean,
+    AllMask,
+}
+
+impl std::str::FromStr for DecoderKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let table = [
+            ("none", DecoderKind::None),
+            ("independent", DecoderKind::Independent),
+            ("nested", DecoderKind::Nested),
+            ("clean", DecoderKind::Clean),
+            ("all_mask", DecoderKind::AllMask),
+        ];
+        parse_choice("decoder view", s, &table)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

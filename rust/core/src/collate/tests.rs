@@ -249,3 +249,44 @@ fn bad_batches_are_errors() {
     cfg.mask_id = VOCAB;
     assert!(Collator::new(cfg).is_err());
 }
+
+#[test]
+fn option_names_parse_and_bad_names_list_the_valid_ones() {
+    assert_eq!("head".parse::<Crop>().unwrap(), Crop::Head);
+    assert_eq!("random".parse::<Crop>().unwrap(), Crop::Random);
+    let err = "tail".parse::<Crop>().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "unknown crop \"tail\" (expected one of 'head', 'random')"
+    );
+
+    for (name, want) in [
+        ("none", Labels::None),
+        ("masked", Labels::Masked),
+        ("content", Labels::Content),
+    ] {
+        assert_eq!(name.parse::<Labels>().unwrap(), want);
+    }
+    let err = "Masked".parse::<Labels>().unwrap_err().to_string();
+    assert!(err.contains("'none', 'masked', 'content'"), "{err}");
+
+    for (name, want) in [
+        ("none", DecoderKind::None),
+        ("independent", DecoderKind::Independent),
+        ("nested", DecoderKind::Nested),
+        ("clean", DecoderKind::Clean),
+        ("all_mask", DecoderKind::AllMask),
+    ] {
+        assert_eq!(name.parse::<DecoderKind>().unwrap(), want);
+    }
+    let err = "all-mask".parse::<DecoderKind>().unwrap_err().to_string();
+    assert!(
+        err.starts_with("unknown decoder view \"all-mask\""),
+        "{err}"
+    );
+    assert!(err.contains("'all_mask'"), "{err}");
+    assert!(matches!(
+        "".parse::<DecoderKind>(),
+        Err(Error::InvalidArgument(_))
+    ));
+}

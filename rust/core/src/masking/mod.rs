@@ -16,7 +16,7 @@ mod view;
 
 pub use normal::{standard_normal, Noise};
 pub use replace::{Replacer, IGNORE_INDEX};
-pub use select::{quota, RowScratch, Selector};
+pub use select::{quota, RowScratch, Selector, SelectorKind};
 pub use view::{f16_to_f64, FloatView, IntView};
 
 use crate::rng::RowRng;

@@ -37,6 +37,34 @@ pub enum Selector {
     Importance { sigma: f64 },
 }
 
+/// The name of a selector, before its settings are attached (`Selector` carries them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectorKind {
+    Random,
+    Importance,
+}
+
+impl std::str::FromStr for SelectorKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let table = [
+            ("random", SelectorKind::Random),
+            ("importance", SelectorKind::Importance),
+        ];
+        crate::choice::parse_choice("masking", s, &table)
+    }
+}
+
+impl Selector {
+    /// The selector of `kind`; `sigma` (the importance noise) is ignored by `Random`.
+    pub fn new(kind: SelectorKind, sigma: f64) -> Self {
+        match kind {
+            SelectorKind::Random => Selector::Random,
+            SelectorKind::Importance => Selector::Importance { sigma },
+        }
+    }
+}
+
 /// The number of tokens a row masks: floor(n * p), computed in f64 like the reference.
 #[inline]
 pub fn quota(n: usize, p: f64) -> usize {
@@ -769,6 +797,25 @@ fn ordered_bits(x: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selector_names_parse_and_bad_names_list_the_valid_ones() {
+        assert_eq!(
+            "random".parse::<SelectorKind>().unwrap(),
+            SelectorKind::Random
+        );
+        let kind = "importance".parse::<SelectorKind>().unwrap();
+        assert_eq!(
+            Selector::new(kind, 0.5),
+            Selector::Importance { sigma: 0.5 }
+        );
+        assert_eq!(Selector::new(SelectorKind::Random, 0.5), Selector::Random);
+        let err = "topk".parse::<SelectorKind>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown masking \"topk\" (expected one of 'random', 'importance')"
+        );
+    }
 
     #[test]
     fn ordered_bits_is_monotone() {
