@@ -163,6 +163,10 @@ pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
             _ => std::fs::remove_file(&path).is_ok(),
         };
         if ok {
+            log::info!(
+                "removed {}: a temporary of process {pid}, which is no longer running",
+                path.display()
+            );
             removed.push(path);
         }
     }

@@ -49,6 +49,19 @@ fn temp_owner_tag() -> String {
     dense_pt_core::atomic::owner_tag()
 }
 
+/// Route the core's `log` macros to Python `logging`, under the `dense_pt` logger (the target
+/// `dense_pt_core::pmi::count` becomes the logger `dense_pt.dense_pt_core.pmi.count`). No caching
+/// of levels: the messages are rare (a spill, a stale temporary) and the CLI or a test may set
+/// levels after import, which a cache would miss.
+fn install_logger(py: Python<'_>) -> PyResult<()> {
+    let logger = pyo3_log::Logger::new(py, pyo3_log::Caching::Nothing)?
+        .set_prefix("dense_pt")
+        .filter(log::LevelFilter::Debug);
+    // Err only when a logger is already installed (the module initialised twice): keep that one.
+    let _ = logger.install();
+    Ok(())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", dense_pt_core::VERSION)?;
@@ -57,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file_checksum, m)?)?;
     m.add_function(wrap_pyfunction!(temp_owner_tag, m)?)?;
     errors::install_panic_hook();
+    install_logger(m.py())?;
     // Per-batch code runs rayon only in this (importing) process, never in forked workers.
     dense_pt_core::fork::record_owner_process();
     masking::register(m)?;

@@ -993,6 +993,15 @@ fn count_spilled<K: Key, S: CountSink>(
     done: u64,
 ) -> Result<()> {
     let phase = format!("order {}", ctx.n);
+    // Correct but slower than counting in memory: say so, and how to avoid it.
+    log::warn!(
+        "pmi order {}: {} n-grams of one pass exceed the memory budget; counting them as {} \
+         sorted runs spilled to {} (a larger memory budget counts in memory, faster)",
+        ctx.n,
+        pass.keys,
+        groups.len(),
+        ctx.spill_dir.display()
+    );
     let mut runs = Vec::with_capacity(groups.len());
     let mut collected = 0u64;
     for &g in groups {
@@ -1199,7 +1208,7 @@ impl Tracer {
     pub(crate) fn lap(&mut self, what: &str) {
         if let Some((t, c)) = self.last {
             let (now, cpu) = (Instant::now(), process_cpu_seconds());
-            eprintln!(
+            log::info!(
                 "pmi trace: {} {what}: {:.1} ms (cpu {:.1} ms)",
                 self.label,
                 (now - t).as_secs_f64() * 1e3,
