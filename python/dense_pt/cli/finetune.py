@@ -37,6 +37,12 @@ COMMON = dict(
     queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
     qrels=typer.Option(..., help="Training judgements."),
     out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
+    report_to=typer.Option(
+        None,
+        "--report-to",
+        help="none | tensorboard: also write the logged scalars under OUT/tb "
+        "(pip install 'dense-pt[tensorboard]'). Default: the TOML's [train] report_to, else none.",
+    ),
 )
 
 
@@ -68,12 +74,15 @@ def retriever(
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
+    report_to: str | None = COMMON["report_to"],
     resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
     from dense_pt.finetune.stages import train_retriever
 
-    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    cfg, _ = _train_cfg(
+        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
+    )
     m = train_retriever(model, corpus, queries, qrels, out, negatives, loss, group_size, query_max_length,
                         passage_max_length, tau, pooling=pooling, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
@@ -100,13 +109,16 @@ def reranker(
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
+    report_to: str | None = COMMON["report_to"],
     resume: bool = typer.Option(True),
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
     from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
 
-    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    cfg, _ = _train_cfg(
+        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
+    )
     init = resolve_checkpoint(model, None, "MODEL")
     m = train_reranker(init, corpus, queries, qrels, negatives, out, group_size, query_max_length,
                        max_length, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
@@ -137,13 +149,16 @@ def distill(
     batch_size: int | None = typer.Option(None),
     lr: float | None = typer.Option(None),
     seed: int | None = typer.Option(None),
+    report_to: str | None = COMMON["report_to"],
     resume: bool = typer.Option(True),
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
     retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
 
-    cfg, _ = _train_cfg(config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed)
+    cfg, _ = _train_cfg(
+        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
+    )
     m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha, loss=loss, tau=tau,
                       query_max_length=query_max_length, passage_max_length=passage_max_length,
                       train=cfg, resume=resume, epochs=epochs)  # fmt: skip

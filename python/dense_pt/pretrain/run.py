@@ -43,6 +43,7 @@ _RESUMABLE = (
     "num_workers",
     "prefetch_factor",
     "threads",
+    "report_to",
 )
 
 

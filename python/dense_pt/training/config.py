@@ -52,6 +52,7 @@ class TrainConfig:
     prefetch_factor: int = 2
     find_unused_parameters: bool = False
     threads: int = 0
+    report_to: str = "none"  # "tensorboard": scalars under OUT/tb as well (the tensorboard extra)
 
     def warmup_steps(self) -> int:
         if self.warmup >= 1:
@@ -87,6 +88,8 @@ class TrainConfig:
             raise bad("threads", f"must be >= 0 (0 = torch's default), got {self.threads}")
         if self.prefetch_factor < 1:
             raise bad("prefetch_factor", f"must be >= 1, got {self.prefetch_factor}")
+        if self.report_to not in ("none", "tensorboard"):
+            raise bad("report_to", f"must be one of none, tensorboard, got {self.report_to!r}")
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ silently shrink its negatives.
 The loop: AdamW (no decay on biases / norms), warmup + linear / cosine / constant schedule,
 autocast (bf16, or fp16 with a grad scaler) on GPU, gradient clipping and accumulation, DDP when
 started by torchrun, a checkpoint every ``save_every`` steps and at the end, exact resume, a JSONL
-log and a progress bar.
+log (and TensorBoard scalars with ``report_to = "tensorboard"``) and a progress bar.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dense_pt.training.data import BatchSource, to_device
 from dense_pt.training.distributed import DistInfo, all_reduce_mean, init_distributed, pick_device
 from dense_pt.training.optim import build_optimizer, build_scheduler
 from dense_pt.training.progress import JsonlLog, ProgressBar
+from dense_pt.training.tensorboard import open_report
 
 Callback = Callable[["Trainer", int, dict[str, Any] | None], None]
 
@@ -207,6 +208,7 @@ class Trainer:
         last_ckpt: Path | None = None
         record: dict[str, Any] | None = None
         acc = _Interval(self.device)  # what the next log record averages
+        report = open_report(cfg.report_to, self.out_dir, self.dist.is_main, resumed_from)
         try:
             while self.step < cfg.max_steps and not self.stop_requested:
                 if self.step in self.reset_optimizer_at:
@@ -220,6 +222,8 @@ class Trainer:
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
                     record = self._record(acc, lr, t_start)
                     self.log.write(record)
+                    if report is not None:
+                        report.write(record)
                     bar.update(
                         self.step, f"loss {record['loss']:.4f} lr {lr:.2e} {record['seq_per_s']:.0f} seq/s"
                     )
@@ -235,6 +239,8 @@ class Trainer:
         finally:
             bar.close()
             self.log.close()
+            if report is not None:
+                report.close()
         return TrainResult(self.step, last_ckpt, record, time.perf_counter() - t_start, resumed_from)
 
     def _start(self, resume: bool) -> int:
