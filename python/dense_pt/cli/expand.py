@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from dense_pt.cli import app
 from dense_pt.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from dense_pt.expansion import ExpandResult
 
 
 @app.command("expand")
@@ -53,44 +57,45 @@ def expand_cmd(
 ) -> None:
     """Generate pseudo-queries per passage with an LLM (paper's prompts, nucleus sampling), resumably."""
     from dense_pt import logs
-    from dense_pt.expansion import SamplingParams, expand
-    from dense_pt.progress import Progress
+    from dense_pt.expansion import SamplingParams
 
-    chat_opt: str | bool = {"auto": "auto", "on": True, "off": False}.get(chat, None)  # type: ignore[assignment]
-    if chat_opt is None:
-        raise InvalidArgumentError(f"--chat must be auto, on or off, got {chat!r}")
     sampling = SamplingParams(
         temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens
     )
+    res = _expand_with_progress(
+        corpus, out, model, endpoint=endpoint, prompt=prompt, num_queries=num_queries, sampling=sampling,
+        limit=limit, sample=sample, seed=seed, batch_size=batch_size, shard_size=shard_size,
+        max_passage_words=max_passage_words, chat=chat_option(chat), device=device, dtype=dtype,
+        timeout=timeout, retries=retries, api_key=os.environ.get("DENSE_PT_API_KEY"),
+    )  # fmt: skip
+    logs.status(summary(res))
+
+
+def chat_option(chat: str) -> str | bool:
+    """``--chat auto | on | off`` as ``expand``'s ``chat`` argument ("auto", True, False)."""
+    choices: dict[str, str | bool] = {"auto": "auto", "on": True, "off": False}
+    if chat not in choices:
+        raise InvalidArgumentError(f"--chat must be auto, on or off, got {chat!r}")
+    return choices[chat]
+
+
+def _expand_with_progress(*args: Any, **kwargs: Any) -> ExpandResult:
+    """``expansion.expand`` with the shared progress display over its passages."""
+    from dense_pt.expansion import expand
+    from dense_pt.progress import Progress
+
     with Progress("expand", "passages") as bar:
 
         def progress(done: int, total: int) -> None:
             bar.update("generating", done, total)
 
-        res = expand(
-            corpus,
-            out,
-            model,
-            endpoint=endpoint,
-            prompt=prompt,
-            num_queries=num_queries,
-            sampling=sampling,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-            batch_size=batch_size,
-            shard_size=shard_size,
-            max_passage_words=max_passage_words,
-            chat=chat_opt,
-            device=device,
-            dtype=dtype,
-            timeout=timeout,
-            retries=retries,
-            api_key=os.environ.get("DENSE_PT_API_KEY"),
-            progress=progress,
-        )
+        return expand(*args, progress=progress, **kwargs)
+
+
+def summary(res: ExpandResult) -> str:
+    """The status line of a finished (or resumed) expansion: what was selected, done and dropped."""
     rate = f", {res.passages_per_second:.2f} passages/s" if res.generated else ""
-    logs.status(
+    return (
         f"{res.out}: {res.selected} passages selected, {res.already_done} already done, "
         f"{res.generated} generated ({res.queries} queries, {res.empty} without any, "
         f"{res.dropped_copies} copies, {res.dropped_duplicates} duplicates and {res.dropped_echoes} "
