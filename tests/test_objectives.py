@@ -413,3 +413,10 @@ def test_eager_and_sdpa_attention_agree(method, opts):
     with torch.no_grad():
         a, b = sdpa(batch), eager(batch)
     torch.testing.assert_close(a["loss"], b["loss"], rtol=1e-4, atol=1e-4)
+
+
+def test_build_objective_without_a_generator_is_one_clear_error():
+    """build_objective on options not passed through resolve_options (the Python API): SimLM without
+    a generator was a TypeError from Path(None); now the same line resolve_options gives."""
+    with pytest.raises(InvalidArgumentError, match="simlm needs a generator"):
+        build_objective("simlm", tiny_encoder(), special_ids(), MethodOptions())

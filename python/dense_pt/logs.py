@@ -53,12 +53,12 @@ class _StderrHandler(logging.StreamHandler):
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
-    def stream(self):  # type: ignore[no-untyped-def]
+    @property
+    def stream(self):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+    def stream(self, value) -> None:
         pass
 
 
@@ -88,7 +88,7 @@ def configure(level: int = logging.INFO) -> None:
     log.propagate = False
 
 
-def terminal_console():  # type: ignore[no-untyped-def]
+def terminal_console():
     """The rich Console that status lines go to when stderr is a terminal, else None."""
     if _console is not None:
         return _console

@@ -41,7 +41,7 @@ def data_warnings() -> Iterator[None]:
     """Show each DataWarning as one yellow line on stderr (not Python's two-line default)."""
     from dense_pt.errors import DataWarning
 
-    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+    def show(message, category, filename, lineno, file=None, line=None):
         typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
 
     with warnings.catch_warnings():

@@ -47,9 +47,10 @@ def fuse(
     else:
         if (weight is None) == (tune_qrels is None):
             raise InvalidArgumentError("interpolation needs exactly one of --weight W or --tune-qrels QRELS")
-        if weight is None:
+        if weight is None and tune_qrels is not None:
             weight, table = tune_weight(a, b, load_qrels(tune_qrels), tune_measure)
             info["tuned_on"] = {"qrels": str(tune_qrels), "measure": tune_measure, "value": table[weight]}
+        assert weight is not None  # given, or tuned just above
         fused = interpolate(a, b, weight, k)
         info["weight"] = weight
     write_run(out, fused, tag=f"fused-{method}")

@@ -171,7 +171,7 @@ def _split_tsv(line: str, ncols: int, what: str, path: Path, lineno: int) -> lis
     return [c.strip() for c in cols]
 
 
-def _raise_duplicate(ids: UniqueIds, rescan, path: Path, what: str, unit: str) -> None:  # type: ignore[no-untyped-def]
+def _raise_duplicate(ids: UniqueIds, rescan, path: Path, what: str, unit: str) -> None:
     dup = ids.first_duplicate(rescan)
     if dup is None:
         return

@@ -159,7 +159,7 @@ def _add_inventors(b: _Builder, n_inventors: int, towns: list[str]) -> None:
             )
 
 
-def _draw_creature_key(rng: random.Random, cls: str, used: set[tuple[str, int, int, int]]):  # type: ignore[no-untyped-def]
+def _draw_creature_key(rng: random.Random, cls: str, used: set[tuple[str, int, int, int]]):
     """(habitat, colour, body part) indices whose combination with ``cls`` is new, or None after 50 draws."""
     for _ in range(50):
         hi, ci, bi = (

@@ -92,7 +92,7 @@ def parse_measures(names: Sequence[str], rel_level: int = DEFAULT_REL_LEVEL) -> 
 
     if isinstance(rel_level, bool) or not isinstance(rel_level, int) or rel_level < 1:
         raise InvalidArgumentError(f"rel_level must be an integer >= 1, got {rel_level!r}")
-    out = []
+    out: list[tuple[str, Any]] = []
     for name in split_measures(names):
         try:
             m = ir_measures.parse_measure(name)

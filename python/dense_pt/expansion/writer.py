@@ -69,6 +69,14 @@ def shard_paths(folder: str | Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if _SHARD.match(p.name))
 
 
+def shard_index(path: Path) -> int:
+    """N of a shard named ``part-N.parquet`` (``shard_paths`` lists only such names)."""
+    m = _SHARD.match(path.name)
+    if m is None:
+        raise FormatError(f"not a queries shard name (part-NNNNN.parquet): {path.name}", path)
+    return int(m.group(1))
+
+
 class QueryWriter:
     """Appends shards to a queries folder whose manifest matches ``manifest``."""
 
@@ -92,7 +100,7 @@ class QueryWriter:
             self.manifest["dense_pt_version"] = __version__
             write_json_atomic(path, self.manifest)
         shards = shard_paths(self.folder)
-        self._next = 1 + max((int(_SHARD.match(p.name).group(1)) for p in shards), default=-1)
+        self._next = 1 + max((shard_index(p) for p in shards), default=-1)
 
     def done_ids(self) -> set[str]:
         done: set[str] = set()

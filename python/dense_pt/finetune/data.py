@@ -51,7 +51,7 @@ class GroupSampler:
         if len(cand) >= k:
             negs = cand[np.sort(rng.choice(len(cand), size=k, replace=False))] if k else cand[:0]
         else:
-            fill = []
+            fill: list[int] = []
             banned = set(pos.tolist()) | set(cand.tolist())
             while len(fill) < k - len(cand):
                 r = int(rng.integers(self.num_passages))

@@ -184,7 +184,9 @@ def _retriever_batches(sampler: Any, store: Any, specials: tuple[int, int, int],
     cls, sep, pad_id = specials
 
     def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
-        qs, ps, te = [], [], []
+        qs: list[Any] = []
+        ps: list[Any] = []
+        te: list[list[float]] = []
         for r in rows:
             pos, nrows = sampler.group(int(r), epoch)
             group = [pos, *nrows.tolist()]
@@ -480,7 +482,7 @@ def rerank_run(
 
     store = CorpusStore.open(corpus)
     qtexts = load_queries(queries)
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for q, hits in run.items():
         if q in qtexts:
             top = rank_hits(hits)[:depth]  # the evaluation's order, ties included

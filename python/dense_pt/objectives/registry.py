@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from dense_pt.errors import InvalidArgumentError
 from dense_pt.objectives.autoencoder import AutoEncoder
 from dense_pt.objectives.base import Objective
 from dense_pt.objectives.cdmae import CDMAE
@@ -35,6 +38,9 @@ def build_objective(method: str, encoder, special: SpecialIds, opts: MethodOptio
     if cls.uses_generator:
         from dense_pt.models.generator import Generator
 
+        if opts.generator is None:  # resolve_options refuses this too; a direct caller gets one line
+            raise InvalidArgumentError(f"{method} needs a generator: pass --generator PATH|HUB-NAME|joint")
         generator = Generator.load(opts.generator, encoder.config, special.vocab_size)
-        return cls(encoder, special, opts, generator)
+        with_generator: Callable[..., Objective] = cls  # its __init__ takes the generator too
+        return with_generator(encoder, special, opts, generator)
     return cls(encoder, special, opts)

@@ -207,6 +207,7 @@ def distill_loss(
         )
     loss = LOSSES[contrastive]
     tau = loss.resolve_tau(tau)
+    assert tau is not None  # every loss of DISTILL_LOSSES has a temperature
     log_p_ret = F.log_softmax(group_scores(q, p, tau, loss.similarity), dim=-1)
     log_p_rank = F.log_softmax(teacher_logits.to(q.dtype), dim=-1)
     kl = (log_p_rank.exp() * (log_p_rank - log_p_ret)).sum(-1).mean()

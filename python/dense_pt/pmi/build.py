@@ -4,7 +4,7 @@ corpus store, the memory budget and progress reporting."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,7 @@ def build(
 
 
 def merge(
-    parts: list[str | Path],
+    parts: Sequence[str | Path],
     out: str | Path,
     min_count: int = 1,
     progress: Progress | None = None,

@@ -141,12 +141,11 @@ def mine_negatives(
         cand = [(d, s) for d, s in ranked if d not in positives[qid]]
         excluded += len(ranked) - len(cand)
         if margins:
-            if (
-                reference[qid] is None
-            ):  # no positive of this query can be scored: its negatives cannot be vetted
+            ref = reference[qid]
+            if ref is None:  # no positive of this query can be scored: its negatives cannot be vetted
                 no_pos_score += 1
                 continue
-            keep = _within_margins(cand, reference[qid], absolute_margin, relative_margin, relative_form)
+            keep = _within_margins(cand, ref, absolute_margin, relative_margin, relative_form)
             filtered += len(cand) - len(keep)
             cand = keep
         if max_score is not None or min_score is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def _gpu_resources():  # pragma: no cover - needs faiss-gpu and a GPU
 def _search_chunk(queries: np.ndarray, passages: np.ndarray, k: int, gpu) -> tuple[np.ndarray, np.ndarray]:
     import faiss
 
-    index = faiss.IndexFlatIP(passages.shape[1])
+    index: Any = faiss.IndexFlatIP(passages.shape[1])  # a GPU index when gpu is given
     if gpu is not None:  # pragma: no cover
         index = faiss.index_cpu_to_gpu(gpu, 0, index)
     index.add(passages)

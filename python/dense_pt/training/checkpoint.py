@@ -53,7 +53,8 @@ def latest_checkpoint(root: Path) -> Path | None:
 
 
 def capture_rng() -> dict[str, Any]:
-    np_state = np.random.get_state()
+    np_state = np.random.get_state(legacy=True)
+    assert isinstance(np_state, tuple)  # MT19937's legacy state (numpy's global generator)
     py_state = random.getstate()
     return {
         "torch": torch.get_rng_state(),

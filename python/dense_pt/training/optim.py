@@ -25,7 +25,9 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         for name, p in module.named_parameters(recurse=False):
             if is_norm or name.endswith("bias") or p.ndim < 2:
                 no_decay.add(id(p))
-    decay, plain, seen = [], [], set()
+    decay: list[nn.Parameter] = []
+    plain: list[nn.Parameter] = []
+    seen: set[int] = set()
     for p in model.parameters():
         if not p.requires_grad or id(p) in seen:
             continue

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from dense_pt.fsutil import atomic_file, writing
 from dense_pt.progress import Progress
@@ -18,7 +18,7 @@ class JsonlLog:
 
     def __init__(self, path: Path, enabled: bool = True):
         self.path, self.enabled = Path(path), enabled
-        self._f = None
+        self._f: TextIO | None = None
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop records past the checkpoint: they will be written again."""
