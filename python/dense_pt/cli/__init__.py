@@ -19,7 +19,7 @@ from dense_pt import __version__
 from dense_pt.errors import DensePtError, InvalidArgumentError
 
 
-def _flag_type(self, ctx):  # type: ignore[no-untyped-def]
+def _flag_type(self, ctx):
     """Typer's help shows `--force <bool>` as if a flag took a value: show no type for flags."""
     return None if self.is_flag else _option_type(self, ctx)
 
@@ -112,7 +112,9 @@ def command_path(argv: list[str]) -> tuple[str, ...]:
 
 
 # click's usage errors, from typer's own copy of click (typer >= 0.26 vendors it) and from click.
-USAGE_ERRORS = tuple({c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"})
+USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
+    {c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"}
+)
 
 
 def _fail(message: str, code: int) -> None:

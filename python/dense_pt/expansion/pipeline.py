@@ -106,13 +106,15 @@ def expand(
     result = ExpandResult(out, selected, already, 0, 0, 0, 0, 0, 0, 0.0)
     if todo_total == 0:
         return result
-    gen = generator or open_generator(
-        model, endpoint=endpoint, chat=chat, device=device, dtype=dtype, timeout=timeout, retries=retries,
-        concurrency=batch_size, api_key=api_key,
-    )  # type: ignore[arg-type]  # fmt: skip
+    if generator is None:
+        assert model is not None  # _check_args: a model or a generator
+        generator = open_generator(
+            model, endpoint=endpoint, chat=chat, device=device, dtype=dtype, timeout=timeout, retries=retries,
+            concurrency=batch_size, api_key=api_key,
+        )  # fmt: skip
     todo = (p for p in select_passages(iter_passages(corpus), limit, sample, seed) if p.id not in done)
     for chunk in _chunks(todo, shard_size):
-        rows = _generate_chunk(gen, chunk, prompt, num_queries, sampling, seed, batch_size, max_passage_words,
+        rows = _generate_chunk(generator, chunk, prompt, num_queries, sampling, seed, batch_size, max_passage_words,
                                result, todo_total, progress)  # fmt: skip
         writer.write(rows)
     return result
