@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -142,7 +143,7 @@ def mine_negatives(
         from dense_pt.retrieval.search import PairScorer
 
         scorer = PairScorer.open(query_embeddings, passage_embeddings)
-    params = dict(
+    params: dict[str, Any] = dict(
         depth=depth, pool=pool, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
         absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
         max_score=max_score, min_score=min_score,

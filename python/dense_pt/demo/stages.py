@@ -70,18 +70,21 @@ def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
     corpus = ctx.data_dir / "corpus.jsonl"
     queries = ctx.data_dir / "queries.jsonl"
     train_qrels = ctx.qrels.get("train")
-    use_queries = queries.exists() and train_qrels is not None
+    tok_qrels = train_qrels if queries.exists() else None  # train queries join the corpus
+    use_queries = tok_qrels is not None
     stamp = {
         "corpus_sha256": sha256_file(corpus),
-        "train_queries_sha256": [sha256_file(queries), sha256_file(train_qrels)] if use_queries else None,
+        "train_queries_sha256": [sha256_file(queries), sha256_file(tok_qrels)]
+        if tok_qrels is not None
+        else None,
         "vocab_size": ctx.vocab_size,
     }
     if not ctx.force and ctx.tokenizer_path.exists() and stamp_matches(folder / "stamp.json", stamp):
         tok, status = load_tokenizer(ctx.tokenizer_path), "up to date"
     else:
         texts: Any = (passage_text(p) for p in read_corpus(corpus))
-        if use_queries:
-            train_ids = {j.qid for j in read_qrels(train_qrels)}
+        if tok_qrels is not None:
+            train_ids = {j.qid for j in read_qrels(tok_qrels)}
             texts = chain(texts, (q.text for q in read_queries(queries) if q.id in train_ids))
         tok = train_wordpiece(texts, vocab_size=ctx.vocab_size)
         with atomic_file(ctx.tokenizer_path, "w", encoding="utf-8") as f:

@@ -47,7 +47,7 @@ SAMPLINGS = ("random", "top")
 POOLS = ("rank", "rank+positives", "filtered")
 RELATIVE_FORMS = ("magnitude", "signed")
 # (query id, passage id) pairs -> their scores, NaN for a pair it cannot score.
-Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
+Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float] | np.ndarray]
 
 
 @dataclass

@@ -15,6 +15,7 @@ stored vectors, one fixed-order dot product per pair, then ranked by (score desc
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,7 @@ class PairScorer:
             shards.append(emb)
         return cls(qids, q, pids, shards, metric or ("cosine" if pe.normalized else "ip"))
 
-    def __call__(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         out = np.full(len(pairs), np.nan)
         known = [
             (i, self.q_index[q], self.p_index[p])
