@@ -36,7 +36,7 @@ def write_inputs(out: Path, args) -> Path:
         tiny_model(
             model, [t for _, t in docs] + list(queries.values()), hidden=args.hidden, layers=args.layers
         )
-    train = {"max_steps": args.finetune_steps, "batch_size": 32, "lr": 3e-3, "warmup": 0.1,
+    train = {"max_steps": args.finetune_steps, "batch_size": 32, "lr": args.finetune_lr, "warmup": 0.1,
              "save_every": args.finetune_steps, "log_every": 10, "precision": "fp32", "threads": 1}  # fmt: skip
     retriever = {
         "loss": "infonce",
@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--pretrain-steps", type=int, default=400)
     ap.add_argument("--finetune-steps", type=int, default=100)
+    ap.add_argument("--finetune-lr", type=float, default=3e-3)
     ap.add_argument("--docs-per-topic", type=int, default=40)
     ap.add_argument("--queries-per-topic", type=int, default=20)
     ap.add_argument("--hidden", type=int, default=64)
