@@ -78,7 +78,7 @@ def write_inputs(out: Path, args) -> Path:
     retriever = {
         "loss": "infonce",
         "group_size": 4,
-        "query_max_length": 16,
+        "query_max_length": args.query_max_length,
         "passage_max_length": 64,
         "train": train,
     }
@@ -91,14 +91,15 @@ def write_inputs(out: Path, args) -> Path:
         "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"]},
         "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
         "r1": retriever, "r2": retriever,
-        "reranker": {"enabled": False, "max_length": 64, "query_max_length": 16},
-        "distill": {"enabled": False, "passage_max_length": 64, "query_max_length": 16},
+        "reranker": {"enabled": False, "max_length": 64, "query_max_length": args.query_max_length},
+        "distill": {"enabled": False, "passage_max_length": 64, "query_max_length": args.query_max_length},
     }  # fmt: skip
     study = {
         "out": str(out / "study"),
         "pipeline": "pipeline.toml",
         "objectives": args.objectives,
         "seeds": args.seeds,
+        **({"until": args.until} if args.until else {}),
         "pretrain": {
             "max_length": 64,
             "train": {
@@ -148,6 +149,8 @@ def main() -> None:
     ap.add_argument(
         "--vocab-size", type=int, default=None, help="WordPiece vocabulary (default demo 3000, synthetic 300)"
     )
+    ap.add_argument("--query-max-length", type=int, default=None, help="default demo 32, synthetic 16")
+    ap.add_argument("--until", default=None, help="last pipeline stage of every cell (e.g. r1)")
     ap.add_argument("--docs-per-topic", type=int, default=40)
     ap.add_argument("--queries-per-topic", type=int, default=20)
     ap.add_argument("--hidden", type=int, default=64)
@@ -155,6 +158,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.vocab_size is None:
         args.vocab_size = 3000 if args.corpus == "demo" else 300
+    if args.query_max_length is None:
+        args.query_max_length = 32 if args.corpus == "demo" else 16
     if args.finetune_lr is None:
         args.finetune_lr = 1e-3 if args.corpus == "demo" else 3e-3
 
