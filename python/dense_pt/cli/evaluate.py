@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -80,6 +81,11 @@ def evaluate(
             drop_self_hits=drop_self_hits,
             rel_level=rel_level,
         )
+    _print_result(result, comparison, as_json)
+
+
+def _print_result(result: Any, comparison: dict[str, Any] | None, as_json: bool) -> None:
+    """The measures (and the comparison with a baseline) on stdout: one JSON object, or a table."""
     if as_json:
         out = result.to_json()
         if comparison is not None:
