@@ -63,7 +63,7 @@ def _line(err: Any, prefix: str, known: dict[str, list[str]]) -> tuple[str, str]
         table = ".".join([prefix, *loc[:-1]] if prefix else loc[:-1])
         if table in known:
             what += f" (known: {', '.join(known[table])})"
-    elif err["type"] != "missing" and not (err["type"] == "value_error" and "got" in what):
+    elif err["type"] not in ("missing", "value_error"):  # a validator's own message says what it got
         what += f", got {err.get('input')!r}"
     return key, f"{key}: {what}" if key else what
 
