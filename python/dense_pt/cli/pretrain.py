@@ -64,6 +64,8 @@ class PretrainCommand(TyperCommand):
 def _cli_type(annotation: Any) -> type:
     """The click type of a model field: its non-None member; a choice (Literal) is a string and a
     count-or-fraction (warm-up) a float, the model checking both."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return str
     args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     first = typing.get_origin(args[0]) or args[0]
     if first is typing.Literal:
@@ -114,6 +116,7 @@ def pretrain(
     set_: list[str] = typer.Option(
         [],
         "--set",
+        metavar="KEY=VALUE",
         help="Override one key of the file: dotted.key=VALUE "
         "(e.g. train.adam_eps=1e-6), checked as the file's own.",
     ),

@@ -18,7 +18,10 @@ from dense_pt.config.options import MethodOptions
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.train import TrainTable
 from dense_pt.finetune import defaults as FT
+from dense_pt.retrieval.fusion import RRF_K
 
+# Peak memory of the pmi counting (corpus map included): the pipeline's, the CLI's and the API's.
+PMI_MEMORY_GB = 8.0
 Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
 
 
@@ -73,15 +76,11 @@ class EvalTable(Model):
         return self
 
 
-def _moved(moved: dict[str, str]) -> Any:
-    """A before-validator naming where a key that moved went."""
-
-    def check(cls: Any, data: Any) -> Any:
-        for key in sorted(set(data) & set(moved) if isinstance(data, dict) else ()):
-            raise ValueError(f"{key}: {moved[key]}")
-        return data
-
-    return model_validator(mode="before")(classmethod(check))  # type: ignore[arg-type]
+def _refuse_moved(data: Any, moved: dict[str, str]) -> Any:
+    """A key that moved is refused, naming where it went."""
+    for key in sorted(set(data) & set(moved) if isinstance(data, dict) else ()):
+        raise ValueError(f"{key}: {moved[key]}")
+    return data
 
 
 _LENGTHS_MOVED = ("encoding uses each retriever stage's own lengths: set {0} in [r1] / [r2] / [distill] "
@@ -91,7 +90,12 @@ _LENGTHS_MOVED = ("encoding uses each retriever stage's own lengths: set {0} in 
 class EncodeTable(Model):
     batch_size: int = Field(64, ge=1)
 
-    moved_keys = _moved({k: _LENGTHS_MOVED.format(k) for k in ("query_max_length", "passage_max_length")})
+    @model_validator(mode="before")
+    @classmethod
+    def moved_keys(cls, data: Any) -> Any:
+        return _refuse_moved(
+            data, {k: _LENGTHS_MOVED.format(k) for k in ("query_max_length", "passage_max_length")}
+        )
 
 
 class RetrieverTable(Model):
@@ -104,7 +108,7 @@ class RetrieverTable(Model):
     query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
     passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
     epochs: Number | None = Field(FT.RETRIEVER_EPOCHS, gt=0)  # None: train.max_steps decides
-    train: TrainTable = _train(FT.RETRIEVER_TRAIN)  # type: ignore[valid-type]
+    train: TrainTable = _train(FT.RETRIEVER_TRAIN)
 
     @model_validator(mode="after")
     def check_loss(self) -> RetrieverTable:
@@ -128,7 +132,12 @@ class MineTable(Model):
     min_score: float | None = None
     bm25_depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
 
-    moved_keys = _moved({"margin": "renamed absolute_margin (sentence-transformers' name; same meaning)"})
+    @model_validator(mode="before")
+    @classmethod
+    def moved_keys(cls, data: Any) -> Any:
+        return _refuse_moved(
+            data, {"margin": "renamed absolute_margin (sentence-transformers' name; same meaning)"}
+        )
 
     @model_validator(mode="after")
     def check_choices(self) -> MineTable:
@@ -158,7 +167,7 @@ class RerankerTable(Model):
     rerank_depth: int = Field(FT.RERANK_DEPTH, ge=1)
     score_num: int = Field(0, ge=0)
     epochs: Number | None = Field(FT.RERANKER_EPOCHS, gt=0)
-    train: TrainTable = _train(FT.RERANKER_TRAIN)  # type: ignore[valid-type]
+    train: TrainTable = _train(FT.RERANKER_TRAIN)
 
 
 class DistillTable(Model):
@@ -174,7 +183,7 @@ class DistillTable(Model):
     query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
     passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
     epochs: Number | None = Field(FT.DISTILL_EPOCHS, gt=0)
-    train: TrainTable = _train(FT.DISTILL_TRAIN)  # type: ignore[valid-type]
+    train: TrainTable = _train(FT.DISTILL_TRAIN)
 
     @model_validator(mode="after")
     def check_loss(self) -> DistillTable:
@@ -195,7 +204,7 @@ class FusionTable(Model):
     dense: Literal["auto", "r1", "r2", "distill"] = "auto"
     method: str = "interpolation"
     weight: Literal["tune"] | float = Field("tune", union_mode="left_to_right")
-    rrf_k: int = Field(60, ge=0)
+    rrf_k: int = Field(RRF_K, ge=0)
 
     @model_validator(mode="after")
     def check_choices(self) -> FusionTable:
@@ -214,7 +223,7 @@ class PmiTable(Model):
     max_n: int = Field(4, ge=1)
     min_count: int = Field(1, ge=1)
     window: int = Field(4, ge=1)
-    memory_gb: float = Field(8.0, gt=0)
+    memory_gb: float = Field(PMI_MEMORY_GB, gt=0)
 
     @model_validator(mode="after")
     def check_window(self) -> PmiTable:
@@ -231,7 +240,7 @@ class PretrainTable(Model):
     paper: str | None = None
     max_length: int | None = Field(None, ge=MIN_LENGTH)
     options: MethodOptions = Field(default_factory=MethodOptions)
-    train: TrainTable = Field(default_factory=TrainTable)  # type: ignore[valid-type]
+    train: TrainTable = Field(default_factory=TrainTable)
     pmi: PmiTable | None = None
 
     @model_validator(mode="before")

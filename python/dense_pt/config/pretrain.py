@@ -59,4 +59,4 @@ class PretrainSettings(Model):
         None, ge=1, description=f"Tokens kept per LLM query (default {MAX_QUERY_TOKENS})."
     )
     options: MethodOptions = Field(default_factory=MethodOptions)
-    train: TrainTable = Field(default_factory=TrainTable)  # type: ignore[valid-type]
+    train: TrainTable = Field(default_factory=TrainTable)

@@ -3,7 +3,7 @@ re-ranker, distillation), and ``partial``: a model's "only the keys a file sets"
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
@@ -65,4 +65,7 @@ def partial(model: type[Model], name: str) -> type[Model]:
     return create_model(name, __base__=Model, **fields)
 
 
-TrainTable = partial(TrainConfig, "TrainTable")
+if TYPE_CHECKING:
+    TrainTable = TrainConfig  # the same fields for the type checker; at run time each is optional
+else:
+    TrainTable = partial(TrainConfig, "TrainTable")
