@@ -1,13 +1,22 @@
-"""`dense-pt study` on the generated demo corpus with a small random-init encoder: does bottleneck
+"""`dense-pt study` on the demo corpus with a small random-init encoder: does bottleneck
 pre-training help a retriever that starts from nothing? (issue 15 §1; BENCHMARKS.md "Pre-training
 study on the demo corpus".)
 
-Writes the corpus (a larger draw of the tests' topic-word generator, tests/pipeline_fixtures.py), a random-init BERT with a
-WordPiece tokenizer trained on it, a pipeline file (R1 -> mine -> R2, no re-ranker) and a study
-file, then runs the study. Every objective gets the same pre-training budget; every cell is
-fine-tuned identically. Re-running continues where it stopped.
+Corpus: `dense_pt.demo.corpus` (the `dense-pt demo` data: 350 passages about fictional towns,
+inventors and creatures, 854 queries of which about 60% are paraphrases that share few words with
+their passage while other passages share the same river, colour or habitat). Fine-tuning trains on
+its train judgements (596 queries); every cell is evaluated on its dev and test judgements together
+(258 queries; the study tunes nothing, so both splits are held out, and together they halve the
+noise of 86 dev queries alone). `--corpus synthetic` is the tests' topic-word generator, kept to
+reproduce the first table in BENCHMARKS.md: its relevance within a topic is random by construction,
+so no model can learn it and it cannot separate objectives.
 
-    OMP_NUM_THREADS=1 python benches/study_demo.py --out ../runs/study-demo
+Writes the data, a random-init BERT (4 layers, 64 wide) with a WordPiece tokenizer trained on the
+corpus, a pipeline file (R1 -> mine -> R2, no re-ranker) and a study file, then runs the study.
+Every objective gets the same pre-training budget; every cell is fine-tuned identically.
+Re-running continues where it stopped.
+
+    OMP_NUM_THREADS=1 python benches/study_demo.py --out ../runs/study-demo-corpus
     OMP_NUM_THREADS=1 python benches/study_demo.py --out /tmp/s --seeds 1 --pretrain-steps 5 --finetune-steps 5
 """
 
@@ -24,43 +33,73 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the
 OBJECTIVES = ["none", "mlm", "cdmae", "simlm", "seed", "condenser", "contrastive"]
 
 
-def write_inputs(out: Path, args) -> Path:
-    from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
+def write_data(out: Path, args) -> tuple[Path, Path, Path, list[str]]:
+    """(corpus, train qrels, held-out qrels, texts for the tokenizer)."""
+    if args.corpus == "synthetic":
+        from pipeline_fixtures import synthetic_corpus, write_beir
 
-    docs, queries, qrels = synthetic_corpus(
-        n_per_topic=args.docs_per_topic, queries_per_topic=args.queries_per_topic
-    )
-    beir = write_beir(out / "data", docs, queries, qrels)
+        docs, queries, qrels = synthetic_corpus(
+            n_per_topic=args.docs_per_topic, queries_per_topic=args.queries_per_topic
+        )
+        beir = write_beir(out / "data", docs, queries, qrels)
+        return beir, beir / "qrels" / "train.tsv", None, [t for _, t in docs] + list(queries.values())
+    from dense_pt.data import corpus_texts
+    from dense_pt.demo.corpus import write_demo_beir
+
+    beir = out / "data"
+    if not (beir / "corpus.jsonl").exists():
+        write_demo_beir(beir)
+    heldout = beir / "qrels" / "heldout.tsv"
+    rows = [
+        line
+        for split in ("dev", "test")
+        for line in (beir / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]
+    ]
+    heldout.write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    train_queries = {
+        line.split("\t")[0] for line in (beir / "qrels" / "train.tsv").read_text().splitlines()[1:]
+    }
+    queries = [json.loads(line) for line in (beir / "queries.jsonl").read_text().splitlines()]
+    texts = [t for _, t in corpus_texts(beir / "corpus.jsonl")] + [
+        q["text"] for q in queries if q["_id"] in train_queries
+    ]
+    return beir, beir / "qrels" / "train.tsv", heldout, texts
+
+
+def write_inputs(out: Path, args) -> Path:
+    from pipeline_fixtures import tiny_model
+
+    beir, train_qrels, heldout, texts = write_data(out, args)
     model = out / "model"
     if not (model / "config.json").exists():
-        tiny_model(
-            model, [t for _, t in docs] + list(queries.values()), hidden=args.hidden, layers=args.layers
-        )
-    train = {"max_steps": args.finetune_steps, "batch_size": 32, "lr": 3e-3, "warmup": 0.1,
+        tiny_model(model, texts, hidden=args.hidden, layers=args.layers, vocab_size=args.vocab_size)
+    train = {"max_steps": args.finetune_steps, "batch_size": 32, "lr": args.finetune_lr, "warmup": 0.1,
              "save_every": args.finetune_steps, "log_every": 10, "precision": "fp32", "threads": 1}  # fmt: skip
     retriever = {
         "loss": "infonce",
         "group_size": 4,
-        "query_max_length": 16,
+        "query_max_length": args.query_max_length,
         "passage_max_length": 64,
         "train": train,
     }
     pipeline = {
         "out": "unused", "seed": 13, "profile": "cpu",
         "data": {"corpus": str(beir / "corpus.jsonl"), "queries": str(beir / "queries.jsonl"),
-                 "qrels": str(beir / "qrels" / "train.tsv"), "dev_fraction": 0.25, "max_length": 64},
+                 "qrels": str(train_qrels), "max_length": 64,
+                 **({"dev_qrels": str(heldout)} if heldout else {"dev_fraction": 0.25})},
         "model": {"init": str(model)},
         "eval": {"k": 100, "measures": ["nDCG@10", "R@100", "RR@10"]},
         "mine": {"depth": 30, "num": 8, "bm25_depth": 30},
         "r1": retriever, "r2": retriever,
-        "reranker": {"enabled": False, "max_length": 64, "query_max_length": 16},
-        "distill": {"enabled": False, "passage_max_length": 64, "query_max_length": 16},
+        "reranker": {"enabled": False, "max_length": 64, "query_max_length": args.query_max_length},
+        "distill": {"enabled": False, "passage_max_length": 64, "query_max_length": args.query_max_length},
     }  # fmt: skip
     study = {
         "out": str(out / "study"),
         "pipeline": "pipeline.toml",
         "objectives": args.objectives,
         "seeds": args.seeds,
+        **({"until": args.until} if args.until else {}),
         "pretrain": {
             "max_length": 64,
             "train": {
@@ -73,7 +112,7 @@ def write_inputs(out: Path, args) -> Path:
                 "threads": 1,
             },
         },
-        "options": {"simlm": {"generator": "joint"}},
+        "options": {o: {"generator": "joint"} for o in args.objectives if o == "simlm"},
     }
     _write_toml(out / "pipeline.toml", pipeline)
     _write_toml(out / "study.toml", study)
@@ -103,11 +142,26 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--pretrain-steps", type=int, default=400)
     ap.add_argument("--finetune-steps", type=int, default=100)
+    ap.add_argument(
+        "--finetune-lr", type=float, default=None, help="default demo 1e-3 (the demo's), synthetic 3e-3"
+    )
+    ap.add_argument("--corpus", choices=("demo", "synthetic"), default="demo")
+    ap.add_argument(
+        "--vocab-size", type=int, default=None, help="WordPiece vocabulary (default demo 3000, synthetic 300)"
+    )
+    ap.add_argument("--query-max-length", type=int, default=None, help="default demo 32, synthetic 16")
+    ap.add_argument("--until", default=None, help="last pipeline stage of every cell (e.g. r1)")
     ap.add_argument("--docs-per-topic", type=int, default=40)
     ap.add_argument("--queries-per-topic", type=int, default=20)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=4)
     args = ap.parse_args()
+    if args.vocab_size is None:
+        args.vocab_size = 3000 if args.corpus == "demo" else 300
+    if args.query_max_length is None:
+        args.query_max_length = 32 if args.corpus == "demo" else 16
+    if args.finetune_lr is None:
+        args.finetune_lr = 1e-3 if args.corpus == "demo" else 3e-3
 
     import torch
 

@@ -68,6 +68,19 @@ def test_killed_pipeline_resumes(tmp_path: Path):
     report = (out / "pipeline" / "report" / "report.md").read_text()
     assert "distilled retriever" in report and (out / "pipeline" / "report" / "stages.png").stat().st_size > 0
     assert res["bm25"]["metrics"]["nDCG@10"] > 0.2
+    # Each stage against BM25 per dev query: the difference is the one of the stages' own metrics,
+    # so every row read the stage's own dev run (the re-ranker's is dev_reranked.trec).
+    from dense_pt.pipeline.report import LABELS
+
+    for stage in ("zeroshot", "r1", "r2", "reranker", "distill"):
+        row = re.search(
+            rf"\| {re.escape(LABELS[stage])} \| ([+-][\d.]+) \| \[([+-][\d.]+), ([+-][\d.]+)\] \| ([\d.e-]+) \|",
+            report,
+        )
+        assert row, (stage, report)
+        delta, low, high, p = map(float, row.groups())
+        want = res[stage]["metrics"]["nDCG@10"] - res["bm25"]["metrics"]["nDCG@10"]
+        assert delta == pytest.approx(want, abs=6e-5) and low <= delta <= high and 0 < p <= 1
 
     # everything is up to date now
     lines.clear()

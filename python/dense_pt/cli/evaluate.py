@@ -36,6 +36,12 @@ def evaluate(
         None, help="JSONL {_id, answers}: also report answer-string recall@k (needs --corpus)."
     ),
     corpus: Path | None = typer.Option(None, help="BEIR corpus.jsonl with the passage texts."),
+    baseline: Path | None = typer.Option(
+        None,
+        help="A second run to compare with, per judged query: the difference of each measure, its paired "
+        "bootstrap interval and the paired randomization test's p-value.",
+    ),
+    resamples: int = typer.Option(10_000, min=1, help="Resamples of the bootstrap and randomization test."),
 ) -> None:
     """Compute MRR@10, nDCG@10, R@k ... (ir-measures) and optionally answer recall@k."""
     from dense_pt.data import corpus_texts, load_qrels, load_run
@@ -60,11 +66,32 @@ def evaluate(
         if corpus is None:
             raise InvalidArgumentError("--answers needs --corpus for the passage texts")
         result.measures.update(answer_recall(r, dict(corpus_texts(corpus)), read_answers(answers)))
+    comparison = None
+    if baseline is not None:
+        from dense_pt.evaluation.significance import compare_runs
+
+        comparison = compare_runs(
+            r,
+            load_run(baseline),
+            load_qrels(qrels),
+            metrics or list(DEFAULT_MEASURES),
+            resamples=resamples,
+            tie_break=tie_break,
+            drop_self_hits=drop_self_hits,
+            rel_level=rel_level,
+        )
     if as_json:
-        typer.echo(json.dumps(result.to_json(), sort_keys=False))
+        out = result.to_json()
+        if comparison is not None:
+            out["comparison"] = {name: c.to_json() for name, c in comparison.items()}
+        typer.echo(json.dumps(out, sort_keys=False))
     else:
         for name, value in result.measures.items():
-            typer.echo(f"{name:<18} {value:.4f}")
+            c = comparison.get(name) if comparison else None
+            vs = f"   vs baseline {c.baseline_mean:.4f}: {c.describe()}" if c else ""
+            typer.echo(f"{name:<18} {value:.4f}{vs}")
+        if comparison:
+            typer.echo(f"# comparison: {next(iter(comparison.values())).test}; bootstrap over queries")
         for key, value in result.settings.items():
             typer.echo(f"# {key}: {value}")
         missing = result.settings["judged_queries_without_results"]

@@ -60,11 +60,45 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
         for other, metrics in (m.get("other_methods") or {}).items() if name == "fusion" else ():
             vals = " | ".join(f"{metrics.get(k, float('nan')):.4f}" for k in measures)
             lines.append(f"| {_fusion_label(m, other)} | {vals} | |")
+    lines += _versus_bm25(folder.parent, [name for name, _ in rows], cfg)
     lines += ["", "![stages](stages.png)", ""]
     with atomic_file(folder / "report.md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     _plot(folder / "stages.png", rows, measures)
     return folder / "report.md"
+
+
+RUN_FILES = {"reranker": "dev_reranked.trec"}  # every other stage's dev run is its run.trec
+
+
+def _versus_bm25(root: Path, stages: list[str], cfg: dict[str, Any]) -> list[str]:
+    """Each stage against BM25 per dev query: is the difference more than the split's noise?"""
+    from dense_pt.data import load_qrels, load_run
+    from dense_pt.evaluation.significance import compare_runs
+
+    ev = cfg["eval"]
+    measure = ev["measures"][0]
+    base, dev = root / "bm25" / "run.trec", root / "split" / "dev.qrels"
+    runs = [(n, root / n / RUN_FILES.get(n, "run.trec")) for n in stages if n != "bm25"]
+    runs = [(n, p) for n, p in runs if p.is_file()]
+    if not (base.is_file() and dev.is_file() and runs):
+        return []
+    qrels, bm25 = load_qrels(dev), load_run(base)
+    lines = [
+        "",
+        f"{measure} against BM25 on the same dev queries: the mean difference, its paired bootstrap 95% "
+        "interval and the paired randomization test's p-value (dense_pt.evaluation.significance).",
+        "",
+        "| stage | difference | 95% interval | p |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, path in runs:
+        c = compare_runs(load_run(path), bm25, qrels, [measure], tie_break=ev["tie_break"],
+                         rel_level=ev["rel_level"])[measure]  # fmt: skip
+        lines.append(
+            f"| {LABELS[name]} | {c.delta:+.4f} | [{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {c.p_value:.3g} |"
+        )
+    return lines
 
 
 def _fusion_label(m: dict[str, Any], method: str) -> str:
