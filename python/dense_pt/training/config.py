@@ -11,6 +11,7 @@ from dense_pt.config.train import TrainConfig
 __all__ = ["TrainConfig", "merge_overrides", "read_toml"]
 
 
-def merge_overrides(base: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
+def merge_overrides(base: TrainConfig, overrides: dict[str, Any], where: str = "command line") -> TrainConfig:
     """A copy of ``base`` with the non-None ``overrides`` applied and checked (CLI beats TOML)."""
-    return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return TrainConfig.load({**base.model_dump(), **changes}, where, "train")
