@@ -302,7 +302,7 @@ def test_option_validation():
         resolve_options("simlm", MethodOptions(p_enc=0.6, p_dec=0.5, generator="joint"))
     with pytest.raises(InvalidArgumentError, match="uses no generator"):
         resolve_options("cdmae", MethodOptions(generator="joint"))
-    with pytest.raises(InvalidArgumentError, match=r"p_enc must lie in \[0, 1\]"):
+    with pytest.raises(InvalidArgumentError, match=r"p_enc: must be <= 1, got 1.5"):
         resolve_options("mlm", MethodOptions(p_enc=1.5))
     assert resolve_options("seed").attention_span == 2
     assert resolve_options("cdmae").projection is True

@@ -55,7 +55,7 @@ def test_options_and_config_take_the_declared_values(tmp_path_factory, method, p
     prof = profile(method, paper)
     given = MethodOptions(generator="joint") if "generator" in prof.options else None
     opts = resolve_options(method, given, paper)
-    for f in MethodOptions.__dataclass_fields__:
+    for f in MethodOptions.model_fields:
         if f in prof.options and prof.options[f].value != REQUIRED:
             assert getattr(opts, f) == prof.options[f].value, f
         elif f not in prof.options:

@@ -64,20 +64,20 @@ def test_the_paper_profile_is_simlm_table_13(tmp_path: Path):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"profile": "gpu"}, "profile must be one of paper, cpu"),
+        ({"profile": "gpu"}, "profile: must be one of paper or cpu"),
         (
             {"encode": {"passage_max_length": 256}},
-            r"\[encode\] passage_max_length: encoding uses each retriever",
+            r"encode: passage_max_length: encoding uses each retriever",
         ),
-        ({"mine": {"margin": 0.1}}, r"\[mine\] margin: renamed absolute_margin"),
-        ({"mine": {"pool": "deep"}}, r"\[mine\] pool must be one of rank, rank\+positives, filtered"),
-        ({"r2": {"epochs": 2, "train": {"max_steps": 5}}}, r"\[r2\] gives both epochs and train.max_steps"),
-        ({"distill": {"init": "r1"}}, r"\[distill\] init must be one of model, r2"),
+        ({"mine": {"margin": 0.1}}, r"mine: margin: renamed absolute_margin"),
+        ({"mine": {"pool": "deep"}}, r"mine: pool must be one of rank, rank\+positives, filtered"),
+        ({"r2": {"epochs": 2, "train": {"max_steps": 5}}}, r"r2: gives both epochs and train.max_steps"),
+        ({"distill": {"init": "r1"}}, r"distill\.init: must be one of model or r2, got 'r1'"),
         (
             {"r1": {"passage_max_length": 300}},
-            r"\[r1\] passage_max_length 300 exceeds \[data\] max_length 256",
+            r"r1\.passage_max_length 300 exceeds data\.max_length 256",
         ),
-        ({"reranker": {"max_length": 300}}, r"raise \[data\] max_length to at least 298"),
+        ({"reranker": {"max_length": 300}}, r"raise data\.max_length to at least 298"),
     ],
 )
 def test_bad_fine_tuning_settings_are_named(tmp_path: Path, raw, message):

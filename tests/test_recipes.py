@@ -149,12 +149,12 @@ def test_recipe_pretraining_is_the_declared_defaults(path: Path):
 
 def test_simlm_recipe_fine_tuning_is_table_13():
     """simlm.toml's fine-tuning tables equal the pipeline's paper profile (SimLM Table 13) key by key."""
-    from dense_pt.pipeline.config import DEFAULTS
+    from dense_pt.config.pipeline import table_defaults
 
     raw = read_toml(EXAMPLES / "simlm.toml")
     for table in ("r1", "r2", "reranker", "distill", "mine"):
         for key, value in raw[table].items():
-            want = DEFAULTS[table][key]
+            want = table_defaults(table)[key]
             if key == "train":
                 assert value == want, table
             elif key == "tau":

@@ -110,9 +110,9 @@ def test_bad_study_files_are_refused_before_any_work(demo):
         ({"objectives": '["none", "banana"]'}, "unknown method 'banana'"),
         ({"seeds": "[1, 1]"}, "must not repeat"),
         ({"objectives": "[]"}, "non-empty"),
-        ({"set": '["fusion.weight=2"]', "objectives": '["none"]'}, r"\[fusion\] weight"),
+        ({"set": '["fusion.weight=2"]', "objectives": '["none"]'}, r"fusion: weight"),
         ({"options": "{ simlm = { generator = 'joint' } }"}, "does not run"),
-        ({"set": '["r1.group_size=-4"]', "objectives": '["none"]'}, r"\[r1\] group_size"),
+        ({"set": '["r1.group_size=-4"]', "objectives": '["none"]'}, r"r1\.group_size"),
         ({"objectives": '["simlm"]'}, "simlm-seed1.*generator"),  # the pipeline's own check, naming the cell
     ]
     for extra, message in cases:

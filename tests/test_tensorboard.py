@@ -99,8 +99,10 @@ def test_none_writes_no_events_and_a_fresh_run_replaces_old_ones(tmp_path):
 
 
 def test_bad_value_and_missing_extra_are_named(tmp_path, monkeypatch):
-    with pytest.raises(InvalidArgumentError, match="report_to must be one of none, tensorboard"):
-        TrainConfig(report_to="wandb").validate()
+    with pytest.raises(
+        InvalidArgumentError, match="report_to: must be one of none or tensorboard, got 'wandb'"
+    ):
+        TrainConfig(report_to="wandb")
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # as if the extra were not installed
     with pytest.raises(MissingExtraError, match=r"pip install 'dense-pt\[tensorboard\]'"):
         train(tmp_path)
@@ -134,4 +136,4 @@ def test_cli_train_retriever_report_to_and_toml(tmp_path):
         assert [s for s, _ in want] == [1, 2]
     res = CliRunner().invoke(app, [*common, "--out", str(tmp_path / "bad"), "--report-to", "wandb"])
     assert isinstance(res.exception, InvalidArgumentError)  # main() turns it into exit code 2
-    assert "report_to must be one of none, tensorboard, got 'wandb'" in str(res.exception)
+    assert "report_to: must be one of none or tensorboard, got 'wandb'" in str(res.exception)

@@ -18,7 +18,6 @@ from dense_pt.training import (  # noqa: E402
     IndexedBatchSource,
     TrainConfig,
     Trainer,
-    dataclass_from_mapping,
     epoch_order,
     list_checkpoints,
     lr_factor,
@@ -177,20 +176,20 @@ def test_epoch_order_deterministic():
 
 
 def test_config_validation_and_toml(tmp_path):
-    with pytest.raises(InvalidArgumentError, match="schedule"):
-        TrainConfig(schedule="exp").validate()
-    with pytest.raises(InvalidArgumentError, match="lr"):
-        TrainConfig(lr=0).validate()
+    with pytest.raises(InvalidArgumentError, match="schedule: must be one of linear, cosine or constant"):
+        TrainConfig(schedule="exp")
+    with pytest.raises(InvalidArgumentError, match="lr: must be > 0, got 0"):
+        TrainConfig(lr=0)
     toml = tmp_path / "train.toml"
     toml.write_text("lr = 2e-4\nmax_steps = 10\nwarmup = 3\n")
-    c = dataclass_from_mapping(TrainConfig, read_toml(toml), path=toml)
+    c = TrainConfig.load(read_toml(toml), toml)
     assert c.lr == 2e-4 and c.max_steps == 10 and c.warmup == 3.0
     toml.write_text("lr = 2e-4\nmax_stpes = 10\n")
-    with pytest.raises(FormatError, match=r"train.toml: unknown key 'max_stpes'"):
-        dataclass_from_mapping(TrainConfig, read_toml(toml), path=toml)
+    with pytest.raises(FormatError, match=r"train.toml: max_stpes: unknown key \(known: max_steps, "):
+        TrainConfig.load(read_toml(toml), toml)
     toml.write_text('max_steps = "ten"\n')
-    with pytest.raises(FormatError, match="expected an integer"):
-        dataclass_from_mapping(TrainConfig, read_toml(toml), path=toml)
+    with pytest.raises(FormatError, match="max_steps: expected an integer, got 'ten'"):
+        TrainConfig.load(read_toml(toml), toml)
     toml.write_text("max_steps = \n")
     with pytest.raises(FormatError, match="invalid TOML"):
         read_toml(toml)

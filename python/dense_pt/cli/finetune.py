@@ -18,7 +18,7 @@ app.add_typer(train_app, name="train")
 def _train_cfg(config: Path | None, epochs: float | None = None, **overrides: Any):
     """TrainConfig from the [train] table of a TOML file, CLI options winning."""
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.training import TrainConfig, dataclass_from_mapping, merge_overrides, read_toml
+    from dense_pt.training import TrainConfig, merge_overrides, read_toml
 
     if epochs is not None and overrides.get("max_steps") is not None:
         raise InvalidArgumentError("give --epochs or --max-steps, not both")
@@ -27,9 +27,9 @@ def _train_cfg(config: Path | None, epochs: float | None = None, **overrides: An
     stage: dict[str, Any] = {}
     if config is not None:
         data = read_toml(config)
-        base = dataclass_from_mapping(TrainConfig, data.get("train", {}), f"{config} [train]")
+        base = TrainConfig.load(data.get("train", {}), config, prefix="train")
         stage = data.get("stage", {})
-    return merge_overrides(base, overrides).validate(), stage
+    return merge_overrides(base, overrides), stage
 
 
 COMMON = dict(

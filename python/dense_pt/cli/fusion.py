@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.retrieval.fusion import RRF_K
 
 
 @app.command()
@@ -25,7 +26,7 @@ def fuse(
         None, help="interpolation: qrels of queries to choose the weight on (not the ones you report)."
     ),
     tune_measure: str = typer.Option("nDCG@10", help="The measure the weight maximises on --tune-qrels."),
-    rrf_k: int = typer.Option(60, help="rrf: the constant k of 1 / (k + rank) (Cormack et al. 2009: 60)."),
+    rrf_k: int = typer.Option(RRF_K, help="rrf: the constant k of 1 / (k + rank) (Cormack et al. 2009: 60)."),
     k: int = typer.Option(1000, "-k", help="Passages kept per query in the fused run."),
 ) -> None:
     """Fuse two runs: reciprocal rank fusion, or a score interpolation with a weight given or tuned."""

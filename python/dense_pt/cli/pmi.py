@@ -10,6 +10,7 @@ import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.config.pipeline import PMI_MEMORY_GB
 from dense_pt.progress import Progress
 
 pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importance.", no_args_is_help=True)
@@ -37,7 +38,7 @@ def build_cmd(
         1, "--min-count", min=1, help="Drop n-grams of order >= 2 seen fewer times."
     ),
     memory_gb: float = typer.Option(
-        8.0,
+        PMI_MEMORY_GB,
         "--memory-gb",
         help="Peak memory budget, corpus map included; a budget too small for the corpus is "
         "refused with the least that works.",

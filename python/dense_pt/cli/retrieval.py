@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from dense_pt.cli import app
+from dense_pt.finetune import defaults as FT
 
 
 @app.command()
@@ -87,7 +88,9 @@ def mine_negatives(
     out: Path = typer.Option(
         ..., "--out", "-o", help="Negatives file (.dpneg); a manifest is written beside it."
     ),
-    depth: int = typer.Option(200, help="Candidates considered (SimLM: the top 200; see --pool)."),
+    depth: int = typer.Option(
+        FT.NEGATIVES_DEPTH, help="Candidates considered (SimLM: the top 200; see --pool)."
+    ),
     pool: str = typer.Option(
         "rank",
         help="rank: the run's top DEPTH hits, positives then dropped (SimLM's code) | rank+positives: the top "

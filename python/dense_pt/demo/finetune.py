@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dense_pt.finetune import defaults as FT
+
 # Steps per training stage (R1, R2, re-ranker, distillation), sized so the demo stays within a few
 # minutes on 2 busy cores (BENCHMARKS.md, "The demo"). That is too few for a 64-wide encoder from a
 # random init to learn much (300 steps: R1 nDCG@10 0.05 on dev; 1,000: 0.14-0.19; 1,500: 0.24):
@@ -40,7 +42,7 @@ def finetune_config(
     retriever = {
         "loss": DEMO_LOSS,
         "group_size": 4,
-        "query_max_length": 32,
+        "query_max_length": FT.QUERY_MAX_LENGTH,
         "passage_max_length": 126,  # the store's length ([data] max_length)
         "train": train,
     }
@@ -56,8 +58,8 @@ def finetune_config(
         "r1": retriever,
         "r2": retriever,
         # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
-        "reranker": {"init": "model", "group_size": 4, "query_max_length": 32, "max_length": 128, "depth": 30,
-                     "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
+        "reranker": {"init": "model", "group_size": 4, "query_max_length": FT.QUERY_MAX_LENGTH, "max_length": 128,
+                     "depth": 30, "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
         # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
         "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
     }  # fmt: skip

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from dense_pt.config.pretrain import MAX_QUERY_TOKENS
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.curriculum import pick_query
 
@@ -40,7 +41,9 @@ class QueryTokens:
         self.texts = texts  # the query strings, in the order of query_offsets
 
     @classmethod
-    def build(cls, store, queries: Mapping[str, Sequence[str]], max_query_tokens: int = 32) -> QueryTokens:
+    def build(
+        cls, store, queries: Mapping[str, Sequence[str]], max_query_tokens: int = MAX_QUERY_TOKENS
+    ) -> QueryTokens:
         """Tokenize ``queries`` ({passage id: [query, ...]}, e.g. ``load_queries(folder)``) for ``store``.
 
         Passage ids not in the store are an error (the queries belong to another corpus)."""

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dense_pt.finetune import defaults as FT
 from dense_pt.objectives.retrieval import (
     DEFAULT_LOSS,
     LOSSES,
@@ -31,7 +32,7 @@ class BiEncoder(nn.Module):
 
     def __init__(
         self, backbone: nn.Module, pooling: str = "cls", loss: str = DEFAULT_LOSS, tau: float | None = None,
-        margin: float = 1.0, alpha: float = 0.2,
+        margin: float = 1.0, alpha: float = FT.ALPHA,
     ):  # fmt: skip
         super().__init__()
         self.spec = resolve_loss(loss)

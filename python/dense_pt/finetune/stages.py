@@ -17,7 +17,6 @@ with ``AutoModelForSequenceClassification`` and sentence-transformers' ``CrossEn
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__
+from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.finetune import defaults as FT
 from dense_pt.fsutil import sha256_file, write_json_atomic
@@ -88,19 +88,15 @@ def _read_inputs(corpus, queries, qrels, negatives):
     return store, load_queries(queries), load_qrels(qrels), negs, table
 
 
-def _train_config(train: Any) -> Any:
-    from dense_pt.training import TrainConfig
-
+def _train_config(train: TrainConfig | dict[str, Any] | None) -> TrainConfig:
     if train is None:
         return TrainConfig()
     if isinstance(train, dict):
-        from dense_pt.training import dataclass_from_mapping
-
-        return dataclass_from_mapping(TrainConfig, train, "train")
+        return TrainConfig.load(train, prefix="train")
     return train
 
 
-def _for_epochs(cfg: Any, rows: int, epochs: float | None) -> Any:
+def _for_epochs(cfg: TrainConfig, rows: int, epochs: float | None) -> TrainConfig:
     """``cfg`` with ``max_steps`` covering ``epochs`` passes over ``rows`` training queries (the
     engine drops the last partial batch of an epoch), when ``epochs`` is given."""
     if epochs is None:
@@ -112,7 +108,7 @@ def _for_epochs(cfg: Any, rows: int, epochs: float | None) -> Any:
         raise InvalidArgumentError(f"epochs must be > 0, got {epochs}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_epoch = max(1, rows // (cfg.batch_size * world))
-    return dataclasses.replace(cfg, max_steps=max(1, math.ceil(epochs * per_epoch)))
+    return cfg.replace(max_steps=max(1, math.ceil(epochs * per_epoch)))
 
 
 def _card(
@@ -219,7 +215,7 @@ def train_retriever(
     tau: float | None = None,
     margin: float = 1.0,
     pooling: str = "auto",
-    train: Any = None,
+    train: TrainConfig | dict[str, Any] | None = None,
     restrict_to: Sequence[str] | None = None,
     teacher_scores: str | Path | None = None,
     alpha: float = FT.ALPHA,
@@ -258,7 +254,7 @@ def train_retriever(
     module = BiEncoder(load_encoder(model), spec.pooling, loss, tau, margin, alpha)
     batch_size = min(cfg.batch_size, len(sampler))
     if batch_size != cfg.batch_size:
-        cfg = dataclasses.replace(cfg, batch_size=batch_size)
+        cfg = cfg.replace(batch_size=batch_size)
     cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     stage = "distill" if teacher is not None else "retriever"
@@ -320,7 +316,7 @@ def train_reranker(
     group_size: int = FT.RERANKER_GROUP_SIZE,
     query_max_length: int = FT.QUERY_MAX_LENGTH,
     max_length: int = FT.RERANKER_MAX_LENGTH,
-    train: Any = None,
+    train: TrainConfig | dict[str, Any] | None = None,
     restrict_to: Sequence[str] | None = None,
     resume: bool = True,
     progress: bool = True,
@@ -355,7 +351,7 @@ def train_reranker(
 
     seed_everything(cfg.seed)
     module = CrossEncoder(load_cross_encoder(str(model)), group_size)
-    cfg = dataclasses.replace(cfg, batch_size=min(cfg.batch_size, len(sampler)))
+    cfg = cfg.replace(batch_size=min(cfg.batch_size, len(sampler)))
     cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     trainer = Trainer(module, cfg, out, source, progress=progress, description="reranker")

@@ -5,10 +5,10 @@ keys each method reads."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, get_args
 
+from dense_pt.config.options import BottleneckPooling, GeneratorFill, MethodOptions, SeedWindow
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.objectives.defaults import REQUIRED, profile
 
@@ -26,11 +26,10 @@ METHODS: tuple[str, ...] = (
     "contrastive",
 )
 
-SEED_WINDOWS = ("strict", "band", "released")
-# What the bottleneck reads: "auto" = the checkpoint's own pooling, resolved to one of the others by
-# ``resolve_pooling`` before the objective is built.
-BOTTLENECK_POOLINGS = ("auto", "cls", "mean")
-GENERATOR_FILLS = ("mask", "bert")
+# The choices, as the model declares them (dense_pt.config.options).
+SEED_WINDOWS: tuple[str, ...] = get_args(SeedWindow)
+BOTTLENECK_POOLINGS: tuple[str, ...] = get_args(BottleneckPooling)
+GENERATOR_FILLS: tuple[str, ...] = get_args(GeneratorFill)
 
 # Batch keys each method reads (the collator must provide them).
 METHOD_KEYS: dict[str, tuple[str, ...]] = {
@@ -74,34 +73,6 @@ class SpecialIds:
         return [self.cls, self.sep, self.pad, self.mask, self.unk]
 
 
-@dataclass
-class MethodOptions:
-    """Knobs of the objectives and their masks. ``None`` means "the method's default" (its
-    declared paper value, ``dense_pt.objectives.defaults``); after ``resolve_options`` an option
-    the method does not have stays ``None``."""
-
-    p_enc: float | None = None
-    p_dec: float | None = None
-    sigma: float | None = None
-    mask_prob: float | None = None
-    random_prob: float | None = None
-    projection: bool | None = None
-    decoder_layers: int | None = None
-    attention_span: int | None = None
-    seed_window: str | None = None
-    generator: str | None = None
-    generator_fill: str | None = None
-    generator_weight: float | None = None
-    condenser_layer: int | None = None
-    rtd_weight: float | None = None
-    whole_word: bool | None = None
-    crop: str | None = None
-    pooling: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def check_method(method: str) -> str:
     if method not in METHODS:
         raise InvalidArgumentError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -120,34 +91,26 @@ def resolve_options(
     check_method(method)
     declared = profile(method, paper).options
     opts = opts or MethodOptions()
-    for f in dataclasses.fields(MethodOptions):
-        if getattr(opts, f.name) is not None and f.name not in declared:
-            if f.name == "generator":
+    for name in MethodOptions.model_fields:
+        if getattr(opts, name) is not None and name not in declared:
+            if name == "generator":
                 raise InvalidArgumentError(f"{method} uses no generator; drop --generator")
             raise InvalidArgumentError(
-                f"{method} has no option {f.name} (its options: {', '.join(sorted(declared))})"
+                f"{method} has no option {name} (its options: {', '.join(sorted(declared))})"
             )
     for name, d in declared.items():
         if getattr(opts, name) is None and d.value == REQUIRED:
             flag = "--" + name.replace("_", "-")
             raise InvalidArgumentError(f"{method} needs {flag}: {d.source}")
     filled = {k: d.value for k, d in declared.items() if getattr(opts, k) is None}
-    opts = dataclasses.replace(opts, **filled)
+    opts = opts.replace(**filled)
     _validate(method, opts)
     return opts
 
 
 def _validate(method: str, opts: MethodOptions) -> None:
-    for name in ("p_enc", "p_dec", "mask_prob", "random_prob"):
-        v = getattr(opts, name)
-        if v is not None and not 0 <= v <= 1:
-            raise InvalidArgumentError(f"{name} must lie in [0, 1], got {v}")
-    if opts.pooling is not None and opts.pooling not in BOTTLENECK_POOLINGS:
-        raise InvalidArgumentError(
-            f"pooling must be one of {', '.join(BOTTLENECK_POOLINGS)}, got {opts.pooling!r}"
-        )
-    if opts.crop is not None and opts.crop not in ("random", "head"):
-        raise InvalidArgumentError(f"crop must be 'random' or 'head', got {opts.crop!r}")
+    """What the model cannot check alone: how the options relate (ranges and choices are the
+    model's, ``dense_pt.config.options``)."""
     if (opts.mask_prob or 0) + (opts.random_prob or 0) > 1:
         raise InvalidArgumentError("mask_prob + random_prob must be <= 1")
     if (
@@ -157,24 +120,6 @@ def _validate(method: str, opts: MethodOptions) -> None:
     ):
         if opts.p_enc > opts.p_dec:
             raise InvalidArgumentError(f"{method} nests the encoder mask in the decoder's: p_enc <= p_dec")
-    if opts.sigma is not None and opts.sigma < 0:
-        raise InvalidArgumentError(f"sigma must be >= 0, got {opts.sigma}")
-    if opts.attention_span is not None and opts.attention_span < 1:
-        raise InvalidArgumentError(f"attention_span must be >= 1, got {opts.attention_span}")
-    if opts.seed_window is not None and opts.seed_window not in SEED_WINDOWS:
-        raise InvalidArgumentError(
-            f"seed_window must be one of {', '.join(SEED_WINDOWS)}, got {opts.seed_window!r}"
-        )
-    if opts.decoder_layers is not None and opts.decoder_layers < 1:
-        raise InvalidArgumentError(f"decoder_layers must be >= 1, got {opts.decoder_layers}")
-    if opts.generator_fill is not None and opts.generator_fill not in GENERATOR_FILLS:
-        raise InvalidArgumentError(
-            f"generator_fill must be one of {', '.join(GENERATOR_FILLS)}, got {opts.generator_fill!r}"
-        )
-    for name in ("generator_weight", "rtd_weight"):
-        v = getattr(opts, name)
-        if v is not None and not v >= 0:
-            raise InvalidArgumentError(f"{name} must be >= 0, got {v}")
     if opts.generator is not None and not str(opts.generator).strip():
         raise InvalidArgumentError("generator must name a folder, a hub model, or 'joint'")
 
@@ -191,4 +136,4 @@ def resolve_pooling(opts: MethodOptions, model: Any) -> MethodOptions:
 
     path = Path(str(model)) if model else None
     found = detect_spec(path).pooling if path is not None and path.is_dir() else "cls"
-    return dataclasses.replace(opts, pooling=found)
+    return opts.replace(pooling=found)

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.finetune.defaults import TAU  # SimLM Table 13: the one place of this default
+from dense_pt.finetune.defaults import ALPHA, TAU  # SimLM Table 13: the one place of these defaults
 from dense_pt.objectives.gather import gathered_loss
 
 __all__ = [
@@ -192,7 +192,7 @@ def distill_loss(
     q: torch.Tensor,
     p: torch.Tensor,
     teacher_logits: torch.Tensor,
-    alpha: float = 0.2,
+    alpha: float = ALPHA,
     tau: float | None = None,
     contrastive: str = DEFAULT_LOSS,
     gather: bool = True,

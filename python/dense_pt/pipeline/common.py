@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.train import TrainConfig
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline.runner import Config, Context, fingerprint
 
@@ -136,10 +137,8 @@ def mine_from(ctx: Context, run_path: Path, out: Path, depth: int, num: int, den
 # --- training ----------------------------------------------------------------------------------
 
 
-def train_config(section: dict[str, Any], seed: int):
-    from dense_pt.training import TrainConfig, dataclass_from_mapping
-
-    return dataclass_from_mapping(TrainConfig, {"seed": seed, **section.get("train", {})}, "train")
+def train_config(section: dict[str, Any], seed: int) -> TrainConfig:
+    return TrainConfig.load({"seed": seed, **section.get("train", {})}, prefix="train")
 
 
 def with_loss(sec: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.pipeline import PipelineFile
 from dense_pt.errors import FormatError
 
 NONE = "none"  # the objective "no pre-training": fine-tune the initial checkpoint as it is
@@ -139,7 +140,7 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
         raise FormatError(f"{pipeline_path} has a [pretrain] table: the study sets it per objective", where)
     out = Path(raw["out"])
     out = out if out.is_absolute() else base / out
-    split_seed = raw.get("split_seed", pipeline_raw.get("seed", 13))
+    split_seed = raw.get("split_seed", pipeline_raw.get("seed", PipelineFile.model_fields["seed"].default))
     cells = []
     for objective in objectives:
         for seed in seeds:

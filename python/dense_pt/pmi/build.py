@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
+from dense_pt.config.pipeline import PMI_MEMORY_GB
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
@@ -68,7 +69,7 @@ def build_arrays(
     vocab_hash: str = ZERO_HASH,
     max_n: int = 4,
     min_count: int = 1,
-    memory_gb: float | None = 8.0,
+    memory_gb: float | None = PMI_MEMORY_GB,
     memory_bytes: int | None = None,
     threads: int | None = None,
     shard: str | tuple[int, int] | None = None,
@@ -108,7 +109,7 @@ def count_arrays(
     vocab_size: int | None = None,
     max_n: int = 4,
     min_count: int = 1,
-    memory_gb: float | None = 8.0,
+    memory_gb: float | None = PMI_MEMORY_GB,
     memory_bytes: int | None = None,
     threads: int | None = None,
     spill_dir: str | Path | None = None,
@@ -144,7 +145,7 @@ def build(
     out: str | Path,
     max_n: int = 4,
     min_count: int = 1,
-    memory_gb: float | None = 8.0,
+    memory_gb: float | None = PMI_MEMORY_GB,
     threads: int | None = None,
     shard: str | tuple[int, int] | None = None,
     *,

@@ -23,61 +23,54 @@ resolved against the file's folder. CLI options override the file.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dense_pt.errors import FormatError, InvalidArgumentError, not_found
-from dense_pt.objectives import MethodOptions, check_method, profile, resolve_options, resolve_pooling
-from dense_pt.objectives.defaults import STAGE_OPTIMIZER
-from dense_pt.training.config import TrainConfig, dataclass_from_mapping, read_toml
+from pydantic import Field
 
-STAGE_OPTIMIZERS = ("reset", "keep")
+from dense_pt.config.base import Model
+from dense_pt.config.options import MethodOptions
+from dense_pt.config.pretrain import MAX_QUERY_TOKENS, MIN_LENGTH, PretrainSettings, StageOptimizer
+from dense_pt.config.toml import apply_overrides
+from dense_pt.config.train import TrainConfig
+from dense_pt.errors import InvalidArgumentError, not_found
+from dense_pt.objectives import check_method, profile, resolve_options, resolve_pooling
+from dense_pt.objectives.defaults import STAGE_OPTIMIZER
+from dense_pt.training.config import read_toml
 
 _PATHS = ("model", "corpus", "out", "queries")
-_STRINGS = (
-    "method",
-    "model",
-    "corpus",
-    "out",
-    "paper",
-    "queries",
-    "curriculum",
-    "stage_schedules",
-    "stage_optimizer",
-)
+CLI = "dense-pt pretrain"  # where a value given as an option (or in Python) is named
 
 
-@dataclass
-class PretrainConfig:
+class PretrainConfig(Model):
+    """One pre-training run, every setting resolved (``build_config`` makes it from
+    ``PretrainSettings``, the method's paper filling what is unset)."""
+
     method: str
     model: str
     corpus: str
     out: str
-    max_length: int | None = None  # None: the method's paper
-    options: MethodOptions = field(default_factory=MethodOptions)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    # whose defaults (a paper that trained this method); build_config fills in the method's own
+    max_length: int | None = Field(None, ge=MIN_LENGTH)  # None: the method's paper
+    options: MethodOptions = Field(default_factory=MethodOptions)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    # whose defaults (a paper that trained this method); resolve fills in the method's own
     paper: str | None = None
     # querygen / contrastive: the `dense-pt expand` output, the curriculum and its stage schedules
     queries: str | None = None
     curriculum: str | None = None
     stage_schedules: str | None = None
-    max_query_tokens: int = 32
+    max_query_tokens: int = Field(MAX_QUERY_TOKENS, ge=1)
     # curriculum: the AdamW moments at a stage switch ("reset": a new run from the checkpoint)
-    stage_optimizer: str | None = None
+    stage_optimizer: StageOptimizer | None = None
 
-    def validate(self) -> PretrainConfig:
+    def resolve(self) -> PretrainConfig:
+        """Fill what the method's paper decides and check what needs the disk (corpus, model)."""
         check_method(self.method)
         prof = profile(self.method, self.paper)
         self.paper = prof.paper
         if self.max_length is None:
             self.max_length = int(prof.top["max_length"].value)
         self.options = resolve_options(self.method, self.options, self.paper)
-        self.train.validate("train")
-        if self.max_length < 8:
-            raise InvalidArgumentError(f"max_length must be >= 8, got {self.max_length}")
         if not Path(self.corpus).is_dir():
             raise not_found(self.corpus, "no such corpus store")
         if not Path(self.model).exists():
@@ -129,14 +122,8 @@ class PretrainConfig:
             return
         if self.queries is not None and not Path(self.queries).is_dir():
             raise not_found(self.queries, "no such queries folder (run `dense-pt expand`)")
-        if self.max_query_tokens < 1:
-            raise InvalidArgumentError(f"max_query_tokens must be >= 1, got {self.max_query_tokens}")
         if self.stage_optimizer is None:
             self.stage_optimizer = STAGE_OPTIMIZER.value
-        if self.stage_optimizer not in STAGE_OPTIMIZERS:
-            raise InvalidArgumentError(
-                f"stage_optimizer must be one of {', '.join(STAGE_OPTIMIZERS)}, got {self.stage_optimizer!r}"
-            )
         plan(self)  # validates the curriculum against max_steps
 
     def stages(self) -> list:
@@ -174,34 +161,16 @@ class PretrainConfig:
         }
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a pre-training TOML into {top-level values, 'options': MethodOptions, 'train': {the keys
-    it sets}}, checking every key and type (errors name the file and the key)."""
+def load_config(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> PretrainSettings:
+    """A pre-training TOML (with ``--set dotted.key=VALUE`` overrides applied) checked key by key
+    (errors name the file and the dotted key); relative paths resolved against the file's folder."""
     path = Path(path)
-    data = read_toml(path)
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "options":
-            if not isinstance(value, dict):
-                raise FormatError("[options] must be a table", path=path)
-            out["options"] = dataclass_from_mapping(MethodOptions, value, path=path, section="options")
-        elif key == "train":
-            if not isinstance(value, dict):
-                raise FormatError("[train] must be a table", path=path)
-            given = dataclass_from_mapping(TrainConfig, value, path=path, section="train")
-            out["train"] = {k: getattr(given, k) for k in value}  # only what the file sets
-        elif key in _STRINGS:
-            if not isinstance(value, str):
-                raise FormatError(f"key '{key}': expected a string, got {value!r}", path=path)
-            out[key] = str(path.parent / value) if key in _PATHS and not Path(value).is_absolute() else value
-        elif key in ("max_length", "max_query_tokens"):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise FormatError(f"key '{key}': expected an integer, got {value!r}", path=path)
-            out[key] = value
-        else:
-            known = ", ".join((*_STRINGS, "max_length", "max_query_tokens", "[options]", "[train]"))
-            raise FormatError(f"unknown key '{key}' (known: {known})", path=path)
-    return out
+    settings = PretrainSettings.load(apply_overrides(read_toml(path), sets), path)
+    for key in _PATHS:
+        value = getattr(settings, key)
+        if value is not None and not Path(value).is_absolute():
+            setattr(settings, key, str(path.parent / value))
+    return settings
 
 
 def build_config(
@@ -210,43 +179,40 @@ def build_config(
     top: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
     train: dict[str, Any] | None = None,
+    sets: list[str] | tuple[str, ...] = (),
 ) -> PretrainConfig:
-    """Merge the method's paper defaults, a TOML file (optional) and overrides (``None`` values are
-    ignored), in that order, and validate."""
-    base = load_config(toml) if toml else {}
-    merged_top = {k: v for k, v in base.items() if k not in ("options", "train")}
-    merged_top.update({k: v for k, v in (top or {}).items() if v is not None})
-    missing = [k for k in ("method", "model", "corpus", "out") if not merged_top.get(k)]
+    """Merge the method's paper defaults, a TOML file (optional; ``sets`` override it, or stand
+    alone) and keyword overrides (``None`` values are ignored), in that order, and resolve."""
+    if toml:
+        base = load_config(toml, sets).model_dump(exclude_none=True)
+    else:
+        base = PretrainSettings.load(apply_overrides({}, sets), "--set").model_dump(exclude_none=True)
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in (top or {}).items() if v is not None}
+    for table, values in (("options", options), ("train", train)):
+        given[table] = {**base.get(table, {}), **{k: v for k, v in (values or {}).items() if v is not None}}
+    s = PretrainSettings.load({**base, **given}, CLI)
+    missing = [k for k in ("method", "model", "corpus", "out") if not getattr(s, k)]
     if missing:
         where = f" (not in {toml} either)" if toml else ""
         raise InvalidArgumentError(
             f"missing required setting(s): {', '.join('--' + m for m in missing)}{where}"
         )
-    method = check_method(merged_top["method"])
-    prof = profile(method, merged_top.get("paper"))
-    opts = base.get("options", MethodOptions())
-    opts = dataclasses.replace(opts, **{k: v for k, v in (options or {}).items() if v is not None})
-    train_values = {
-        **prof.values("train"),
-        **base.get("train", {}),
-        **{k: v for k, v in (train or {}).items() if v is not None},
-    }
-    unknown = set(train_values) - {f.name for f in dataclasses.fields(TrainConfig)}
-    if unknown:
-        raise InvalidArgumentError(f"unknown train setting(s): {sorted(unknown)}")
+    assert s.method and s.model and s.corpus and s.out  # for the type checker: checked just above
+    prof = profile(check_method(s.method), s.paper)
+    train_values = {**prof.values("train"), **s.train.model_dump(exclude_none=True)}
     cfg = PretrainConfig(
-        method=method,
-        model=str(merged_top["model"]),
-        corpus=str(merged_top["corpus"]),
-        out=str(merged_top["out"]),
-        max_length=merged_top.get("max_length"),
-        options=opts,
-        train=TrainConfig(**train_values),
+        method=s.method,
+        model=s.model,
+        corpus=s.corpus,
+        out=s.out,
+        max_length=s.max_length,
+        options=s.options,
+        train=TrainConfig.load(train_values, CLI, "train"),
         paper=prof.paper,
-        queries=None if merged_top.get("queries") is None else str(merged_top["queries"]),
-        curriculum=merged_top.get("curriculum"),
-        stage_schedules=merged_top.get("stage_schedules"),
-        max_query_tokens=int(merged_top.get("max_query_tokens", 32)),
-        stage_optimizer=merged_top.get("stage_optimizer"),
+        queries=s.queries,
+        curriculum=s.curriculum,
+        stage_schedules=s.stage_schedules,
+        max_query_tokens=s.max_query_tokens or MAX_QUERY_TOKENS,
+        stage_optimizer=s.stage_optimizer,
     )
-    return cfg.validate()
+    return cfg.resolve()

@@ -23,7 +23,7 @@ rounds of micro-batches, so the trainer's data position (round ``k``) fixes the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.curriculum import Stage, stage_at
 from dense_pt.objectives import METHOD_KEYS, MethodOptions
 from dense_pt.training.data import epoch_order
+
+if TYPE_CHECKING:
+    from dense_pt.pretrain.config import PretrainConfig
 
 IGNORE = -100
 CONTEXT_METHODS = ("querygen", "contrastive")
@@ -201,7 +204,7 @@ def default_curriculum(method: str, has_queries: bool) -> str:
     return "spans:1"
 
 
-def plan(cfg) -> list[Stage]:
+def plan(cfg: PretrainConfig) -> list[Stage]:
     """The stages of a ``PretrainConfig`` of a context method (validated). Stage schedules: one
     stage follows ``train.schedule``; a curriculum follows the paper (cosine, then constant) unless
     ``stage_schedules`` says otherwise."""
@@ -239,7 +242,9 @@ def switch_steps(stages: Sequence[Stage]) -> list[int]:
     return [s.start for s in stages[1:]]
 
 
-def build_source(cfg, store, stages: Sequence[Stage], pin_memory: bool = False) -> CurriculumSource:
+def build_source(
+    cfg: PretrainConfig, store: Any, stages: Sequence[Stage], pin_memory: bool = False
+) -> CurriculumSource:
     """Rows and batch functions of every stage, from the config's store and queries folder."""
     from dense_pt.expansion.query_data import QueryTokens
     from dense_pt.expansion.writer import load_queries

@@ -41,6 +41,7 @@ import numpy as np
 
 from dense_pt import __version__
 from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.finetune import defaults as FT
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
 SAMPLINGS = ("random", "top")
@@ -107,7 +108,7 @@ def _positive_reference(
 def mine_negatives(
     run: Mapping[str, Mapping[str, float]],
     qrels: Mapping[str, Mapping[str, int]],
-    depth: int = 200,
+    depth: int = FT.NEGATIVES_DEPTH,
     skip_top: int = 0,
     num: int = 0,
     seed: int = 0,

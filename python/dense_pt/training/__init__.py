@@ -14,7 +14,7 @@ the determinism rules that make ``resume`` exact.
 """
 
 from dense_pt.training.checkpoint import latest_checkpoint, list_checkpoints
-from dense_pt.training.config import TrainConfig, dataclass_from_mapping, merge_overrides, read_toml
+from dense_pt.training.config import TrainConfig, merge_overrides, read_toml
 from dense_pt.training.data import BatchSource, IndexedBatchSource, epoch_order, to_device
 from dense_pt.training.distributed import DistInfo, init_distributed
 from dense_pt.training.optim import build_optimizer, build_scheduler, lr_factor, param_groups
@@ -29,7 +29,6 @@ __all__ = [
     "Trainer",
     "build_optimizer",
     "build_scheduler",
-    "dataclass_from_mapping",
     "epoch_order",
     "init_distributed",
     "latest_checkpoint",

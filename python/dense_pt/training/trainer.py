@@ -107,7 +107,7 @@ class Trainer:
         lr_lambda: Callable[[int], float] | None = None,
         reset_optimizer_at: Sequence[int] = (),
     ):
-        self.config = config.validate()
+        self.config = config
         if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
             raise InvalidArgumentError(
                 f"{type(model).__name__} uses a contrastive loss over the batch; gradient accumulation "

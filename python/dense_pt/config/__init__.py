@@ -1,0 +1,33 @@
+"""The configuration models: one pydantic model per stage, the single place of every default and
+every check. TOML files, ``--set`` overrides, the ``dense-pt pretrain`` options and the Python
+functions are all validated by them; an error names the file and the dotted key.
+
+- ``base``: the ``Model`` base (unknown keys refused, strict types) and ``ConfigError``, with the
+  one formatter of pydantic's errors;
+- ``toml``: reading a file, ``--set dotted.key=VALUE`` overrides;
+- ``train``: ``TrainConfig``, the optimiser and schedule of every training stage;
+- ``options``: ``MethodOptions``, the pre-training objectives' knobs;
+- ``pretrain``: ``PretrainSettings``, a pre-training file / ``dense-pt pretrain``;
+- ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles.
+
+The papers' numbers are not written here: the models read them from
+``dense_pt.finetune.defaults`` (fine-tuning, SimLM Table 13) and ``dense_pt.objectives.defaults``
+(pre-training, per method and paper)."""
+
+from dense_pt.config.base import ConfigError, Model, config_error
+from dense_pt.config.options import MethodOptions
+from dense_pt.config.pretrain import PretrainSettings
+from dense_pt.config.toml import apply_overrides, read_toml
+from dense_pt.config.train import TrainConfig, TrainTable
+
+__all__ = [
+    "ConfigError",
+    "MethodOptions",
+    "Model",
+    "PretrainSettings",
+    "TrainConfig",
+    "TrainTable",
+    "apply_overrides",
+    "config_error",
+    "read_toml",
+]

@@ -1,0 +1,340 @@
+"""The pipeline file: one model per table, the file itself (``PipelineFile``), and the profiles.
+
+The models hold the defaults: the ``paper`` profile is SimLM's Table 13, read from
+``dense_pt.finetune.defaults`` (where each number is written, with its source). A profile is an
+overlay applied to the file's tables before validation: ``cpu`` shrinks groups, depths, batches and
+epochs for a small machine. Checks that need another module's registry (loss names, measures,
+pools, the pre-training methods) are validators that import it when they run, so reading this
+module needs no torch."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from dense_pt.config.base import Model
+from dense_pt.config.options import MethodOptions
+from dense_pt.config.pretrain import MIN_LENGTH
+from dense_pt.config.train import TrainTable
+from dense_pt.finetune import defaults as FT
+from dense_pt.retrieval.fusion import RRF_K
+
+# Peak memory of the pmi counting (corpus map included): the pipeline's, the CLI's and the API's.
+PMI_MEMORY_GB = 8.0
+Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
+
+
+def _train(values: dict[str, Any]) -> Any:
+    return Field(default_factory=lambda: TrainTable(**values))
+
+
+def _loss_checks(table: Any) -> None:
+    from dense_pt.errors import InvalidArgumentError
+    from dense_pt.objectives.retrieval import resolve_loss
+
+    try:
+        resolve_loss(table.loss).resolve_tau(table.tau)
+    except InvalidArgumentError as exc:
+        raise ValueError(str(exc)) from None
+    if table.loss == "triplet" and table.group_size < 2:
+        raise ValueError(
+            f"group_size must be >= 2 for the triplet loss (it compares the positive with the query's "
+            f"own negatives), got {table.group_size}"
+        )
+
+
+class DataTable(Model):
+    corpus: str
+    queries: str
+    qrels: str
+    dev_qrels: str | None = None  # a fixed dev split instead of drawing dev_fraction of qrels
+    dev_fraction: float = Field(0.1, gt=0, lt=1)
+    split_seed: int | None = None  # None: the run's seed (a study's cells share one)
+    max_length: int = Field(256, ge=MIN_LENGTH)  # tokens the corpus store keeps per passage
+
+
+class ModelTable(Model):
+    init: str  # a folder, a config.json, pkg:PACKAGE/sub/path, or a hub name in the local cache
+    pooling: str = "auto"
+
+
+class EvalTable(Model):
+    k: int = Field(100, ge=1)
+    measures: list[str] = Field(default_factory=lambda: ["nDCG@10", "R@100", "RR@10"])
+    rel_level: int = 1
+    tie_break: str = "docno"
+
+    @model_validator(mode="after")
+    def check_known(self) -> EvalTable:
+        from dense_pt.data.judgements import TIE_BREAKS
+        from dense_pt.evaluation.metrics import parse_measures
+
+        parse_measures(self.measures, self.rel_level)  # InvalidArgumentError is a ValueError
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
+        return self
+
+
+def _refuse_moved(data: Any, moved: dict[str, str]) -> Any:
+    """A key that moved is refused, naming where it went."""
+    for key in sorted(set(data) & set(moved) if isinstance(data, dict) else ()):
+        raise ValueError(f"{key}: {moved[key]}")
+    return data
+
+
+_LENGTHS_MOVED = ("encoding uses each retriever stage's own lengths: set {0} in [r1] / [r2] / [distill] "
+                  "(zero-shot encodes with [r1]'s)")  # fmt: skip
+
+
+class EncodeTable(Model):
+    batch_size: int = Field(64, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def moved_keys(cls, data: Any) -> Any:
+        return _refuse_moved(
+            data, {k: _LENGTHS_MOVED.format(k) for k in ("query_max_length", "passage_max_length")}
+        )
+
+
+class RetrieverTable(Model):
+    """``[r1]`` / ``[r2]``: a bi-encoder stage. A group is 1 positive + group_size - 1 negatives (a
+    retriever may train on in-batch negatives alone: 1); tau None: the loss's own."""
+
+    loss: str = "simlm"
+    group_size: int = Field(FT.RETRIEVER_GROUP_SIZE, ge=1)
+    tau: float | None = Field(None, gt=0)
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
+    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
+    epochs: Number | None = Field(FT.RETRIEVER_EPOCHS, gt=0)  # None: train.max_steps decides
+    train: TrainTable = _train(FT.RETRIEVER_TRAIN)
+
+    @model_validator(mode="after")
+    def check_loss(self) -> RetrieverTable:
+        _loss_checks(self)
+        return self
+
+
+class MineTable(Model):
+    """``[mine]``: hard negatives from the previous retriever (num 0 keeps every negative of the
+    pool; training draws group_size - 1 of them per epoch)."""
+
+    depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
+    num: int = Field(0, ge=0)
+    skip_top: int = Field(0, ge=0)
+    pool: str = "rank"
+    sampling: str = "random"
+    absolute_margin: float | None = None
+    relative_margin: float | None = Field(None, ge=0, lt=1)
+    relative_form: str = "magnitude"
+    max_score: float | None = None
+    min_score: float | None = None
+    bm25_depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def moved_keys(cls, data: Any) -> Any:
+        return _refuse_moved(
+            data, {"margin": "renamed absolute_margin (sentence-transformers' name; same meaning)"}
+        )
+
+    @model_validator(mode="after")
+    def check_choices(self) -> MineTable:
+        from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
+
+        for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        if self.max_score is not None and self.min_score is not None and self.min_score > self.max_score:
+            raise ValueError(
+                f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
+            )
+        return self
+
+
+class RerankerTable(Model):
+    """``[reranker]``: the cross-encoder (its listwise loss over a group of one is constant zero:
+    group_size >= 2); score_num 0: score every mined negative."""
+
+    enabled: bool = True
+    init: str = FT.RERANKER_INIT  # 'model' (the pipeline's model), a path or a hub name
+    group_size: int = Field(FT.RERANKER_GROUP_SIZE, ge=2)
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
+    max_length: int = Field(FT.RERANKER_MAX_LENGTH, ge=MIN_LENGTH)
+    depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
+    num: int = Field(0, ge=0)
+    rerank_depth: int = Field(FT.RERANK_DEPTH, ge=1)
+    score_num: int = Field(0, ge=0)
+    epochs: Number | None = Field(FT.RERANKER_EPOCHS, gt=0)
+    train: TrainTable = _train(FT.RERANKER_TRAIN)
+
+
+class DistillTable(Model):
+    """``[distill]``: the retriever trained on the re-ranker's scores (KL over a group of one is
+    constant zero: group_size >= 2). init "model": the pipeline's pre-trained model (SimLM Figure 2)."""
+
+    enabled: bool = True
+    init: Literal["model", "r2"] = "model"
+    loss: str = "simlm"
+    group_size: int = Field(FT.DISTILL_GROUP_SIZE, ge=2)
+    alpha: float = Field(FT.ALPHA, ge=0, le=1)
+    tau: float | None = Field(None, gt=0)
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
+    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
+    epochs: Number | None = Field(FT.DISTILL_EPOCHS, gt=0)
+    train: TrainTable = _train(FT.DISTILL_TRAIN)
+
+    @model_validator(mode="after")
+    def check_loss(self) -> DistillTable:
+        from dense_pt.objectives.retrieval import DISTILL_LOSSES
+
+        _loss_checks(self)
+        if self.loss not in DISTILL_LOSSES:
+            raise ValueError(f"loss must be one of {DISTILL_LOSSES}, got {self.loss!r}")
+        return self
+
+
+class FusionTable(Model):
+    """``[fusion]``: BM25 + a dense run after the last dense stage (off by default: not part of the
+    papers' pipeline). dense "auto": distill when it runs, else r2; weight "tune": chosen on the
+    training queries (dev stays unseen)."""
+
+    enabled: bool = False
+    dense: Literal["auto", "r1", "r2", "distill"] = "auto"
+    method: str = "interpolation"
+    weight: Literal["tune"] | float = Field("tune", union_mode="left_to_right")
+    rrf_k: int = Field(RRF_K, ge=0)
+
+    @model_validator(mode="after")
+    def check_choices(self) -> FusionTable:
+        from dense_pt.retrieval.fusion import METHODS
+
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.weight != "tune" and not 0 <= float(self.weight) <= 1:
+            raise ValueError(f"weight must be 'tune' or a number in [0, 1], got {self.weight!r}")
+        return self
+
+
+class PmiTable(Model):
+    """``[pretrain.pmi]``: how the pipeline builds the store's importance column (cdmae masks by it)."""
+
+    max_n: int = Field(4, ge=1)
+    min_count: int = Field(1, ge=1)
+    window: int = Field(4, ge=1)
+    memory_gb: float = Field(PMI_MEMORY_GB, gt=0)
+
+    @model_validator(mode="after")
+    def check_window(self) -> PmiTable:
+        if self.window > self.max_n:
+            raise ValueError(f"window {self.window} needs max_n >= window, got {self.max_n}")
+        return self
+
+
+class PretrainTable(Model):
+    """``[pretrain]``: as ``dense-pt pretrain`` (method required: each method needs its own
+    settings); max_length default: the method's declared length, capped at ``[data] max_length``."""
+
+    method: str
+    paper: str | None = None
+    max_length: int | None = Field(None, ge=MIN_LENGTH)
+    options: MethodOptions = Field(default_factory=MethodOptions)
+    train: TrainTable = Field(default_factory=TrainTable)
+    pmi: PmiTable | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def method_first(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "method" not in data:  # each method needs its own settings
+            from dense_pt.objectives import METHODS
+
+            raise ValueError(f"method is required: one of {', '.join(METHODS)}")
+        return data
+
+
+class PipelineFile(Model):
+    """The whole file after the profile's overlay. Checks across tables run here."""
+
+    out: str
+    seed: int = Field(13, ge=0)
+    profile: Literal["paper", "cpu"] = "paper"
+    data: DataTable
+    model: ModelTable
+    eval: EvalTable = Field(default_factory=EvalTable)
+    encode: EncodeTable = Field(default_factory=EncodeTable)
+    r1: RetrieverTable = Field(default_factory=RetrieverTable)
+    mine: MineTable = Field(default_factory=MineTable)
+    r2: RetrieverTable = Field(default_factory=RetrieverTable)
+    reranker: RerankerTable = Field(default_factory=RerankerTable)
+    distill: DistillTable = Field(default_factory=DistillTable)
+    pretrain: PretrainTable | None = None
+    fusion: FusionTable = Field(default_factory=FusionTable)
+
+    @model_validator(mode="after")
+    def check_across_tables(self) -> PipelineFile:
+        if (
+            self.fusion.enabled
+            and self.fusion.dense == "distill"
+            and not (self.distill.enabled and self.reranker.enabled)
+        ):
+            raise ValueError("fusion.dense = 'distill' needs the re-ranker and distillation stages")
+        _check_lengths(self)
+        return self
+
+
+def _check_lengths(cfg: PipelineFile) -> None:
+    """The store keeps ``[data] max_length`` tokens of a passage ([CLS]/[SEP] counted): a stage
+    reading more would silently see passages cut shorter than it was told."""
+    store = cfg.data.max_length
+    rr = cfg.reranker
+    distill_on = rr.enabled and cfg.distill.enabled  # distillation needs the re-ranker
+    for name in ("r1", "r2", "distill") if distill_on else ("r1", "r2"):
+        n = getattr(cfg, name).passage_max_length
+        if n > store:
+            raise ValueError(f"{name}.passage_max_length {n} exceeds data.max_length {store}, the length the "
+                             "corpus store keeps: raise data.max_length")  # fmt: skip
+    if rr.enabled and rr.max_length < rr.query_max_length + 4:
+        raise ValueError(
+            f"reranker.max_length {rr.max_length} leaves a query of query_max_length {rr.query_max_length} "
+            f"tokens no room for the passage ([CLS] query [SEP] passage [SEP]): need at least "
+            f"{rr.query_max_length + 4}"
+        )
+    # the re-ranker's passage gets max_length - 3 - (query tokens >= 1); the store gives max_length - 2
+    if rr.enabled and rr.max_length - 2 > store:
+        raise ValueError(
+            f"reranker.max_length {rr.max_length} leaves passages room for more tokens than data.max_length "
+            f"{store} keeps: raise data.max_length to at least {rr.max_length - 2}"
+        )
+
+
+# What each profile changes in the models' defaults (tables merged key by key, ``train`` too).
+# "cpu" is sized for a 2-core machine, a small encoder and a BEIR-sized training set (SciFact: 809
+# judged queries): smaller groups, shallower mining, smaller batches, fewer epochs and a warm-up
+# fraction instead of 1,000 steps. Lengths, temperatures, alpha and learning rates stay the paper's.
+_CPU_TRAIN = {"batch_size": 16, "warmup": 0.1}
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "paper": {},
+    "cpu": {
+        "r1": {"group_size": 4, "epochs": 1, "train": _CPU_TRAIN},
+        "r2": {"group_size": 4, "epochs": 1, "train": _CPU_TRAIN},
+        "mine": {"depth": 100, "bm25_depth": 100, "num": 30},
+        "reranker": {"group_size": 8, "depth": 50, "num": 30, "rerank_depth": 50, "score_num": 7, "epochs": 1,
+                     "train": {"batch_size": 8, "warmup": 0.1}},
+        "distill": {"group_size": 6, "epochs": 2, "train": _CPU_TRAIN},
+    },
+}  # fmt: skip
+STAGE_TABLES = ("r1", "r2", "reranker", "distill")
+# Each stage's engine settings: a file's (or profile's) train table is merged over these key by key.
+STAGE_TRAIN = {"r1": FT.RETRIEVER_TRAIN, "r2": FT.RETRIEVER_TRAIN, "reranker": FT.RERANKER_TRAIN,
+               "distill": FT.DISTILL_TRAIN}  # fmt: skip
+
+
+def table_defaults(table: str) -> dict[str, Any]:
+    """The ``paper`` profile's values of one table with defaults for every key (r1, r2, mine,
+    reranker, distill, eval, encode, fusion): what ``dense-pt pipeline`` uses when a file is silent."""
+    value = PipelineFile.model_fields[table].get_default(call_default_factory=True)
+    out = value.model_dump()
+    if table in STAGE_TABLES:
+        out["train"] = value.train.model_dump(exclude_none=True)
+    return out

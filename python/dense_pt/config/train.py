@@ -1,0 +1,76 @@
+"""``TrainConfig``: the optimisation settings every training stage shares (pre-training, retriever,
+re-ranker, distillation), and ``partial``: a model's "only the keys a file sets" twin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, create_model
+
+from dense_pt.config.base import Model
+
+Schedule = Literal["linear", "cosine", "constant"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+ReportTo = Literal["none", "tensorboard"]
+# Steps when >= 1, a fraction of max_steps when < 1; an int stays an int (a run's fingerprint and
+# manifest keep ``1000``, not ``1000.0``).
+Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
+
+
+class TrainConfig(Model):
+    """Optimisation settings shared by every training stage.
+
+    ``batch_size`` is per process and per micro-step: the global batch is
+    ``batch_size * grad_accum * world_size``."""
+
+    max_steps: int = Field(1000, ge=1, description="Optimiser steps.")
+    batch_size: int = Field(32, ge=1, description="Passages (queries) per step and process.")
+    lr: float = Field(1e-4, gt=0, description="Peak learning rate.")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
+    adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(0.999, ge=0, lt=1, description="AdamW beta2.")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    warmup: Warmup = Field(
+        0.1,
+        description="Warm-up steps (>= 1) or a fraction (< 1) of the steps (curriculum: of the first stage).",
+    )
+    schedule: Schedule = Field("linear", description="Learning-rate schedule: linear, cosine or constant.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Lowest rate of the schedule, as a share of lr.")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimiser step.")
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables clipping).")
+    precision: Precision = Field("auto", description="auto, fp32, bf16 or fp16.")
+    seed: int = Field(42, description="Seed of the init, the data order and the masks.")
+    save_every: int = Field(500, ge=1, description="Checkpoint every N steps.")
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept.")
+    log_every: int = Field(10, ge=1, description="Log every N steps.")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes.")
+    prefetch_factor: int = Field(2, ge=1, description="Batches each worker prepares ahead.")
+    find_unused_parameters: bool = Field(False, description="DDP's find_unused_parameters.")
+    threads: int = Field(
+        0, ge=0, description="torch CPU threads per process (0: torch's default; 1 on a busy shared CPU)."
+    )
+    report_to: ReportTo = Field(
+        "none",
+        description="none or tensorboard: also write the logged scalars under OUT/tb (the tensorboard extra).",
+    )
+
+    def warmup_steps(self) -> int:
+        if self.warmup >= 1:
+            return int(self.warmup)
+        return round(self.warmup * self.max_steps)
+
+
+def partial(model: type[Model], name: str) -> type[Model]:
+    """``model`` with every field optional and unset by default (same types and checks): a TOML
+    table that sets only some keys, dumped with ``exclude_none`` to what it sets."""
+    fields: dict[str, Any] = {}
+    for key, f in model.model_fields.items():
+        typ: Any = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        fields[key] = (typ | None, Field(None, description=f.description))
+    return create_model(name, __base__=Model, **fields)
+
+
+if TYPE_CHECKING:
+    TrainTable = TrainConfig  # the same fields for the type checker; at run time each is optional
+else:
+    TrainTable = partial(TrainConfig, "TrainTable")
