@@ -308,6 +308,36 @@ def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], ro
     write_json_atomic(out / MANIFEST, manifest)
 
 
+def _checked_inputs(
+    model_dir: Path, source: Path, dtype: str, batch_size: int, shard_size: int, max_length: int | None
+) -> int:
+    """Refuse bad arguments before anything loads; the length to encode with (the model's trained
+    length by default, clamped with a warning to its positions; a longer explicit one is refused)."""
+    if dtype not in DTYPES:
+        raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if (max_length is not None and max_length < 3) or batch_size < 1 or shard_size < 1:
+        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
+    limit = position_limit(check_model_folder(model_dir))
+    if not source.exists():
+        raise not_found(source, "no such corpus store or queries file")
+    if not source.is_dir():
+        check_queries_file(source)
+    if max_length is None:
+        max_length = default_max_length(model_dir, "passages" if source.is_dir() else "queries")
+        if limit is not None and max_length > limit:
+            logs.log.warning(
+                f"encode: the default length {max_length} is longer than {model_dir}'s "
+                f"{limit} positions; encoding with max length {limit}"
+            )
+            max_length = limit
+    elif limit is not None and max_length > limit:
+        raise InvalidArgumentError(
+            f"max_length (--max-length) {max_length} is longer than the model's {limit} positions "
+            f"(max_position_embeddings in {model_dir / 'config.json'}); use at most {limit}"
+        )
+    return max_length
+
+
 def encode(
     model_dir: str | Path,
     source: str | Path,
@@ -331,28 +361,7 @@ def encode(
     from dense_pt.retrieval.encoder import load_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
-    if dtype not in DTYPES:
-        raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    if (max_length is not None and max_length < 3) or batch_size < 1 or shard_size < 1:
-        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
-    limit = position_limit(check_model_folder(model_dir))
-    if not source.exists():
-        raise not_found(source, "no such corpus store or queries file")
-    if not source.is_dir():
-        check_queries_file(source)
-    if max_length is None:
-        max_length = default_max_length(model_dir, "passages" if source.is_dir() else "queries")
-        if limit is not None and max_length > limit:
-            logs.log.warning(
-                f"encode: the default length {max_length} is longer than {model_dir}'s "
-                f"{limit} positions; encoding with max length {limit}"
-            )
-            max_length = limit
-    elif limit is not None and max_length > limit:
-        raise InvalidArgumentError(
-            f"max_length (--max-length) {max_length} is longer than the model's {limit} positions "
-            f"(max_position_embeddings in {model_dir / 'config.json'}); use at most {limit}"
-        )
+    max_length = _checked_inputs(model_dir, source, dtype, batch_size, shard_size, max_length)
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
     tokenizer = load_tokenizer(model_dir)
