@@ -10,7 +10,6 @@ authors' code) it comes from: ``dense_pt.objectives.defaults``, the one place th
 from __future__ import annotations
 
 import inspect
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from typer.core import TyperCommand
 
 from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.cli.options import config_option, model_options, set_option, with_model_options
 
 
 def print_defaults(method: str, console=None) -> None:
@@ -61,20 +61,6 @@ class PretrainCommand(TyperCommand):
             typer.echo("\nPut --method M before --help to see M's defaults and the papers they come from.")
 
 
-def _cli_type(annotation: Any) -> type:
-    """The click type of a model field: its non-None member; a choice (Literal) is a string and a
-    count-or-fraction (warm-up) a float, the model checking both."""
-    if typing.get_origin(annotation) is typing.Literal:
-        return str
-    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
-    first = typing.get_origin(args[0]) or args[0]
-    if first is typing.Literal:
-        return str
-    if first is typing.Annotated:
-        return _cli_type(typing.get_args(args[0])[0]) if len(args) == 1 else float
-    return float if float in args or len(args) > 1 else args[0]
-
-
 def _paper_keys() -> dict[str, set[str]]:
     """{table: the keys some paper sets} (their default is the method's paper, not the model's)."""
     from dense_pt.objectives import PROFILES
@@ -93,32 +79,18 @@ def _model_options() -> list[inspect.Parameter]:
     from dense_pt.config import MethodOptions, PretrainSettings, TrainConfig
 
     paper = _paper_keys()
-    params = []
-    for table, model in (("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)):
-        for name, f in model.model_fields.items():
-            if name in ("options", "train"):
-                continue
-            typ, flag = _cli_type(f.annotation), "--" + name.replace("_", "-")
-            decls = [f"{flag}/--no-{flag[2:]}"] if typ is bool else [flag, *(["-o"] if name == "out" else [])]
-            shown: str | bool = "the method's paper" if name in paper[table] else (
-                False if f.default is None else repr(f.default))  # fmt: skip
-            opt = typer.Option(
-                None, *decls, help=f.description, show_default=shown, is_eager=name == "method"
-            )
-            params.append(
-                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=typ | None)
-            )
-    return params
+
+    def shown(table: str, name: str, f: Any) -> str | bool:
+        return "the method's paper" if name in paper[table] else (False if f.default is None else repr(f.default))
+
+    tables = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
+    return model_options(tables, flags={"out": ["-o"]}, shown=shown, eager=["method"])
 
 
 def pretrain(
-    config: Path | None = typer.Option(None, "--config", help="TOML file; options given here override it."),
-    set_: list[str] = typer.Option(
-        [],
-        "--set",
-        metavar="KEY=VALUE",
-        help="Override one key of the file: dotted.key=VALUE "
-        "(e.g. train.adam_eps=1e-6), checked as the file's own.",
+    config: Path | None = config_option("TOML file; options given here override it."),
+    set_: list[str] = set_option(
+        "Override one key of the file: dotted.key=VALUE (e.g. train.adam_eps=1e-6), checked as the file's own."
     ),
     resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
     quiet: bool = typer.Option(False, help="No progress bar."),
@@ -141,9 +113,7 @@ def pretrain(
     )
 
 
-_fixed = list(inspect.signature(pretrain, eval_str=True).parameters.values())[:-1]
-pretrain.__signature__ = inspect.Signature([*_fixed, *_model_options()])  # type: ignore[attr-defined]
-app.command(cls=PretrainCommand)(pretrain)
+app.command(cls=PretrainCommand)(with_model_options(pretrain, _model_options()))
 
 
 @app.command()
