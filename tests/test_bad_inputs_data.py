@@ -405,13 +405,13 @@ CASES = [
         "--min-count -3",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi", "--min-count", "-3"],
         2,
-        r"Invalid value for '--min-count'",
+        r"pmi build: min_count: must be >= 1, got -3",
     ),
     Case(
         "--max-n 0",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi", "--max-n", "0"],
         2,
-        r"Invalid value for '--max-n'",
+        r"pmi build: max_n: must be >= 1, got 0",
     ),
     Case(
         "--threads 0 for pmi",
@@ -423,13 +423,13 @@ CASES = [
         "--memory-gb 0",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi", "--memory-gb", "0"],
         2,
-        r"memory_gb \(--memory-gb\) must be a positive number, got 0",
+        r"memory_gb: must be > 0, got 0",
     ),
     Case(
         "--memory-gb nan",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi", "--memory-gb", "nan"],
         2,
-        r"memory_gb \(--memory-gb\) must be a positive number",
+        r"memory_gb: must be a finite number",
     ),
     Case(
         "--memory-gb too small for the corpus: refused naming the minimum",

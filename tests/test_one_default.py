@@ -39,7 +39,7 @@ HOME: dict[float | int, str] = {
     4000: PAPERS,  # SimLM warm-up steps
     3e-4: PAPERS,  # pre-training lr
     60: "retrieval/fusion.py",  # RRF k (Cormack et al. 2009)
-    8.0: "config/pipeline.py",  # the pmi stage's memory budget
+    8.0: "config/pmi.py",  # the pmi memory budget
     13: "config/pipeline.py",  # the pipeline's seed
     42: "config/train.py",  # the engine's seed
     32: FT,  # query length

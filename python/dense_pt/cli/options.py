@@ -25,7 +25,7 @@ M = TypeVar("M", bound=Model)
 Table = tuple[str, type[Model]]  # ("top", model): its fields are the file's top level; else a [table]
 
 CONFIG_HELP = "TOML file with the same keys; options given here override it."
-SET_HELP = "Override one key of the file: dotted.key=VALUE (e.g. train.lr=3e-5), checked as the file's own."
+SET_HELP = "Set one key as the --config file would (it may stand alone): dotted.key=VALUE, checked as the file's own."
 
 
 def config_option(help: str = CONFIG_HELP) -> Any:

@@ -5,12 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
-from dense_pt.config.pipeline import PMI_MEMORY_GB
+from dense_pt.cli.options import (
+    config_option,
+    load_settings,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.config.pmi import MIN_COUNT, WINDOW, PmiCounts
 from dense_pt.progress import Progress
 
 pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importance.", no_args_is_help=True)
@@ -27,22 +36,9 @@ def _gb(n: int | None) -> str:
     return "n/a" if n is None else f"{n / (1 << 30):.2f} GB"
 
 
-@pmi_app.command("build")
 def build_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory (from `dense-pt corpus build`)."),
     out: Path = typer.Option(..., "--out", "-o", help="Table file to write (atomically)."),
-    max_n: int = typer.Option(
-        4, "--max-n", min=1, help="Highest n-gram order (AMI window L needs L <= max-n)."
-    ),
-    min_count: int = typer.Option(
-        1, "--min-count", min=1, help="Drop n-grams of order >= 2 seen fewer times."
-    ),
-    memory_gb: float = typer.Option(
-        PMI_MEMORY_GB,
-        "--memory-gb",
-        help="Peak memory budget, corpus map included; a budget too small for the corpus is "
-        "refused with the least that works.",
-    ),
     threads: int = typer.Option(
         None, "--threads", min=1, help="Worker threads (default: all available cores)."
     ),
@@ -50,22 +46,19 @@ def build_cmd(
     spill_dir: Path = typer.Option(
         None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
     ),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Count 1..max-n-grams of a corpus store into a table file."""
     from dense_pt.pmi import build
 
+    tables = [("top", PmiCounts)]
+    s = load_settings(PmiCounts, config, set_, split(values, tables), "dense-pt pmi build")
     bar, cb = _progress("pmi build")
     with bar:
         stats = build(
-            store,
-            out,
-            max_n=max_n,
-            min_count=min_count,
-            memory_gb=memory_gb,
-            threads=threads,
-            shard=shard,
-            spill_dir=spill_dir,
-            progress=cb,
+            store, out, **s.model_dump(), threads=threads, shard=shard, spill_dir=spill_dir, progress=cb
         )
     logs.status(
         f"wrote {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
@@ -75,6 +68,9 @@ def build_cmd(
     )
 
 
+pmi_app.command("build")(with_model_options(build_cmd, model_options([("top", PmiCounts)])))
+
+
 @pmi_app.command("merge")
 def merge_cmd(
     parts: list[Path] = typer.Argument(
@@ -82,7 +78,7 @@ def merge_cmd(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Merged table file to write."),
     min_count: int = typer.Option(
-        1, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
+        MIN_COUNT, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
     ),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
@@ -98,7 +94,7 @@ def merge_cmd(
 def score_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory."),
     table: Path = typer.Option(..., "--table", help="Table built from this store's vocabulary."),
-    window: int = typer.Option(4, "--window", min=2, help="AMI window L (uses orders 2..L)."),
+    window: int = typer.Option(WINDOW, "--window", min=2, help="AMI window L (uses orders 2..L)."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 or float16."),
     threads: int = typer.Option(
         None, "--threads", min=1, help="Worker threads (default: all available cores)."
@@ -131,7 +127,7 @@ def inspect_cmd(
     top_min_count: int = typer.Option(
         5, "--top-min-count", min=0, help="Only list n-grams seen at least this often."
     ),
-    window: int = typer.Option(4, "--window", min=2, help="AMI window L for --text."),
+    window: int = typer.Option(WINDOW, "--window", min=2, help="AMI window L for --text."),
     as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON and exit."),
 ) -> None:
     """Show a table's statistics, its top n-grams by PMI, and the AMI of each token of --text."""

@@ -81,7 +81,11 @@ def _model_options() -> list[inspect.Parameter]:
     paper = _paper_keys()
 
     def shown(table: str, name: str, f: Any) -> str | bool:
-        return "the method's paper" if name in paper[table] else (False if f.default is None else repr(f.default))
+        return (
+            "the method's paper"
+            if name in paper[table]
+            else (False if f.default is None else repr(f.default))
+        )
 
     tables = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
     return model_options(tables, flags={"out": ["-o"]}, shown=shown, eager=["method"])

@@ -38,6 +38,8 @@ def _what(err: Any) -> str:
         return "expected an integer"
     if kind == "float_type":
         return "expected a number"
+    if kind == "finite_number":
+        return "must be a finite number"
     if kind == "bool_type":
         return "expected true or false"
     if kind == "string_type":

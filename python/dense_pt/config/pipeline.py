@@ -14,34 +14,18 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.finetune import DistillSettings, Number, RerankerSettings, RetrieverSettings
 from dense_pt.config.options import MethodOptions
+from dense_pt.config.pmi import PmiSettings as PmiTable
 from dense_pt.config.pretrain import MIN_LENGTH
+from dense_pt.config.retrieval import MineSettings
 from dense_pt.config.train import TrainTable
 from dense_pt.finetune import defaults as FT
 from dense_pt.retrieval.fusion import RRF_K
 
-# Peak memory of the pmi counting (corpus map included): the pipeline's, the CLI's and the API's.
-PMI_MEMORY_GB = 8.0
-Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
-
 
 def _train(values: dict[str, Any]) -> Any:
     return Field(default_factory=lambda: TrainTable(**values))
-
-
-def _loss_checks(table: Any) -> None:
-    from dense_pt.errors import InvalidArgumentError
-    from dense_pt.objectives.retrieval import resolve_loss
-
-    try:
-        resolve_loss(table.loss).resolve_tau(table.tau)
-    except InvalidArgumentError as exc:
-        raise ValueError(str(exc)) from None
-    if table.loss == "triplet" and table.group_size < 2:
-        raise ValueError(
-            f"group_size must be >= 2 for the triplet loss (it compares the positive with the query's "
-            f"own negatives), got {table.group_size}"
-        )
 
 
 class DataTable(Model):
@@ -98,38 +82,17 @@ class EncodeTable(Model):
         )
 
 
-class RetrieverTable(Model):
-    """``[r1]`` / ``[r2]``: a bi-encoder stage. A group is 1 positive + group_size - 1 negatives (a
-    retriever may train on in-batch negatives alone: 1); tau None: the loss's own."""
+class RetrieverTable(RetrieverSettings):
+    """``[r1]`` / ``[r2]``: a bi-encoder stage (``dense-pt train retriever``'s settings)."""
 
-    loss: str = "simlm"
-    group_size: int = Field(FT.RETRIEVER_GROUP_SIZE, ge=1)
-    tau: float | None = Field(None, gt=0)
-    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
-    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
     epochs: Number | None = Field(FT.RETRIEVER_EPOCHS, gt=0)  # None: train.max_steps decides
     train: TrainTable = _train(FT.RETRIEVER_TRAIN)
 
-    @model_validator(mode="after")
-    def check_loss(self) -> RetrieverTable:
-        _loss_checks(self)
-        return self
 
+class MineTable(MineSettings):
+    """``[mine]``: hard negatives from the previous retriever (``dense-pt mine-negatives``'s
+    settings; the first round mines BM25's top bm25_depth)."""
 
-class MineTable(Model):
-    """``[mine]``: hard negatives from the previous retriever (num 0 keeps every negative of the
-    pool; training draws group_size - 1 of them per epoch)."""
-
-    depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
-    num: int = Field(0, ge=0)
-    skip_top: int = Field(0, ge=0)
-    pool: str = "rank"
-    sampling: str = "random"
-    absolute_margin: float | None = None
-    relative_margin: float | None = Field(None, ge=0, lt=1)
-    relative_form: str = "magnitude"
-    max_score: float | None = None
-    min_score: float | None = None
     bm25_depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
 
     @model_validator(mode="before")
@@ -139,29 +102,13 @@ class MineTable(Model):
             data, {"margin": "renamed absolute_margin (sentence-transformers' name; same meaning)"}
         )
 
-    @model_validator(mode="after")
-    def check_choices(self) -> MineTable:
-        from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
 
-        for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
-            if getattr(self, key) not in allowed:
-                raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
-        if self.max_score is not None and self.min_score is not None and self.min_score > self.max_score:
-            raise ValueError(
-                f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
-            )
-        return self
-
-
-class RerankerTable(Model):
-    """``[reranker]``: the cross-encoder (its listwise loss over a group of one is constant zero:
-    group_size >= 2); score_num 0: score every mined negative."""
+class RerankerTable(RerankerSettings):
+    """``[reranker]``: the cross-encoder (``dense-pt train reranker``'s settings) and the mining and
+    scoring around it; score_num 0: score every mined negative."""
 
     enabled: bool = True
     init: str = FT.RERANKER_INIT  # 'model' (the pipeline's model), a path or a hub name
-    group_size: int = Field(FT.RERANKER_GROUP_SIZE, ge=2)
-    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
-    max_length: int = Field(FT.RERANKER_MAX_LENGTH, ge=MIN_LENGTH)
     depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
     num: int = Field(0, ge=0)
     rerank_depth: int = Field(FT.RERANK_DEPTH, ge=1)
@@ -170,29 +117,14 @@ class RerankerTable(Model):
     train: TrainTable = _train(FT.RERANKER_TRAIN)
 
 
-class DistillTable(Model):
-    """``[distill]``: the retriever trained on the re-ranker's scores (KL over a group of one is
-    constant zero: group_size >= 2). init "model": the pipeline's pre-trained model (SimLM Figure 2)."""
+class DistillTable(DistillSettings):
+    """``[distill]``: ``dense-pt train distill``'s settings. init "model": the pipeline's
+    pre-trained model (SimLM Figure 2)."""
 
     enabled: bool = True
     init: Literal["model", "r2"] = "model"
-    loss: str = "simlm"
-    group_size: int = Field(FT.DISTILL_GROUP_SIZE, ge=2)
-    alpha: float = Field(FT.ALPHA, ge=0, le=1)
-    tau: float | None = Field(None, gt=0)
-    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH)
-    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH)
     epochs: Number | None = Field(FT.DISTILL_EPOCHS, gt=0)
     train: TrainTable = _train(FT.DISTILL_TRAIN)
-
-    @model_validator(mode="after")
-    def check_loss(self) -> DistillTable:
-        from dense_pt.objectives.retrieval import DISTILL_LOSSES
-
-        _loss_checks(self)
-        if self.loss not in DISTILL_LOSSES:
-            raise ValueError(f"loss must be one of {DISTILL_LOSSES}, got {self.loss!r}")
-        return self
 
 
 class FusionTable(Model):
@@ -214,21 +146,6 @@ class FusionTable(Model):
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.weight != "tune" and not 0 <= float(self.weight) <= 1:
             raise ValueError(f"weight must be 'tune' or a number in [0, 1], got {self.weight!r}")
-        return self
-
-
-class PmiTable(Model):
-    """``[pretrain.pmi]``: how the pipeline builds the store's importance column (cdmae masks by it)."""
-
-    max_n: int = Field(4, ge=1)
-    min_count: int = Field(1, ge=1)
-    window: int = Field(4, ge=1)
-    memory_gb: float = Field(PMI_MEMORY_GB, gt=0)
-
-    @model_validator(mode="after")
-    def check_window(self) -> PmiTable:
-        if self.window > self.max_n:
-            raise ValueError(f"window {self.window} needs max_n >= window, got {self.max_n}")
         return self
 
 

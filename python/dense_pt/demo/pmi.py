@@ -5,13 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.pmi import MIN_COUNT, WINDOW
 from dense_pt.data.store import CorpusStore
 from dense_pt.errors import DensePtError
 from dense_pt.pmi import NgramTable, build, score
 
 
 def demo_stage(
-    store_path: str | Path, workdir: str | Path, window: int = 4, min_count: int = 1, force: bool = False
+    store_path: str | Path,
+    workdir: str | Path,
+    window: int = WINDOW,
+    min_count: int = MIN_COUNT,
+    force: bool = False,
 ) -> dict[str, Any]:
     """The demo's PMI stage: build the 1..window-gram table of the store into ``workdir`` and add
     the ``importance`` column. Skips the work when both are already there and match (same store

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
-from dense_pt.config.pipeline import PMI_MEMORY_GB
+from dense_pt.config.pmi import MAX_N, MEMORY_GB, MIN_COUNT, WINDOW, PmiCounts
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
@@ -67,9 +67,9 @@ def build_arrays(
     *,
     vocab_size: int | None = None,
     vocab_hash: str = ZERO_HASH,
-    max_n: int = 4,
-    min_count: int = 1,
-    memory_gb: float | None = PMI_MEMORY_GB,
+    max_n: int = MAX_N,
+    min_count: int = MIN_COUNT,
+    memory_gb: float | None = MEMORY_GB,
     memory_bytes: int | None = None,
     threads: int | None = None,
     shard: str | tuple[int, int] | None = None,
@@ -107,9 +107,9 @@ def count_arrays(
     offsets: np.ndarray,
     *,
     vocab_size: int | None = None,
-    max_n: int = 4,
-    min_count: int = 1,
-    memory_gb: float | None = PMI_MEMORY_GB,
+    max_n: int = MAX_N,
+    min_count: int = MIN_COUNT,
+    memory_gb: float | None = MEMORY_GB,
     memory_bytes: int | None = None,
     threads: int | None = None,
     spill_dir: str | Path | None = None,
@@ -143,9 +143,9 @@ def count_arrays(
 def build(
     store_or_path: Any,
     out: str | Path,
-    max_n: int = 4,
-    min_count: int = 1,
-    memory_gb: float | None = PMI_MEMORY_GB,
+    max_n: int = MAX_N,
+    min_count: int = MIN_COUNT,
+    memory_gb: float | None = MEMORY_GB,
     threads: int | None = None,
     shard: str | tuple[int, int] | None = None,
     *,
@@ -157,8 +157,13 @@ def build(
 
     ``memory_gb`` bounds peak memory including the memory-mapped corpus (``memory_bytes`` overrides
     it, e.g. a tiny budget in tests forces the spill-to-disk path). A shard (``"I/N"``) counts
-    passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging.
+    passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging. ``max_n``,
+    ``min_count`` and ``memory_gb`` are checked by ``dense_pt.config.pmi.PmiCounts``.
     """
+    if memory_bytes is None:  # a budget in bytes replaces memory_gb (tests force the spill path)
+        PmiCounts(max_n=max_n, min_count=min_count, memory_gb=memory_gb)
+    else:
+        PmiCounts(max_n=max_n, min_count=min_count)
     store = _open_store(store_or_path)
     values, offsets = store.ragged("input_ids")
     stats = build_arrays(
@@ -183,7 +188,7 @@ def build(
 def merge(
     parts: Sequence[str | Path],
     out: str | Path,
-    min_count: int = 1,
+    min_count: int = MIN_COUNT,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Merge the shard tables of one corpus into the table an unsharded build writes (same bytes)."""
@@ -204,7 +209,7 @@ def merge(
 def score(
     store: Any,
     table: NgramTable | str | Path,
-    window: int = 4,
+    window: int = WINDOW,
     dtype: str = "float32",
     threads: int | None = None,
     force: bool = True,

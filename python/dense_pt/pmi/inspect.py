@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from dense_pt.config.pmi import WINDOW
 from dense_pt.pmi.table import NgramTable, check_int
 
 
@@ -20,7 +21,9 @@ def load_tokenizer_for(path: str | Path) -> Any:
     return load_tokenizer(path)
 
 
-def token_ami(table: NgramTable, tokenizer: Any, text: str, window: int = 4) -> list[tuple[str, int, float]]:
+def token_ami(
+    table: NgramTable, tokenizer: Any, text: str, window: int = WINDOW
+) -> list[tuple[str, int, float]]:
     """(token string, id, AMI) for each content token of ``text`` (never padding: a tokenizer.json
     that pads to a fixed length, as all-MiniLM-L6-v2's does, is used with padding off)."""
     from dense_pt.data.tokenizer import without_padding_or_truncation
@@ -42,7 +45,7 @@ def render(
     texts: list[str] | tuple[str, ...] = (),
     top: int = 10,
     top_min_count: int = 5,
-    window: int = 4,
+    window: int = WINDOW,
     console: Any = None,
 ) -> None:
     from rich.console import Console

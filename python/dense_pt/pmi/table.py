@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
+from dense_pt.config.pmi import WINDOW
 from dense_pt.errors import InvalidArgumentError, MismatchError
 
 
@@ -135,13 +136,13 @@ class NgramTable:
     def unigram_counts(self) -> np.ndarray:
         return self._t.unigram_counts()
 
-    def ami(self, token_ids: Any, window: int = 4) -> np.ndarray:
+    def ami(self, token_ids: Any, window: int = WINDOW) -> np.ndarray:
         """AMI of each token of one passage (float32, same length)."""
         ids = _id_array(token_ids)
         return self._t.ami(ids, check_int("window", window, 2, 64))
 
     def ami_ragged(
-        self, values: np.ndarray, offsets: np.ndarray, window: int = 4, threads: int = 1
+        self, values: np.ndarray, offsets: np.ndarray, window: int = WINDOW, threads: int = 1
     ) -> np.ndarray:
         """AMI of every token of a ragged corpus (values, int64 offsets), in parallel."""
         return self._t.ami_ragged(

@@ -1,0 +1,134 @@
+"""The fine-tuning stages' settings: ``dense-pt train retriever | reranker | distill``, their TOML
+files (the stage's keys at the top, ``[train]`` for the engine) and the ``train_*`` functions.
+
+``RetrieverSettings`` / ``RerankerSettings`` / ``DistillSettings`` hold what a stage and the
+pipeline's ``[r1]`` / ``[r2]`` / ``[reranker]`` / ``[distill]`` tables share (the tables add their
+own epochs default and ``train``); the ``*Command`` models add what only the command sets. The
+defaults are SimLM's Table 13, read from ``dense_pt.finetune.defaults``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from dense_pt.config.base import Model
+from dense_pt.config.pretrain import MIN_LENGTH
+from dense_pt.config.train import TrainTable
+from dense_pt.finetune import defaults as FT
+
+Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
+Pooling = Literal["auto", "cls", "mean"]
+
+_EPOCHS = "Passes over the training queries (sets train.max_steps; unset: max_steps decides)."
+_QUERY_LENGTH = "Tokens per query, [CLS] and [SEP] included."
+_PASSAGE_LENGTH = "Tokens per passage, [CLS] and [SEP] included."
+
+
+def loss_checks(table: Any) -> None:
+    """The loss is known, its temperature fits it, and the triplet loss has a negative to compare."""
+    from dense_pt.errors import InvalidArgumentError
+    from dense_pt.objectives.retrieval import resolve_loss
+
+    try:
+        resolve_loss(table.loss).resolve_tau(table.tau)
+    except InvalidArgumentError as exc:
+        raise ValueError(str(exc)) from None
+    if table.loss == "triplet" and table.group_size < 2:
+        raise ValueError(
+            f"group_size must be >= 2 for the triplet loss (it compares the positive with the query's "
+            f"own negatives), got {table.group_size}"
+        )
+
+
+class RetrieverSettings(Model):
+    """A bi-encoder stage. A group is 1 positive + group_size - 1 negatives (a retriever may train on
+    in-batch negatives alone: 1); tau None: the loss's own."""
+
+    loss: str = Field(
+        "simlm",
+        description="simlm (SimLM, the authors' code) | simlm-eq3 (SimLM eq. 3 as printed) | "
+        "infonce (CDMAE eq. 10, dot product) | triplet (SEED).",
+    )
+    group_size: int = Field(
+        FT.RETRIEVER_GROUP_SIZE, ge=1, description="1 positive + n-1 negatives per query."
+    )
+    tau: float | None = Field(
+        None,
+        gt=0,
+        description=f"Temperature: default {FT.TAU} for simlm / simlm-eq3, 1 for infonce; triplet has none.",
+    )
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
+    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH, description=_PASSAGE_LENGTH)
+
+    @model_validator(mode="after")
+    def check_loss(self) -> RetrieverSettings:
+        loss_checks(self)
+        return self
+
+
+class RerankerSettings(Model):
+    """The cross-encoder (its listwise loss over a group of one is constant zero: group_size >= 2)."""
+
+    group_size: int = Field(
+        FT.RERANKER_GROUP_SIZE, ge=2, description="1 positive + n-1 mined negatives per query."
+    )
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
+    max_length: int = Field(
+        FT.RERANKER_MAX_LENGTH, ge=MIN_LENGTH, description="The whole pair, [CLS] q [SEP] p [SEP]."
+    )
+
+
+class DistillSettings(Model):
+    """The retriever trained on the re-ranker's scores (KL over a group of one is constant zero:
+    group_size >= 2)."""
+
+    loss: str = Field(
+        "simlm",
+        description="The contrastive term and the similarity of the student's scores: simlm (SimLM eq. 5, "
+        "cosine / tau) | simlm-eq3 | infonce (CDMAE eq. 11, dot product).",
+    )
+    group_size: int = Field(
+        FT.DISTILL_GROUP_SIZE, ge=2, description="1 positive + n-1 scored negatives per query."
+    )
+    alpha: float = Field(
+        FT.ALPHA, ge=0, le=1, description="Weight of the contrastive term (SimLM eq. 5, CDMAE eq. 11)."
+    )
+    tau: float | None = Field(
+        None, gt=0, description=f"Temperature: default {FT.TAU} for simlm*, 1 for infonce."
+    )
+    query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
+    passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH, description=_PASSAGE_LENGTH)
+
+    @model_validator(mode="after")
+    def check_loss(self) -> DistillSettings:
+        from dense_pt.objectives.retrieval import DISTILL_LOSSES
+
+        loss_checks(self)
+        if self.loss not in DISTILL_LOSSES:
+            raise ValueError(f"loss must be one of {DISTILL_LOSSES}, got {self.loss!r}")
+        return self
+
+
+class RetrieverCommand(RetrieverSettings):
+    """``dense-pt train retriever`` and its TOML file."""
+
+    pooling: Pooling = Field(
+        "auto", description="cls | mean | auto (from the init's sentence-transformers files)."
+    )
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
+    train: TrainTable = Field(default_factory=TrainTable)
+
+
+class RerankerCommand(RerankerSettings):
+    """``dense-pt train reranker`` and its TOML file."""
+
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
+    train: TrainTable = Field(default_factory=TrainTable)
+
+
+class DistillCommand(DistillSettings):
+    """``dense-pt train distill`` and its TOML file."""
+
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
+    train: TrainTable = Field(default_factory=TrainTable)

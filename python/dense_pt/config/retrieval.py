@@ -1,0 +1,105 @@
+"""First-stage retrieval settings: ``dense-pt mine-negatives`` (and the pipeline's ``[mine]``),
+``dense-pt encode`` and ``dense-pt search``, with the Python functions behind them
+(``dense_pt.retrieval.negatives.mine_negatives``, ``retrieval.encode.encode``,
+``retrieval.search.search``) validated by the same models."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from dense_pt.config.base import Model
+from dense_pt.finetune import defaults as FT
+
+Dtype = Literal["float16", "float32"]
+Metric = Literal["ip", "cosine"]
+Pooling = Literal["auto", "cls", "mean"]
+
+
+class MineSettings(Model):
+    """Hard negatives from a run (num 0 keeps every negative of the pool; training draws
+    group_size - 1 of them per epoch)."""
+
+    depth: int = Field(
+        FT.NEGATIVES_DEPTH, ge=1, description="Candidates considered (SimLM: the top 200; see --pool)."
+    )
+    num: int = Field(0, ge=0, description="Negatives kept per query (0: all of the pool).")
+    skip_top: int = Field(
+        0, ge=0, description="Skip the first N candidates left (sentence-transformers' range_min)."
+    )
+    pool: str = Field(
+        "rank",
+        description="rank: the run's top DEPTH hits, positives then dropped (SimLM's code) | rank+positives: the "
+        "top DEPTH + P hits, at most DEPTH survivors (sentence-transformers' range_max) | filtered: the first "
+        "DEPTH candidates that pass the filters.",
+    )
+    sampling: str = Field("random", description="random | top (with --num).")
+    absolute_margin: float | None = Field(
+        None, description="Keep only if score + M <= the positive's score (lowest positive)."
+    )
+    relative_margin: float | None = Field(
+        None, ge=0, lt=1, description="Keep only if score <= s+ - |s+| * R (see --relative-form)."
+    )
+    relative_form: str = Field(
+        "magnitude",
+        description="magnitude: s+ - |s+| R (sentence-transformers today) | signed: s+ (1 - R) (before its fix).",
+    )
+    max_score: float | None = Field(None, description="Drop candidates scoring above this.")
+    min_score: float | None = Field(None, description="Drop candidates scoring below this.")
+
+    @model_validator(mode="after")
+    def check_choices(self) -> MineSettings:
+        from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
+
+        for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        if self.max_score is not None and self.min_score is not None and self.min_score > self.max_score:
+            raise ValueError(
+                f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
+            )
+        if self.skip_top >= self.depth:
+            raise ValueError(f"skip_top {self.skip_top} must be < depth {self.depth}: nothing would be left")
+        return self
+
+
+class MineCommand(MineSettings):
+    """``dense-pt mine-negatives`` (the pipeline draws with its own seed)."""
+
+    seed: int = Field(
+        0,
+        description="Seed of --sampling random (which negatives are kept); the same seed keeps the same ones.",
+    )
+
+
+class EncodeSettings(Model):
+    """``dense-pt encode``: how a model turns passages or queries into embedding shards."""
+
+    pooling: Pooling = Field(
+        "auto", description="cls | mean | auto (from the model's sentence-transformers files)."
+    )
+    normalize: bool | None = Field(None, description="L2-normalise (default: as the model was trained).")
+    batch_size: int = Field(
+        64, ge=1, description="Sequences per forward pass (lower it if the GPU or CPU runs out of memory)."
+    )
+    max_length: int | None = Field(
+        None,
+        ge=3,
+        description="Tokens per sequence, [CLS] and [SEP] included (default: the lengths the retriever was "
+        "trained with, from its retriever.json; else its sentence-transformers max_seq_length; else "
+        f"{FT.QUERY_MAX_LENGTH} / {FT.PASSAGE_MAX_LENGTH}).",
+    )
+    shard_size: int = Field(100_000, ge=1, description="Rows per shard file.")
+    dtype: Dtype = Field("float16", description="float16 | float32.")
+    device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
+
+
+class SearchSettings(Model):
+    """``dense-pt search``: exact search over embedding shards."""
+
+    k: int = Field(1000, ge=1, description="Hits per query.")
+    metric: Metric | None = Field(None, description="ip | cosine (default: cosine if normalised, else ip).")
+    max_memory_gb: float | None = Field(
+        None, gt=0, description="Search the passages in chunks of at most this many GB (a positive number)."
+    )
