@@ -9,27 +9,49 @@ import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.cli.options import (
+    M,
+    config_option,
+    load_settings,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.config.base import Model
+from dense_pt.config.finetune import (
+    DistillCommand,
+    DistillSettings,
+    RerankerCommand,
+    RerankerSettings,
+    RetrieverCommand,
+    RetrieverSettings,
+)
 from dense_pt.finetune import defaults as FT
 
 train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 
-def _train_cfg(config: Path | None, epochs: float | None = None, **overrides: Any):
-    """TrainConfig from the [train] table of a TOML file, CLI options winning."""
+def _settings(model: type[M], command: str, config: Path | None, sets: list[str], values: dict[str, Any]):
+    """The stage's settings from ``--config`` (its keys at the top, ``[train]`` for the engine),
+    ``--set`` and the options, checked by ``model``; the engine's ``TrainConfig`` from its
+    ``[train]`` table."""
+    from dense_pt.config import TrainConfig
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.training import TrainConfig, merge_overrides, read_toml
 
-    if epochs is not None and overrides.get("max_steps") is not None:
+    if values.get("epochs") is not None and values.get("max_steps") is not None:
         raise InvalidArgumentError("give --epochs or --max-steps, not both")
+    where = f"dense-pt {command}"
+    s = load_settings(model, config, sets, split(values, [("top", model), ("train", TrainConfig)]), where)
+    train = TrainConfig.load(s.train.model_dump(exclude_none=True), where, "train")  # type: ignore[attr-defined]
+    return s, train
 
-    base = TrainConfig()
-    stage: dict[str, Any] = {}
-    if config is not None:
-        data = read_toml(config)
-        base = TrainConfig.load(data.get("train", {}), config, prefix="train")
-        stage = data.get("stage", {})
-    return merge_overrides(base, overrides), stage
+
+def _options(model: type[Model]) -> list:
+    from dense_pt.config import TrainConfig
+
+    return model_options([("top", model), ("train", TrainConfig)])
 
 
 COMMON = dict(
@@ -37,16 +59,10 @@ COMMON = dict(
     queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
     qrels=typer.Option(..., help="Training judgements."),
     out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
-    report_to=typer.Option(
-        None,
-        "--report-to",
-        help="none | tensorboard: also write the logged scalars under OUT/tb "
-        "(pip install 'dense-pt[tensorboard]'). Default: the TOML's [train] report_to, else none.",
-    ),
 )
+CONFIG_HELP = "TOML file: the stage's keys at the top level, a \\[train] table for the engine; options win."
 
 
-@train_app.command("retriever")
 def retriever(
     model: Path = typer.Argument(..., help="Init: a local HF folder or a config.json."),
     corpus: Path = COMMON["corpus"],
@@ -54,41 +70,21 @@ def retriever(
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
-    loss: str = typer.Option(
-        "simlm",
-        help="simlm (SimLM, the authors' code) | simlm-eq3 (SimLM eq. 3 as printed) | "
-        "infonce (CDMAE eq. 10, dot product) | triplet (SEED).",
-    ),
-    group_size: int = typer.Option(FT.RETRIEVER_GROUP_SIZE, help="1 positive + n-1 negatives per query."),
-    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
-    passage_max_length: int = typer.Option(FT.PASSAGE_MAX_LENGTH),
-    tau: float | None = typer.Option(
-        None, help=f"Temperature: default {FT.TAU} for simlm / simlm-eq3, 1 for infonce; triplet has none."
-    ),
-    pooling: str = typer.Option(
-        "auto", help="cls | mean | auto (from the init's sentence-transformers files)."
-    ),
-    config: Path | None = typer.Option(None, help="TOML with a [train] table (engine settings)."),
-    max_steps: int | None = typer.Option(None),
-    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
-    batch_size: int | None = typer.Option(None),
-    lr: float | None = typer.Option(None),
-    seed: int | None = typer.Option(None),
-    report_to: str | None = COMMON["report_to"],
+    config: Path | None = config_option(CONFIG_HELP),
+    set_: list[str] = set_option(),
     resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
+    **values: Any,
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
     from dense_pt.finetune.stages import train_retriever
 
-    cfg, _ = _train_cfg(
-        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
-    )
-    m = train_retriever(model, corpus, queries, qrels, out, negatives, loss, group_size, query_max_length,
-                        passage_max_length, tau, pooling=pooling, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
+    s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
+    stage = s.model_dump(include=set(RetrieverSettings.model_fields))
+    m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling, train=cfg,
+                        resume=resume, epochs=s.epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
-@train_app.command("reranker")
 def reranker(
     model: str = typer.Argument(
         ...,
@@ -100,32 +96,23 @@ def reranker(
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     negatives: Path = typer.Option(..., help="Negatives mined from the previous retriever's top-k."),
-    group_size: int = typer.Option(FT.RERANKER_GROUP_SIZE),
-    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
-    max_length: int = typer.Option(FT.RERANKER_MAX_LENGTH, help="The whole pair, [CLS] q [SEP] p [SEP]."),
-    config: Path | None = typer.Option(None, help="TOML with a [train] table."),
-    max_steps: int | None = typer.Option(None),
-    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
-    batch_size: int | None = typer.Option(None),
-    lr: float | None = typer.Option(None),
-    seed: int | None = typer.Option(None),
-    report_to: str | None = COMMON["report_to"],
+    config: Path | None = config_option(CONFIG_HELP),
+    set_: list[str] = set_option(),
     resume: bool = typer.Option(True),
+    **values: Any,
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
     from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
 
-    cfg, _ = _train_cfg(
-        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
-    )
+    s, cfg = _settings(RerankerCommand, "train reranker", config, set_, values)
     init = resolve_checkpoint(model, None, "MODEL")
-    m = train_reranker(init, corpus, queries, qrels, negatives, out, group_size, query_max_length,
-                       max_length, train=cfg, resume=resume, epochs=epochs)  # fmt: skip
+    stage = s.model_dump(include=set(RerankerSettings.model_fields))
+    m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
+                       epochs=s.epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
-@train_app.command("distill")
 def distill(
     model: Path = typer.Argument(..., help="Retriever to start from (e.g. R2's OUT/model)."),
     corpus: Path = COMMON["corpus"],
@@ -133,36 +120,28 @@ def distill(
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
     scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
-    group_size: int = typer.Option(FT.DISTILL_GROUP_SIZE),
-    alpha: float = typer.Option(FT.ALPHA, help="Weight of the contrastive term (SimLM eq. 5, CDMAE eq. 11)."),
-    loss: str = typer.Option(
-        "simlm",
-        help="The contrastive term and the similarity of the student's scores: simlm (SimLM eq. 5, "
-        "cosine / tau) | simlm-eq3 | infonce (CDMAE eq. 11, dot product).",
-    ),
-    tau: float | None = typer.Option(None, help=f"Temperature: default {FT.TAU} for simlm*, 1 for infonce."),
-    query_max_length: int = typer.Option(FT.QUERY_MAX_LENGTH),
-    passage_max_length: int = typer.Option(FT.PASSAGE_MAX_LENGTH),
-    config: Path | None = typer.Option(None, help="TOML with a [train] table."),
-    max_steps: int | None = typer.Option(None),
-    epochs: float | None = typer.Option(None, help="Passes over the training queries (sets max_steps)."),
-    batch_size: int | None = typer.Option(None),
-    lr: float | None = typer.Option(None),
-    seed: int | None = typer.Option(None),
-    report_to: str | None = COMMON["report_to"],
+    config: Path | None = config_option(CONFIG_HELP),
+    set_: list[str] = set_option(),
     resume: bool = typer.Option(True),
+    **values: Any,
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
     retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
 
-    cfg, _ = _train_cfg(
-        config, epochs, max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed, report_to=report_to
-    )
-    m = train_distill(model, corpus, queries, qrels, scores, out, group_size=group_size, alpha=alpha, loss=loss, tau=tau,
-                      query_max_length=query_max_length, passage_max_length=passage_max_length,
-                      train=cfg, resume=resume, epochs=epochs)  # fmt: skip
+    s, cfg = _settings(DistillCommand, "train distill", config, set_, values)
+    stage = s.model_dump(include=set(DistillSettings.model_fields))
+    m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
+                      epochs=s.epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
+
+
+for _name, _fn, _model in (
+    ("retriever", retriever, RetrieverCommand),
+    ("reranker", reranker, RerankerCommand),
+    ("distill", distill, DistillCommand),
+):
+    train_app.command(_name)(with_model_options(_fn, _options(_model)))
 
 
 @app.command()

@@ -8,7 +8,15 @@ from typing import Any
 import typer
 
 from dense_pt.cli import app
-from dense_pt.finetune import defaults as FT
+from dense_pt.cli.options import (
+    config_option,
+    load_settings,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.config.retrieval import MineCommand
 
 
 @app.command()
@@ -81,42 +89,12 @@ def search(
     logs.status(f"wrote {out}")
 
 
-@app.command("mine-negatives")
 def mine_negatives(
     run: Path = typer.Argument(..., help="TREC run to mine from (BM25 or dense)."),
     qrels: Path = typer.Option(..., help="Judgements; every positive is excluded by id."),
     out: Path = typer.Option(
         ..., "--out", "-o", help="Negatives file (.dpneg); a manifest is written beside it."
     ),
-    depth: int = typer.Option(
-        FT.NEGATIVES_DEPTH, help="Candidates considered (SimLM: the top 200; see --pool)."
-    ),
-    pool: str = typer.Option(
-        "rank",
-        help="rank: the run's top DEPTH hits, positives then dropped (SimLM's code) | rank+positives: the top "
-        "DEPTH + P hits, at most DEPTH survivors (sentence-transformers' range_max) | filtered: the first DEPTH "
-        "candidates that pass the filters.",
-    ),
-    skip_top: int = typer.Option(
-        0, help="Skip the first N candidates left (sentence-transformers' range_min)."
-    ),
-    num: int = typer.Option(0, help="Negatives kept per query (0: all of the pool)."),
-    seed: int = typer.Option(
-        0, help="Seed of --sampling random (which negatives are kept); the same seed keeps the same ones."
-    ),
-    sampling: str = typer.Option("random", help="random | top (with --num)."),
-    absolute_margin: float | None = typer.Option(
-        None, help="Keep only if score + M <= the positive's score (lowest positive)."
-    ),
-    relative_margin: float | None = typer.Option(
-        None, help="Keep only if score <= s+ - |s+| * R (see --relative-form)."
-    ),
-    relative_form: str = typer.Option(
-        "magnitude",
-        help="magnitude: s+ - |s+| R (sentence-transformers today) | signed: s+ (1 - R) (before its fix).",
-    ),
-    max_score: float | None = typer.Option(None, help="Drop candidates scoring above this."),
-    min_score: float | None = typer.Option(None, help="Drop candidates scoring below this."),
     query_embeddings: Path | None = typer.Option(
         None, help="The run's query embeddings (dense-pt encode): score positives missing from the run."
     ),
@@ -125,6 +103,9 @@ def mine_negatives(
     ),
     corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Mine hard negatives from a run, excluding judged positives. With a margin, a positive that
     the run does not contain is scored from --query-embeddings / --passage-embeddings."""
@@ -134,6 +115,9 @@ def mine_negatives(
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
+    params = load_settings(
+        MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives"
+    ).model_dump()
     known = None
     if corpus is not None:
         from dense_pt.data.store import CorpusStore
@@ -146,11 +130,6 @@ def mine_negatives(
         from dense_pt.retrieval.search import PairScorer
 
         scorer = PairScorer.open(query_embeddings, passage_embeddings)
-    params: dict[str, Any] = dict(
-        depth=depth, pool=pool, skip_top=skip_top, num=num, seed=seed, sampling=sampling,
-        absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
-        max_score=max_score, min_score=min_score,
-    )  # fmt: skip
     with Progress("mine-negatives", "queries") as progress:
         progress.update("reading the run", 0)
         run_map, qrels_map = load_run(run), load_qrels(qrels)
@@ -162,6 +141,10 @@ def mine_negatives(
     if text is not None:
         neg.export_text(out, text)
     logs.status(mining_summary(out, table.stats))
+
+
+MINE = [("top", MineCommand)]
+app.command("mine-negatives")(with_model_options(mine_negatives, model_options(MINE)))
 
 
 def mining_summary(out: Path, stats: dict) -> str:

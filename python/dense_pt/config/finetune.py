@@ -106,7 +106,9 @@ class DistillSettings(Model):
 
         loss_checks(self)
         if self.loss not in DISTILL_LOSSES:
-            raise ValueError(f"loss must be one of {DISTILL_LOSSES}, got {self.loss!r}")
+            raise ValueError(
+                f"loss must be one of {DISTILL_LOSSES} (distillation's contrastive term), got {self.loss!r}"
+            )
         return self
 
 

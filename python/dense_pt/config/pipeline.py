@@ -94,6 +94,7 @@ class MineTable(MineSettings):
     settings; the first round mines BM25's top bm25_depth)."""
 
     bm25_depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)
+    relative_margin: float | None = Field(None, ge=0, lt=1)  # the pipeline keeps R in [0, 1)
 
     @model_validator(mode="before")
     @classmethod
@@ -101,6 +102,14 @@ class MineTable(MineSettings):
         return _refuse_moved(
             data, {"margin": "renamed absolute_margin (sentence-transformers' name; same meaning)"}
         )
+
+    @model_validator(mode="after")
+    def check_scores(self) -> MineTable:
+        if self.max_score is not None and self.min_score is not None and self.min_score > self.max_score:
+            raise ValueError(
+                f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
+            )
+        return self
 
 
 class RerankerTable(RerankerSettings):

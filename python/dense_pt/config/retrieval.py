@@ -39,7 +39,7 @@ class MineSettings(Model):
         None, description="Keep only if score + M <= the positive's score (lowest positive)."
     )
     relative_margin: float | None = Field(
-        None, ge=0, lt=1, description="Keep only if score <= s+ - |s+| * R (see --relative-form)."
+        None, description="Keep only if score <= s+ - |s+| * R (see --relative-form)."
     )
     relative_form: str = Field(
         "magnitude",
@@ -55,10 +55,6 @@ class MineSettings(Model):
         for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
-        if self.max_score is not None and self.min_score is not None and self.min_score > self.max_score:
-            raise ValueError(
-                f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
-            )
         if self.skip_top >= self.depth:
             raise ValueError(f"skip_top {self.skip_top} must be < depth {self.depth}: nothing would be left")
         return self

@@ -140,19 +140,15 @@ def _finish(
     return manifest
 
 
-def _check_retriever_args(
-    loss: str, tau: float | None, teacher_scores: Any, query_max_length: int, passage_max_length: int
-) -> None:
-    """Bad names, temperatures and lengths fail before any loading."""
-    from dense_pt.objectives.retrieval import DISTILL_LOSSES, resolve_loss
+def _check_retriever_args(teacher_scores: Any, alpha: float, **settings: Any) -> None:
+    """Bad names, temperatures and lengths fail before any loading, as the CLI refuses them: checked
+    by ``RetrieverSettings`` (with a teacher: ``DistillSettings``), errors naming the key."""
+    from dense_pt.config.finetune import DistillSettings, RetrieverSettings
 
-    resolve_loss(loss).resolve_tau(tau)
-    if teacher_scores is not None and loss not in DISTILL_LOSSES:
-        raise InvalidArgumentError(
-            f"distillation's contrastive term must be one of {DISTILL_LOSSES}, got {loss!r}"
-        )
-    if query_max_length < 3 or passage_max_length < 3:
-        raise InvalidArgumentError("query_max_length and passage_max_length must be >= 3")
+    if teacher_scores is None:
+        RetrieverSettings(**settings)
+    else:
+        DistillSettings(**settings, alpha=alpha)
 
 
 def _teacher(
@@ -236,7 +232,8 @@ def train_retriever(
 
     out = Path(out)
     cfg = _train_config(train)
-    _check_retriever_args(loss, tau, teacher_scores, query_max_length, passage_max_length)
+    _check_retriever_args(teacher_scores, alpha, loss=loss, group_size=group_size, tau=tau,
+                          query_max_length=query_max_length, passage_max_length=passage_max_length)  # fmt: skip
     store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
     teacher: dict[str, dict[str, float]] | None = None
     if teacher_scores is not None:
@@ -252,9 +249,8 @@ def train_retriever(
     spec = detect_spec(model if Path(model).is_dir() else Path(model).parent, pooling)
     seed_everything(cfg.seed)
     module = BiEncoder(load_encoder(model), spec.pooling, loss, tau, margin, alpha)
-    batch_size = min(cfg.batch_size, len(sampler))
-    if batch_size != cfg.batch_size:
-        cfg = cfg.replace(batch_size=batch_size)
+    if cfg.batch_size > len(sampler):
+        cfg = cfg.replace(batch_size=len(sampler))
     cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     stage = "distill" if teacher is not None else "retriever"
@@ -323,11 +319,14 @@ def train_reranker(
     epochs: float | None = None,
 ) -> dict:
     """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``; ``model``
-    is its initial checkpoint (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``)."""
+    is its initial checkpoint (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``).
+    The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
+    from dense_pt.config.finetune import RerankerSettings
     from dense_pt.finetune.data import build_sampler, pad_pairs
     from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
+    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length)
     out = Path(out)
     cfg = _train_config(train)
     store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)

@@ -124,8 +124,13 @@ def mine_negatives(
     known_ids: Collection[str] | None = None,
 ) -> NegativesTable:
     """Mine negatives (see the module docstring). ``known_ids``: the corpus ids; a run naming
-    any other id is refused."""
-    _check_args(sampling, pool, relative_form, depth, skip_top, num)
+    any other id is refused. The settings are checked by ``dense_pt.config.retrieval.MineCommand``
+    (the CLI's and the pipeline's model), errors naming the key."""
+    from dense_pt.config.retrieval import MineCommand
+
+    MineCommand(depth=depth, num=num, skip_top=skip_top, pool=pool, sampling=sampling, seed=seed,
+                absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
+                max_score=max_score, min_score=min_score)  # fmt: skip
     mined = _mined_queries(run, qrels, known_ids)
     positives = {q: {d for d, r in qrels[q].items() if r > 0} for q in mined}
     margins = absolute_margin is not None or relative_margin is not None
@@ -167,17 +172,6 @@ def mine_negatives(
         "queries_without_positive_score": no_pos_score,
     }
     return NegativesTable(rows, stats)
-
-
-def _check_args(sampling: str, pool: str, relative_form: str, depth: int, skip_top: int, num: int) -> None:
-    if sampling not in SAMPLINGS:
-        raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-    if pool not in POOLS:
-        raise InvalidArgumentError(f"pool must be one of {POOLS}, got {pool!r}")
-    if relative_form not in RELATIVE_FORMS:
-        raise InvalidArgumentError(f"relative_form must be one of {RELATIVE_FORMS}, got {relative_form!r}")
-    if depth < 1 or skip_top < 0 or num < 0 or skip_top >= depth:
-        raise InvalidArgumentError("need depth >= 1, 0 <= skip_top < depth and num >= 0")
 
 
 def _mined_queries(
