@@ -110,7 +110,7 @@ CASES = [
         "encode: --batch-size 0",
         ["encode", "{model}", "{store}", "-o", "{tmp}/e", "--batch-size", "0"],
         2,
-        r"Invalid value for '--batch-size'",
+        r"dense-pt encode: batch_size: must be >= 1, got 0",
     ),
     # ---- search -------------------------------------------------------------------------------
     Case(
@@ -136,15 +136,15 @@ CASES = [
         "search: --max-memory-gb 0",
         [*SEARCH, "--max-memory-gb", "0"],
         2,
-        r"max_memory_gb \(--max-memory-gb\) must be a positive number of GB, got 0",
+        r"dense-pt search: max_memory_gb: must be > 0, got 0",
     ),
     Case(
         "search: --max-memory-gb -1",
         [*SEARCH, "--max-memory-gb", "-1"],
         2,
-        r"must be a positive number of GB",
+        r"max_memory_gb: must be > 0, got -1",
     ),
-    Case("search: -k 0", [*SEARCH, "-k", "0"], 2, r"Invalid value for '-k'"),
+    Case("search: -k 0", [*SEARCH, "-k", "0"], 2, r"dense-pt search: k: must be >= 1, got 0"),
     Case(
         "search: status and progress on stderr",
         [*SEARCH, "--max-memory-gb", "0.000001"],

@@ -110,7 +110,7 @@ def split(values: dict[str, Any], tables: Sequence[Table]) -> dict[str, Any]:
 
 
 def load_settings(
-    model: type[M], config: Path | None, sets: Sequence[str], given: dict[str, Any], where: str
+    model: type[M], config: Path | None, sets: list[str] | tuple[str, ...], given: dict[str, Any], where: str
 ) -> M:
     """``model`` from a TOML file (optional), ``--set`` overrides and the options ``given`` (as
     ``split`` returns them), later ones winning key by key; the file is checked on its own first, so

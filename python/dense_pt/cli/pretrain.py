@@ -18,7 +18,7 @@ from typer.core import TyperCommand
 
 from dense_pt import logs
 from dense_pt.cli import app
-from dense_pt.cli.options import config_option, model_options, set_option, with_model_options
+from dense_pt.cli.options import Table, config_option, model_options, set_option, with_model_options
 
 
 def print_defaults(method: str, console=None) -> None:
@@ -87,7 +87,7 @@ def _model_options() -> list[inspect.Parameter]:
             else (False if f.default is None else repr(f.default))
         )
 
-    tables = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
+    tables: list[Table] = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
     return model_options(tables, flags={"out": ["-o"]}, shown=shown, eager=["method"])
 
 

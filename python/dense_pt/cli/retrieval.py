@@ -16,7 +16,7 @@ from dense_pt.cli.options import (
     split,
     with_model_options,
 )
-from dense_pt.config.retrieval import MineCommand
+from dense_pt.config.retrieval import EncodeSettings, MineCommand, SearchSettings
 
 
 @app.command()
@@ -41,52 +41,43 @@ def bm25(
     logs.status(f"wrote {out}")
 
 
-@app.command()
 def encode(
     model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
     source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder of .npy shards + manifest (resumable)."),
-    pooling: str = typer.Option(
-        "auto", help="cls | mean | auto (from the model's sentence-transformers files)."
-    ),
-    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalise."),
-    batch_size: int = typer.Option(
-        64, min=1, help="Sequences per forward pass (lower it if the GPU or CPU runs out of memory)."
-    ),
-    max_length: int | None = typer.Option(
-        None,
-        help="Tokens per sequence, [CLS] and [SEP] included (default: the lengths the retriever was trained "
-        "with, from its retriever.json; else its sentence-transformers max_seq_length; else 32 / 144).",
-    ),
-    shard_size: int = typer.Option(100_000, min=1, help="Rows per shard file."),
-    dtype: str = typer.Option("float16", help="float16 | float32."),
-    device: str | None = typer.Option(None, help="cpu / cuda (default: cuda when available)."),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
     from dense_pt import logs
     from dense_pt.retrieval.encode import encode as run_encode
 
-    run_encode(model, source, out, pooling, normalize, batch_size, max_length, shard_size, dtype, device)
+    s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
+    run_encode(model, source, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
 
-@app.command()
 def search(
     queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
     passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
     out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
-    k: int = typer.Option(1000, "-k", "--k", min=1, help="Hits per query."),
-    metric: str | None = typer.Option(None, help="ip | cosine (default: cosine if normalised, else ip)."),
-    max_memory_gb: float | None = typer.Option(
-        None, help="Search the passages in chunks of at most this many GB (a positive number)."
-    ),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
     from dense_pt.retrieval.search import search as run_search
 
-    run_search(queries, passages, out, k=k, metric=metric, max_memory_gb=max_memory_gb)
+    s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
+    run_search(queries, passages, out, **s.model_dump())
     logs.status(f"wrote {out}")
+
+
+ENCODE, SEARCH = [("top", EncodeSettings)], [("top", SearchSettings)]
+app.command()(with_model_options(encode, model_options(ENCODE)))
+app.command()(with_model_options(search, model_options(SEARCH, flags={"k": ["-k"]})))
 
 
 def mine_negatives(

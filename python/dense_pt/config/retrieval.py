@@ -97,5 +97,5 @@ class SearchSettings(Model):
     k: int = Field(1000, ge=1, description="Hits per query.")
     metric: Metric | None = Field(None, description="ip | cosine (default: cosine if normalised, else ip).")
     max_memory_gb: float | None = Field(
-        None, gt=0, description="Search the passages in chunks of at most this many GB (a positive number)."
+        None, gt=0, allow_inf_nan=False, description="Search the passages in chunks of at most this many GB."
     )

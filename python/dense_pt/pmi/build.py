@@ -160,10 +160,9 @@ def build(
     passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging. ``max_n``,
     ``min_count`` and ``memory_gb`` are checked by ``dense_pt.config.pmi.PmiCounts``.
     """
-    if memory_bytes is None:  # a budget in bytes replaces memory_gb (tests force the spill path)
-        PmiCounts(max_n=max_n, min_count=min_count, memory_gb=memory_gb)
-    else:
-        PmiCounts(max_n=max_n, min_count=min_count)
+    counts = {"max_n": max_n, "min_count": min_count}
+    # a budget in bytes replaces memory_gb (tests force the spill path)
+    PmiCounts.load(counts if memory_bytes is not None else {**counts, "memory_gb": memory_gb})
     store = _open_store(store_or_path)
     values, offsets = store.ragged("input_ids")
     stats = build_arrays(

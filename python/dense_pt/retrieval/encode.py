@@ -308,15 +308,13 @@ def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], ro
     write_json_atomic(out / MANIFEST, manifest)
 
 
-def _checked_inputs(
-    model_dir: Path, source: Path, dtype: str, batch_size: int, shard_size: int, max_length: int | None
-) -> int:
-    """Refuse bad arguments before anything loads; the length to encode with (the model's trained
-    length by default, clamped with a warning to its positions; a longer explicit one is refused)."""
-    if dtype not in DTYPES:
-        raise InvalidArgumentError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    if (max_length is not None and max_length < 3) or batch_size < 1 or shard_size < 1:
-        raise InvalidArgumentError("max_length must be >= 3, batch_size and shard_size >= 1")
+def _checked_inputs(model_dir: Path, source: Path, max_length: int | None, **settings: Any) -> int:
+    """Refuse bad arguments before anything loads (the settings checked by ``EncodeSettings``, as the
+    CLI's); the length to encode with (the model's trained length by default, clamped with a warning
+    to its positions; a longer explicit one is refused)."""
+    from dense_pt.config.retrieval import EncodeSettings
+
+    EncodeSettings(max_length=max_length, **settings)
     limit = position_limit(check_model_folder(model_dir))
     if not source.exists():
         raise not_found(source, "no such corpus store or queries file")
@@ -361,7 +359,8 @@ def encode(
     from dense_pt.retrieval.encoder import load_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
-    max_length = _checked_inputs(model_dir, source, dtype, batch_size, shard_size, max_length)
+    max_length = _checked_inputs(model_dir, source, max_length, pooling=pooling, normalize=normalize,
+                                 batch_size=batch_size, shard_size=shard_size, dtype=dtype, device=device)  # fmt: skip
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
     tokenizer = load_tokenizer(model_dir)

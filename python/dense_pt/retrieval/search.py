@@ -189,8 +189,11 @@ def search(
     max_memory_gb: float | None = None,
     tag: str = "dense-pt",
 ) -> dict[str, dict[str, float]]:
-    """Search encode outputs; write a TREC run to ``out`` (if given) and return it."""
-    check_memory(max_memory_gb)
+    """Search encode outputs; write a TREC run to ``out`` (if given) and return it. ``k``, ``metric``
+    and ``max_memory_gb`` are checked by ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
+    from dense_pt.config.retrieval import SearchSettings
+
+    SearchSettings(k=k, metric=metric, max_memory_gb=max_memory_gb)
     qe = Embeddings.open(query_emb, "queries", "the first argument (query embeddings)")
     pe = Embeddings.open(passage_emb, "passages", "the second argument (passage embeddings)")
     if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
