@@ -6,11 +6,21 @@ import contextlib
 import warnings
 from collections.abc import Container, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.cli.options import (
+    config_option,
+    load_settings,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.config.corpus import MAX_RECORD_HELP, CorpusSettings
 from dense_pt.progress import Progress
 
 corpus_app = typer.Typer(
@@ -19,10 +29,6 @@ corpus_app = typer.Typer(
 app.add_typer(corpus_app, name="corpus")
 
 KINDS = ("corpus", "queries", "qrels", "run")
-MAX_RECORD_HELP = (
-    "Largest record (a line, or a Parquet/Arrow row) to accept, in MB; longer ones are an error "
-    "naming the line (default 64, or $DENSE_PT_MAX_RECORD_BYTES)."
-)
 
 
 def record_bytes(mb: float | None) -> int | None:
@@ -50,7 +56,6 @@ def data_warnings() -> Iterator[None]:
         yield
 
 
-@corpus_app.command("build")
 def build(
     corpus: Path = typer.Argument(
         ..., help="Corpus file (BEIR jsonl, MS MARCO tsv, Parquet, Arrow) or BEIR folder."
@@ -59,43 +64,27 @@ def build(
         ..., "--tokenizer", "-t", help="A tokenizer.json or a local HF model folder."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
-    max_length: int | None = typer.Option(
-        None,
-        min=0,
-        help="Sequence length incl. [CLS]/[SEP]; longer passages are truncated to max_length-2 "
-        "tokens. Default: the model's or tokenizer's limit when known (tokenizer_config.json, "
-        "config.json), else none; 0 keeps whole passages.",
-    ),
-    format: str | None = typer.Option(
-        None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
-    ),
-    title_sep: str = typer.Option(" ", help="Separator between title and text when both are present."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if an up-to-date store exists."),
-    threads: int | None = typer.Option(None, min=1, help="Tokenizer threads (default: all cores)."),
-    batch_size: int = typer.Option(2048, min=1, help="Passages per encode_batch call."),
-    allow_empty: bool = typer.Option(
-        False, "--allow-empty", help="Build a store even when the corpus has no passages."
-    ),
-    max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Tokenize a corpus once into a memory-mappable store (Arrow IPC + manifest)."""
     from dense_pt.data.build import build_corpus_store
 
+    s = load_settings(CorpusSettings, config, set_, split(values, BUILD), "dense-pt corpus build")
+    settings = s.model_dump(exclude={"max_length", "max_record_mb"})
     with data_warnings(), Progress("corpus build", "passages") as progress:
         progress.update("tokenizing", 0)
         res = build_corpus_store(
             corpus,
             tokenizer,
             out,
-            max_length="auto" if max_length is None else (max_length or None),
-            allow_empty=allow_empty,
-            max_record_bytes=record_bytes(max_record_mb),
-            format=format,
-            title_sep=title_sep,
+            max_length="auto" if s.max_length is None else (s.max_length or None),
+            max_record_bytes=record_bytes(s.max_record_mb),
             force=force,
-            threads=threads,
-            batch_size=batch_size,
             progress=lambda done: progress.update("tokenizing", done),
+            **settings,
         )
     if not res.built:
         logs.status(
@@ -111,6 +100,10 @@ def build(
         f"{m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
         f"({res.passages_per_s:,.0f} passages/s)"
     )
+
+
+BUILD = [("top", CorpusSettings)]
+corpus_app.command("build")(with_model_options(build, model_options(BUILD)))
 
 
 @corpus_app.command("info")

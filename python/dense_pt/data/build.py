@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from dense_pt.config.corpus import BATCH_SIZE, CorpusSettings
 from dense_pt.data.readers import (
     CORPUS_FORMATS,
     DEFAULT_TITLE_SEP,
@@ -136,7 +137,7 @@ def build_corpus_store(
     title_sep: str = DEFAULT_TITLE_SEP,
     force: bool = False,
     threads: int | None = None,
-    batch_size: int = 2048,
+    batch_size: int = BATCH_SIZE,
     progress: ProgressFn | None = None,
     allow_empty: bool = False,
     max_record_bytes: int | None = None,
@@ -151,16 +152,17 @@ def build_corpus_store(
     already holds a store built from the same inputs the call returns it with ``built=False``;
     a store built from other inputs is replaced only with ``force``. A corpus without passages
     is refused unless ``allow_empty``; a record longer than ``max_record_bytes`` (default
-    ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line.
+    ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line. The other settings
+    are checked by ``dense_pt.config.corpus.CorpusSettings``, as the CLI's.
     """
+    CorpusSettings(format=format, title_sep=title_sep, threads=threads, batch_size=batch_size,
+                   allow_empty=allow_empty)  # fmt: skip
     source = resolve_beir(corpus, "corpus")
     if not source.exists():
         raise not_found(source, "no such corpus file")
     if format is None and source.stat().st_size == 0:
         format = "jsonl"  # nothing to sniff: read as jsonl, i.e. no passages (refused below)
     fmt = format or detect_format(source, CORPUS_FORMATS)
-    if batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be at least 1, got {batch_size}")
     max_length, length_source = resolve_max_length(max_length, tokenizer)
     if isinstance(tokenizer, Tokenizer):
         tok, tok_name = tokenizer, "<in-memory>"

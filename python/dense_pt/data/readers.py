@@ -27,13 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from dense_pt.config.corpus import TITLE_SEP
 from dense_pt.data.lines import first_line, iter_lines, max_record_bytes, record_too_large
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError
 
 CORPUS_FORMATS = ("jsonl", "tsv", "parquet", "arrow")
 QUERY_FORMATS = ("jsonl", "tsv")
-DEFAULT_TITLE_SEP = " "
+DEFAULT_TITLE_SEP = TITLE_SEP  # the one default: dense_pt.config.corpus
 
 
 class Passage(NamedTuple):
