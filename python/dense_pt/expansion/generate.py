@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dense_pt._extras import require
+from dense_pt.config.expand import MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, SamplingSettings
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, io_error
 
 
@@ -37,20 +38,13 @@ from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, i
 class SamplingParams:
     """Nucleus sampling as in the paper: top_p 0.95, top_k 50, temperature 0.7."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 50
-    max_new_tokens: int = 256
+    temperature: float = TEMPERATURE
+    top_p: float = TOP_P
+    top_k: int = TOP_K
+    max_new_tokens: int = MAX_NEW_TOKENS
 
     def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise InvalidArgumentError(f"--temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InvalidArgumentError(f"--top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise InvalidArgumentError(f"--top-k must be >= 0 (0 disables it), got {self.top_k}")
-        if self.max_new_tokens < 1:
-            raise InvalidArgumentError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        SamplingSettings(**asdict(self))  # the one check, as dense-pt expand's
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

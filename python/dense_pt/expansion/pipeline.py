@@ -8,6 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.expand import (
+    BATCH_SIZE,
+    MAX_PASSAGE_WORDS,
+    NUM_QUERIES,
+    RETRIES,
+    SHARD_SIZE,
+    TIMEOUT,
+    ExpandSettings,
+)
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.corpus import SourcePassage, iter_passages
 from dense_pt.expansion.generate import Generator, SamplingParams, describe, open_generator
@@ -55,19 +64,19 @@ def expand(
     generator: Generator | None = None,
     endpoint: str | None = None,
     prompt: str | Path | Prompt = "alpaca",
-    num_queries: int = 10,
+    num_queries: int = NUM_QUERIES,
     sampling: SamplingParams | None = None,
     limit: int | None = None,
     sample: float | None = None,
     seed: int = 0,
-    batch_size: int = 8,
-    shard_size: int = 256,
-    max_passage_words: int = 256,
+    batch_size: int = BATCH_SIZE,
+    shard_size: int = SHARD_SIZE,
+    max_passage_words: int = MAX_PASSAGE_WORDS,
     chat: str | bool = "auto",
     device: str | None = None,
     dtype: str = "auto",
-    timeout: float = 120.0,
-    retries: int = 4,
+    timeout: float = TIMEOUT,
+    retries: int = RETRIES,
     api_key: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExpandResult:
@@ -77,9 +86,11 @@ def expand(
     ready ``generator``. Passages already in ``out`` are skipped; the model is loaded only when
     something is left to generate. ``progress(done, total)`` is called after every batch.
     """
-    _check_args(
-        limit, sample, num_queries, batch_size, shard_size, generator is not None or model is not None
-    )
+    if generator is None and model is None:
+        raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
+    ExpandSettings(num_queries=num_queries, limit=limit, sample=sample, seed=seed, batch_size=batch_size,
+                   shard_size=shard_size, max_passage_words=max_passage_words, endpoint=endpoint, device=device,
+                   dtype=dtype, timeout=timeout, retries=retries)  # fmt: skip
     sampling = sampling or SamplingParams()
     prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
     out = Path(out)
@@ -118,23 +129,6 @@ def expand(
                                result, todo_total, progress)  # fmt: skip
         writer.write(rows)
     return result
-
-
-def _check_args(
-    limit: int | None,
-    sample: float | None,
-    num_queries: int,
-    batch_size: int,
-    shard_size: int,
-    has_model: bool,
-) -> None:
-    check_selection(limit, sample)
-    if num_queries < 1:
-        raise InvalidArgumentError(f"--num-queries must be >= 1, got {num_queries}")
-    if batch_size < 1 or shard_size < 1:
-        raise InvalidArgumentError("--batch-size and --shard-size must be >= 1")
-    if not has_model:
-        raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
 
 
 def _model_ident(
