@@ -94,7 +94,16 @@ def test_expansion_does_not_import_pretrain_and_no_new_cycle():
     for cycle in _cycles(graph):
         # data (and evaluation, models through it) joins since build_corpus_store and the readers read
         # config.corpus: the edge points the right way; config's own imports of data are what closes it
-        allowed = {"config", "finetune", "objectives", "retrieval", "training", "data", "evaluation", "models"}
+        allowed = {
+            "config",
+            "finetune",
+            "objectives",
+            "retrieval",
+            "training",
+            "data",
+            "evaluation",
+            "models",
+        }
         assert cycle <= allowed, cycle
 
 

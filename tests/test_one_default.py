@@ -43,6 +43,10 @@ HOME: dict[float | int, str] = {
     13: "config/pipeline.py",  # the pipeline's seed
     42: "config/train.py",  # the engine's seed
     32: FT,  # query length
+    # the commands' own defaults (issue 13 item 1: the models in config/ are their one home)
+    0.7: "config/expand.py",  # LLM sampling temperature
+    0.95: "config/expand.py",  # LLM nucleus top_p
+    100_000: "config/retrieval.py",  # rows per embedding shard
 }
 
 # (value, module): the same number written for another reason
@@ -66,6 +70,7 @@ SAME_NUMBER: dict[tuple[float | int, str], str] = {
     (32, "pmi/build.py"): "1 << 32: the u32 vocabulary limit",
     (32, "pmi/table.py"): "1 << 32: the u32 vocabulary limit",
     (32, "training/trainer.py"): "2**32: numpy's seed range",
+    (0.95, "evaluation/significance.py"): "the confidence of an interval, not top_p",
 }
 
 

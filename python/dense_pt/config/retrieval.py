@@ -15,6 +15,9 @@ from dense_pt.finetune import defaults as FT
 Dtype = Literal["float16", "float32"]
 Metric = Literal["ip", "cosine"]
 Pooling = Literal["auto", "cls", "mean"]
+ENCODE_BATCH_SIZE = 64  # sequences per forward pass
+SHARD_SIZE = 100_000  # rows per embedding shard
+K = 1000  # hits per query
 
 
 class MineSettings(Model):
@@ -77,7 +80,9 @@ class EncodeSettings(Model):
     )
     normalize: bool | None = Field(None, description="L2-normalise (default: as the model was trained).")
     batch_size: int = Field(
-        64, ge=1, description="Sequences per forward pass (lower it if the GPU or CPU runs out of memory)."
+        ENCODE_BATCH_SIZE,
+        ge=1,
+        description="Sequences per forward pass (lower it if the GPU or CPU runs out of memory).",
     )
     max_length: int | None = Field(
         None,
@@ -86,7 +91,7 @@ class EncodeSettings(Model):
         "trained with, from its retriever.json; else its sentence-transformers max_seq_length; else "
         f"{FT.QUERY_MAX_LENGTH} / {FT.PASSAGE_MAX_LENGTH}).",
     )
-    shard_size: int = Field(100_000, ge=1, description="Rows per shard file.")
+    shard_size: int = Field(SHARD_SIZE, ge=1, description="Rows per shard file.")
     dtype: Dtype = Field("float16", description="float16 | float32.")
     device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
 
@@ -94,7 +99,7 @@ class EncodeSettings(Model):
 class SearchSettings(Model):
     """``dense-pt search``: exact search over embedding shards."""
 
-    k: int = Field(1000, ge=1, description="Hits per query.")
+    k: int = Field(K, ge=1, description="Hits per query.")
     metric: Metric | None = Field(None, description="ip | cosine (default: cosine if normalised, else ip).")
     max_memory_gb: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="Search the passages in chunks of at most this many GB."

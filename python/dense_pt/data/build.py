@@ -155,8 +155,8 @@ def build_corpus_store(
     ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line. The other settings
     are checked by ``dense_pt.config.corpus.CorpusSettings``, as the CLI's.
     """
-    CorpusSettings(format=format, title_sep=title_sep, threads=threads, batch_size=batch_size,
-                   allow_empty=allow_empty)  # fmt: skip
+    CorpusSettings.load(dict(format=format, title_sep=title_sep, threads=threads, batch_size=batch_size,
+                             allow_empty=allow_empty))  # fmt: skip
     source = resolve_beir(corpus, "corpus")
     if not source.exists():
         raise not_found(source, "no such corpus file")

@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dense_pt._extras import require
-from dense_pt.config.expand import MAX_NEW_TOKENS, TEMPERATURE, TOP_K, TOP_P, SamplingSettings
+from dense_pt.config.expand import (
+    MAX_NEW_TOKENS,
+    RETRIES,
+    TEMPERATURE,
+    TIMEOUT,
+    TOP_K,
+    TOP_P,
+    SamplingSettings,
+)
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, io_error
 
 
@@ -202,8 +210,8 @@ class EndpointGenerator:
         url: str,
         model: str,
         chat: bool = False,
-        timeout: float = 120.0,
-        retries: int = 4,
+        timeout: float = TIMEOUT,
+        retries: int = RETRIES,
         backoff: float = 1.0,
         concurrency: int = 8,
         api_key: str | None = None,
@@ -298,8 +306,8 @@ def open_generator(
     chat: str | bool = "auto",
     device: str | None = None,
     dtype: str = "auto",
-    timeout: float = 120.0,
-    retries: int = 4,
+    timeout: float = TIMEOUT,
+    retries: int = RETRIES,
     concurrency: int = 8,
     api_key: str | None = None,
 ) -> Generator:

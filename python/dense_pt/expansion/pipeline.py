@@ -88,9 +88,9 @@ def expand(
     """
     if generator is None and model is None:
         raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
-    ExpandSettings(num_queries=num_queries, limit=limit, sample=sample, seed=seed, batch_size=batch_size,
-                   shard_size=shard_size, max_passage_words=max_passage_words, endpoint=endpoint, device=device,
-                   dtype=dtype, timeout=timeout, retries=retries)  # fmt: skip
+    ExpandSettings.load(dict(num_queries=num_queries, limit=limit, sample=sample, seed=seed, batch_size=batch_size,
+                             shard_size=shard_size, max_passage_words=max_passage_words, endpoint=endpoint,
+                             device=device, dtype=dtype, timeout=timeout, retries=retries))  # fmt: skip
     sampling = sampling or SamplingParams()
     prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
     out = Path(out)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__, logs
+from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
 from dense_pt.progress import Progress
@@ -342,9 +343,9 @@ def encode(
     out: str | Path,
     pooling: str = "auto",
     normalize: bool | None = None,
-    batch_size: int = 64,
+    batch_size: int = ENCODE_BATCH_SIZE,
     max_length: int | None = None,
-    shard_size: int = 100_000,
+    shard_size: int = SHARD_SIZE,
     dtype: str = "float16",
     device: str | None = None,
     progress: bool = True,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dense_pt.config.retrieval import K
 from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.progress import Progress
@@ -184,7 +185,7 @@ def search(
     query_emb: str | Path,
     passage_emb: str | Path,
     out: str | Path | None,
-    k: int = 1000,
+    k: int = K,
     metric: str | None = None,
     max_memory_gb: float | None = None,
     tag: str = "dense-pt",
@@ -193,7 +194,7 @@ def search(
     and ``max_memory_gb`` are checked by ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
     from dense_pt.config.retrieval import SearchSettings
 
-    SearchSettings(k=k, metric=metric, max_memory_gb=max_memory_gb)
+    SearchSettings.load(dict(k=k, metric=metric, max_memory_gb=max_memory_gb))
     qe = Embeddings.open(query_emb, "queries", "the first argument (query embeddings)")
     pe = Embeddings.open(passage_emb, "passages", "the second argument (passage embeddings)")
     if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
