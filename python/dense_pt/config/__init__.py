@@ -1,5 +1,5 @@
 """The configuration models: one pydantic model per stage, the single place of every default and
-every check. TOML files, ``--set`` overrides, the ``dense-pt pretrain`` options and the Python
+every check. TOML files, ``--set`` overrides, the commands' options (``dense_pt.cli.options``) and the Python
 functions are all validated by them; an error names the file and the dotted key.
 
 - ``base``: the ``Model`` base (unknown keys refused, strict types) and ``ConfigError``, with the
@@ -9,6 +9,9 @@ functions are all validated by them; an error names the file and the dotted key.
 - ``options``: ``MethodOptions``, the pre-training objectives' knobs;
 - ``pretrain``: ``PretrainSettings``, a pre-training file / ``dense-pt pretrain``;
 - ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles.
+- ``finetune``: ``train retriever / reranker / distill`` (shared with the pipeline's stage tables);
+- ``retrieval``: ``mine-negatives`` (shared with ``[mine]``), ``encode``, ``search``;
+- ``pmi``: ``pmi build`` and ``[pretrain.pmi]``; ``corpus``: ``corpus build``; ``expand``: ``expand``.
 
 The papers' numbers are not written here: the models read them from
 ``dense_pt.finetune.defaults`` (fine-tuning, SimLM Table 13) and ``dense_pt.objectives.defaults``
