@@ -89,21 +89,27 @@ def test_cli_defaults_are_the_papers():
     import typer.main
 
     from dense_pt.cli import app
+    from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
+    from dense_pt.config.retrieval import EncodeSettings, MineCommand
 
     group = typer.main.get_command(app)
     train = group.commands["train"].commands
 
-    def defaults(cmd):
-        return {p.name: p.default for p in cmd.params}
+    def defaults(cmd, model):
+        """The command's effective defaults: its options are unset (None) and the model fills them."""
+        params = {p.name: p for p in cmd.params}
+        assert all(params[k].default is None for k in model.model_fields if k in params)
+        return model().model_dump()
 
-    r, rr, d = defaults(train["retriever"]), defaults(train["reranker"]), defaults(train["distill"])
+    r = defaults(train["retriever"], RetrieverCommand)
+    rr, d = defaults(train["reranker"], RerankerCommand), defaults(train["distill"], DistillCommand)
     assert (r["group_size"], r["query_max_length"], r["passage_max_length"]) == (16, 32, 144)
     assert r["tau"] is None and effective_tau({"loss": r["loss"], "tau": r["tau"]}) == 0.02
     assert (rr["group_size"], rr["query_max_length"], rr["max_length"]) == (64, 32, 192)
     assert (d["group_size"], d["query_max_length"], d["passage_max_length"], d["alpha"]) == (24, 32, 144, 0.2)
-    mine = defaults(group.commands["mine-negatives"])
+    mine = defaults(group.commands["mine-negatives"], MineCommand)
     assert (mine["depth"], mine["pool"], mine["num"], mine["relative_form"]) == (200, "rank", 0, "magnitude")
-    assert defaults(group.commands["encode"])["max_length"] is None  # the model's training lengths
+    assert defaults(group.commands["encode"], EncodeSettings)["max_length"] is None  # the model's training lengths
 
 
 def _fake_electra_in_hub_cache(cache: Path, tokenizer_from: Path) -> Path:
