@@ -109,7 +109,8 @@ def test_cli_defaults_are_the_papers():
     assert (d["group_size"], d["query_max_length"], d["passage_max_length"], d["alpha"]) == (24, 32, 144, 0.2)
     mine = defaults(group.commands["mine-negatives"], MineCommand)
     assert (mine["depth"], mine["pool"], mine["num"], mine["relative_form"]) == (200, "rank", 0, "magnitude")
-    assert defaults(group.commands["encode"], EncodeSettings)["max_length"] is None  # the model's training lengths
+    # encode's length: None, the lengths the model was trained with
+    assert defaults(group.commands["encode"], EncodeSettings)["max_length"] is None
 
 
 def _fake_electra_in_hub_cache(cache: Path, tokenizer_from: Path) -> Path:
