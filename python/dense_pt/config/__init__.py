@@ -11,7 +11,7 @@ functions are all validated by them; an error names the file and the dotted key.
 - ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles.
 
 The papers' numbers are not written here: the models read them from
-``dense_pt.finetune.defaults`` (fine-tuning, SimLM Table 13) and ``dense_pt.objectives.defaults``
+``dense_pt.config.defaults.finetune`` (fine-tuning, SimLM Table 13) and ``dense_pt.config.defaults.objectives``
 (pre-training, per method and paper)."""
 
 from dense_pt.config.base import ConfigError, Model, config_error
