@@ -490,7 +490,9 @@ def preview(
     result = []
     for b, r in enumerate(rows):
         att = batch["attention_mask"][b]
-        views = {"encoder": render(batch["input_ids"][b], batch["labels"][b], att)}
+        views: dict[str, str | list[int] | list[str]] = {
+            "encoder": render(batch["input_ids"][b], batch["labels"][b], att)
+        }
         if "dec_input_ids" in batch:
             views["decoder"] = render(batch["dec_input_ids"][b], batch["dec_labels"][b], att)
         for name in ("enc_mask", "dec_mask"):

@@ -84,6 +84,12 @@ class PretrainConfig(Model):
         self._validate_warmup()
         return self
 
+    def length(self) -> int:
+        """``max_length`` once ``resolve`` has filled it (an unset one: the method's paper)."""
+        if self.max_length is None:
+            raise InvalidArgumentError("max_length is unset: resolve() the config first (build_config does)")
+        return self.max_length
+
     def _validate_warmup(self) -> None:
         """A warm-up longer than the run (or than the curriculum's first stage) never reaches the
         peak rate: refused, naming where the number came from."""
