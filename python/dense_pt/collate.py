@@ -40,7 +40,7 @@ METHODS = (
 # Per method, the structure of its batch: encoder mask kind, encoder fill, encoder labels, decoder
 # view and its settings. "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" =
 # original ids. The numbers (rates, lengths, whole words, crop) are the paper's, declared once in
-# ``dense_pt.objectives.defaults`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
+# ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
 # views are the generator's inputs (fill = the option ``generator_fill``), and ``original_ids``
 # comes with the batch: the device samples the replacements (SimLM eq. 1).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -122,8 +122,8 @@ SETTINGS_FROM_OPTIONS = {
 
 
 def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:
-    """The collator settings ``method`` takes from its paper (``dense_pt.objectives.defaults``)."""
-    from dense_pt.objectives.defaults import profile
+    """The collator settings ``method`` takes from its paper (``dense_pt.config.defaults.objectives``)."""
+    from dense_pt.config.defaults.objectives import profile
 
     _preset(method)
     prof = profile(method, paper)
@@ -170,7 +170,7 @@ class Collator:
       spans of each (uncropped) passage as [CLS] span [SEP]; span j of row b is row b*num_spans+j.
 
     A setting left ``None`` takes the method's paper default (``paper_settings(method, paper)``,
-    declared in ``dense_pt.objectives.defaults``: ``max_length``, the rates, whole words, crop, the
+    declared in ``dense_pt.config.defaults.objectives``: ``max_length``, the rates, whole words, crop, the
     generator's fill); every setting can be overridden: ``enc_p``, ``dec_p``, ``sigma``
     (importance noise), ``enc_fill``/``dec_fill`` ("bert", "mask", "keep"),
     ``mask_prob``/``random_prob`` (the 80/10 of "bert"), ``whole_word`` (mask whole words using
@@ -490,7 +490,9 @@ def preview(
     result = []
     for b, r in enumerate(rows):
         att = batch["attention_mask"][b]
-        views = {"encoder": render(batch["input_ids"][b], batch["labels"][b], att)}
+        views: dict[str, str | list[int] | list[str]] = {
+            "encoder": render(batch["input_ids"][b], batch["labels"][b], att)
+        }
         if "dec_input_ids" in batch:
             views["decoder"] = render(batch["dec_input_ids"][b], batch["dec_labels"][b], att)
         for name in ("enc_mask", "dec_mask"):

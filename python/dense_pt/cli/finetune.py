@@ -19,6 +19,7 @@ from dense_pt.cli.options import (
     with_model_options,
 )
 from dense_pt.config.base import Model
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import (
     DistillCommand,
     DistillSettings,
@@ -27,7 +28,6 @@ from dense_pt.config.finetune import (
     RetrieverCommand,
     RetrieverSettings,
 )
-from dense_pt.finetune import defaults as FT
 
 train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
 app.add_typer(train_app, name="train")

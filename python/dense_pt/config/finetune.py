@@ -4,7 +4,7 @@ files (the stage's keys at the top, ``[train]`` for the engine) and the ``train_
 ``RetrieverSettings`` / ``RerankerSettings`` / ``DistillSettings`` hold what a stage and the
 pipeline's ``[r1]`` / ``[r2]`` / ``[reranker]`` / ``[distill]`` tables share (the tables add their
 own epochs default and ``train``); the ``*Command`` models add what only the command sets. The
-defaults are SimLM's Table 13, read from ``dense_pt.finetune.defaults``."""
+defaults are SimLM's Table 13, read from ``dense_pt.config.defaults.finetune``."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.choices import DISTILL_LOSSES, resolve_tau
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.train import TrainTable
-from dense_pt.finetune import defaults as FT
+from dense_pt.errors import InvalidArgumentError
 
 Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
 Pooling = Literal["auto", "cls", "mean"]
@@ -27,11 +29,8 @@ _PASSAGE_LENGTH = "Tokens per passage, [CLS] and [SEP] included."
 
 def loss_checks(table: Any) -> None:
     """The loss is known, its temperature fits it, and the triplet loss has a negative to compare."""
-    from dense_pt.errors import InvalidArgumentError
-    from dense_pt.objectives.retrieval import resolve_loss
-
     try:
-        resolve_loss(table.loss).resolve_tau(table.tau)
+        resolve_tau(table.loss, table.tau)
     except InvalidArgumentError as exc:
         raise ValueError(str(exc)) from None
     if table.loss == "triplet" and table.group_size < 2:
@@ -102,8 +101,6 @@ class DistillSettings(Model):
 
     @model_validator(mode="after")
     def check_loss(self) -> DistillSettings:
-        from dense_pt.objectives.retrieval import DISTILL_LOSSES
-
         loss_checks(self)
         if self.loss not in DISTILL_LOSSES:
             raise ValueError(

@@ -1,11 +1,11 @@
 """The pipeline file: one model per table, the file itself (``PipelineFile``), and the profiles.
 
 The models hold the defaults: the ``paper`` profile is SimLM's Table 13, read from
-``dense_pt.finetune.defaults`` (where each number is written, with its source). A profile is an
+``dense_pt.config.defaults.finetune`` (where each number is written, with its source). A profile is an
 overlay applied to the file's tables before validation: ``cpu`` shrinks groups, depths, batches and
 epochs for a small machine. Checks that need another module's registry (loss names, measures,
-pools, the pre-training methods) are validators that import it when they run, so reading this
-module needs no torch."""
+pools, the pre-training methods) read the plain lists of ``dense_pt.config.choices``; the measure
+names (ir-measures') and the pre-training registry are checked by ``dense_pt.pipeline.config``."""
 
 from __future__ import annotations
 
@@ -14,14 +14,20 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.choices import (
+    DEFAULT_TIE_BREAK,
+    FUSION_METHODS,
+    PRETRAIN_METHODS,
+    RRF_K,
+    TIE_BREAKS,
+)
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import DistillSettings, Number, RerankerSettings, RetrieverSettings
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pmi import PmiSettings as PmiTable
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.retrieval import MineSettings
 from dense_pt.config.train import TrainTable
-from dense_pt.finetune import defaults as FT
-from dense_pt.retrieval.fusion import RRF_K
 
 
 def _train(values: dict[str, Any]) -> Any:
@@ -47,14 +53,13 @@ class EvalTable(Model):
     k: int = Field(100, ge=1)
     measures: list[str] = Field(default_factory=lambda: ["nDCG@10", "R@100", "RR@10"])
     rel_level: int = 1
-    tie_break: str = "docno"
+    tie_break: str = DEFAULT_TIE_BREAK
 
     @model_validator(mode="after")
     def check_known(self) -> EvalTable:
-        from dense_pt.data.judgements import TIE_BREAKS
-        from dense_pt.evaluation.metrics import parse_measures
-
-        parse_measures(self.measures, self.rel_level)  # InvalidArgumentError is a ValueError
+        # the measure names are ir-measures' (not a config's list): dense_pt.pipeline.config checks them
+        if self.rel_level < 1:
+            raise ValueError(f"rel_level must be an integer >= 1, got {self.rel_level!r}")
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
         return self
@@ -149,10 +154,8 @@ class FusionTable(Model):
 
     @model_validator(mode="after")
     def check_choices(self) -> FusionTable:
-        from dense_pt.retrieval.fusion import METHODS
-
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.method not in FUSION_METHODS:
+            raise ValueError(f"method must be one of {', '.join(FUSION_METHODS)}, got {self.method!r}")
         if self.weight != "tune" and not 0 <= float(self.weight) <= 1:
             raise ValueError(f"weight must be 'tune' or a number in [0, 1], got {self.weight!r}")
         return self
@@ -173,9 +176,7 @@ class PretrainTable(Model):
     @classmethod
     def method_first(cls, data: Any) -> Any:
         if isinstance(data, dict) and "method" not in data:  # each method needs its own settings
-            from dense_pt.objectives import METHODS
-
-            raise ValueError(f"method is required: one of {', '.join(METHODS)}")
+            raise ValueError(f"method is required: one of {', '.join(PRETRAIN_METHODS)}")
         return data
 
 

@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS
+from dense_pt.config.defaults import finetune as FT
 
 Dtype = Literal["float16", "float32"]
 Metric = Literal["ip", "cosine"]
@@ -53,8 +54,6 @@ class MineSettings(Model):
 
     @model_validator(mode="after")
     def check_choices(self) -> MineSettings:
-        from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
-
         for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.defaults import finetune as FT
 
 # Steps per training stage (R1, R2, re-ranker, distillation), sized so the demo stays within a few
 # minutes on 2 busy cores (BENCHMARKS.md, "The demo"). That is too few for a 64-wide encoder from a

@@ -85,6 +85,7 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
     """The file (after its profile) checked by ``PipelineFile``, then the checks that need the
     pre-training registry and the disk; paths resolved against ``base``."""
     model = PipelineFile.load(with_profile(raw, where), where)
+    _check_measures(model.eval.measures, model.eval.rel_level, where)
     cfg = model.model_dump(exclude={"pretrain"})
     for table in STAGE_TABLES:  # the train tables as set (profile and file), not every engine key
         cfg[table]["train"] = getattr(model, table).train.model_dump(exclude_none=True)
@@ -98,6 +99,16 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> d
         None if model.pretrain is None else _pretrain(model.pretrain, model.data.max_length, where)
     )
     return cfg
+
+
+def _check_measures(measures: list[str], rel_level: int, where: str) -> None:
+    """``[eval] measures`` are ir-measures' names: parsed by the evaluation, as a run will be."""
+    from dense_pt.evaluation.metrics import parse_measures
+
+    try:
+        parse_measures(measures, rel_level)
+    except InvalidArgumentError as exc:
+        raise ConfigError(f"eval: {exc}", where) from None
 
 
 def _resolve(value: str, base: Path) -> Path:
@@ -175,8 +186,8 @@ def pretrain_length_note(pcfg: dict[str, Any], data_max_length: int) -> str:
 
 
 def _check_pretrain_options(sec: PretrainTable, paper: str) -> None:
+    from dense_pt.config.defaults.objectives import REQUIRED, profile
     from dense_pt.objectives import resolve_options
-    from dense_pt.objectives.defaults import REQUIRED, profile
 
     for name, d in profile(sec.method, paper).options.items():
         if d.value == REQUIRED and getattr(sec.options, name) is None:
