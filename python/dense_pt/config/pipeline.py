@@ -26,7 +26,7 @@ from dense_pt.config.finetune import DistillSettings, Number, RerankerSettings, 
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pmi import PmiSettings as PmiTable
 from dense_pt.config.pretrain import MIN_LENGTH
-from dense_pt.config.retrieval import MineSettings
+from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, MineSettings
 from dense_pt.config.train import TrainTable
 
 
@@ -77,7 +77,7 @@ _LENGTHS_MOVED = ("encoding uses each retriever stage's own lengths: set {0} in 
 
 
 class EncodeTable(Model):
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field(ENCODE_BATCH_SIZE, ge=1)  # dense-pt encode's default
 
     @model_validator(mode="before")
     @classmethod
