@@ -95,24 +95,22 @@ def test_pretrain_length_paper_and_method(cfg_file: Path):
     ``paper`` picks another profile, as ``dense-pt pretrain --paper`` does."""
     from dense_pt.pipeline.config import pretrain_length_note
 
-    cdmae = load_pipeline_config(cfg_file, ['pretrain={method="cdmae"}'])["pretrain"]
-    assert cdmae["max_length"] == 144 and cdmae["paper"] == "cdmae"  # the old default: 256 + 2
+    cdmae = load_pipeline_config(cfg_file, ['pretrain={method="cdmae"}']).pretrain
+    assert (
+        cdmae is not None and cdmae.max_length == 144 and cdmae.paper == "cdmae"
+    )  # the old default: 256 + 2
     assert "declared default" in pretrain_length_note(cdmae, 256)
-    seed = load_pipeline_config(cfg_file, ['pretrain={method="seed", train={warmup=0.1}}'])["pretrain"]
-    assert seed["max_length"] == 256  # SEED's 512, capped at the store's 256
+    seed = load_pipeline_config(cfg_file, ['pretrain={method="seed", train={warmup=0.1}}']).pretrain
+    assert seed is not None and seed.max_length == 256  # SEED's 512, capped at the store's 256
     assert pretrain_length_note(seed, 256) == (
         "max_length 256 = [data] max_length, what the store keeps (seed's declared default is 512)"
     )
-    assert (
-        load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])[
-            "pretrain"
-        ]["max_length"]
-        == 100
-    )
+    given = load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])
+    assert given.pretrain is not None and given.pretrain.max_length == 100
     cond = load_pipeline_config(
         cfg_file, ['pretrain={method="condenser", paper="simlm", train={max_steps=5000}}']
     )
-    assert cond["pretrain"]["paper"] == "simlm"
+    assert cond.pretrain is not None and cond.pretrain.paper == "simlm"
 
 
 def _tiny_pipeline(tmp_path: Path, pretrain: str = "", layers: int = 1) -> Path:

@@ -41,6 +41,7 @@ from typing import Any
 
 from dense_pt.config.pipeline import PipelineFile
 from dense_pt.errors import FormatError
+from dense_pt.pipeline.config import ResolvedPipeline
 
 NONE = "none"  # the objective "no pre-training": fine-tune the initial checkpoint as it is
 STUDY_KEYS = ("out", "pipeline", "set", "objectives", "seeds", "split_seed", "until", "pretrain", "options")
@@ -53,7 +54,7 @@ STAGES = ("zeroshot", "r1", "r2", "reranker", "distill", "fusion")
 class Cell:
     objective: str
     seed: int
-    config: dict[str, Any]  # the validated pipeline configuration
+    config: ResolvedPipeline  # the validated pipeline configuration
 
     @property
     def name(self) -> str:
@@ -157,7 +158,7 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
             cells.append(
                 Cell(objective, seed, validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell))
             )
-    measures = list(cells[0].config["eval"]["measures"])
+    measures = list(cells[0].config.eval.measures)
     return StudyConfig(out, list(objectives), list(seeds), cells, measures, until)
 
 
@@ -221,7 +222,7 @@ def _with_finished(study: StudyConfig, ran: dict[str, dict[str, Any]]) -> dict[s
     for cell in study.cells:
         if cell.name in out:
             continue
-        folder = Path(cell.config["out"])
+        folder = cell.config.out
         manifests = {}
         for name in ("bm25", "pretrain", *STAGES):
             p = folder / name / "manifest.json"
