@@ -53,7 +53,8 @@ class RunConfig(Protocol):
 C = TypeVar("C", bound=RunConfig)
 
 
-def _enabled(cfg: Any) -> str | None:
+def _enabled(cfg: object) -> str | None:
+    """A stage's default: it runs with every configuration."""
     return None
 
 

@@ -187,7 +187,7 @@ def run_study(
             cell.config,
             progress=progress,
             until=study.until,
-            log=lambda m, c=cell.name: log(f"  {c} {m}"),
+            log=_indented(log, cell.name),
         )
         if any(s in manifests for s in STAGES):  # else nothing to tabulate yet (``until``)
             cells[cell.name] = _cell_record(cell, manifests)
@@ -195,6 +195,11 @@ def run_study(
     write_study(study, results)
     log(f"[study] report: {study.out / 'report.md'}")
     return results
+
+
+def _indented(log: Callable[[str], None], cell: str) -> Callable[[str], None]:
+    """``log`` for one cell's pipeline lines: indented under the study's, named by the cell."""
+    return lambda m: log(f"  {cell} {m}")
 
 
 def _cell_record(cell: Cell, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
