@@ -92,17 +92,18 @@ def encode_lengths(sec: Trained) -> dict[str, int]:
     return {"query_max_length": sec.query_max_length, "passage_max_length": sec.passage_max_length}
 
 
-def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths: dict[str, int]) -> dict:
-    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
+def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> dict:
+    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries, with
+    the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
     from dense_pt.data import write_run
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search
 
     batch_size = ctx.cfg.encode.batch_size
     encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
-           max_length=lengths["passage_max_length"], progress=ctx.progress)  # fmt: skip
+           max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
     encode(model, queries, folder / "emb_queries", batch_size=batch_size,
-           max_length=lengths["query_max_length"], progress=ctx.progress)  # fmt: skip
+           max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
     run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
     write_run(folder / "run.trec", run)
     return run
@@ -171,7 +172,7 @@ def train_retriever_stage(
                         train=train_config(sec, ctx.seed), restrict_to=train_ids(ctx), teacher_scores=teacher,
                         progress=ctx.progress, **kw)  # fmt: skip
     run = retrieve(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
-                   k_search(ctx.cfg), encode_lengths(sec))  # fmt: skip
+                   k_search(ctx.cfg), sec)  # fmt: skip
     return {"metrics": evaluate(ctx, run), "negatives": mined, "train_steps": m["steps"],
             "train_wall_s": m["wall_s"]}  # fmt: skip
 

@@ -44,9 +44,9 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
            "corpus": str(C.store(ctx)), "out": str(folder / "run"), "max_length": pre.max_length}  # fmt: skip
     length_note = pretrain_length_note(pre, ctx.cfg.data.max_length)
     ctx.log(f"[pretrain] {length_note}")
-    given = pre.settings()  # the options and engine keys set; build_config puts them over the method's
-    train = {"seed": ctx.seed, **given["train"]}
-    pc = build_config(None, top=top, options=given["options"], train=train)
+    # the options and engine keys set, which build_config puts over the method's defaults
+    train = {"seed": ctx.seed, **pre.train.model_dump(exclude_none=True)}
+    pc = build_config(None, top=top, options=pre.options.model_dump(exclude_none=True), train=train)
     # resume=True: an interrupted stage continues from its last checkpoint.
     summary = run_pretrain(pc, resume=True, progress=ctx.progress)
     rec = summary.get("final_record") or {}

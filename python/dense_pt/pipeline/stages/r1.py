@@ -25,8 +25,8 @@ def params(ctx: C.Ctx) -> dict:
 def run(ctx: C.Ctx, folder: Path) -> dict:
     neg, stats = folder / "negatives.dpneg", None
     if not neg.exists():  # resuming: mined before the interruption
-        n = _negatives(ctx)
-        stats = C.mine_from(ctx, ctx.out / "bm25" / "run.trec", neg, n["depth"], n["num"], None)
+        m = ctx.cfg.mine
+        stats = C.mine_from(ctx, ctx.out / "bm25" / "run.trec", neg, m.bm25_depth, m.num, None)
     return C.train_retriever_stage(ctx, folder, ctx.cfg.r1, C.base_model(ctx)[0], negatives=neg, mined=stats)
 
 
