@@ -172,3 +172,18 @@ def test_pretrain_paper_reaches_the_run(tmp_path: Path):
     assert run_cfg["paper"] == "simlm" and run_cfg["options"]["p_enc"] == 0.3 and run_cfg["max_length"] == 64
     manifest = json.loads((tmp_path / "out" / "pretrain" / "manifest.json").read_text())
     assert manifest["max_length_source"].startswith("max_length 64 = [data] max_length")
+
+
+def test_run_pipeline_takes_a_file_or_the_typed_config_not_a_dict(tmp_path: Path):
+    """The stages read ``validate_config``'s ``ResolvedPipeline`` by attribute: a plain dict (what it
+    returned before) is refused up front, naming what to pass instead."""
+    from dense_pt.pipeline import ResolvedPipeline, run_pipeline
+    from dense_pt.pipeline.run import planned_stages
+
+    with pytest.raises(TypeError, match="a file path or validate_config\\(\\)'s ResolvedPipeline, not dict"):
+        run_pipeline({"out": str(tmp_path)}, progress=False)  # type: ignore[arg-type]
+    cfg_file = tmp_path / "p.toml"
+    cfg_file.write_text(MINIMAL)
+    cfg = load_pipeline_config(cfg_file)
+    assert isinstance(cfg, ResolvedPipeline) and cfg.data.corpus == tmp_path / "c.jsonl"
+    assert "pretrain" not in planned_stages(cfg) and "distill" in planned_stages(cfg)
