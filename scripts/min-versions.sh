@@ -17,15 +17,15 @@ CONSTRAINTS="$VENV/min-constraints.txt"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade "pip>=25.1"
 
-# Every `name>=X` of [project] dependencies, the extras and the dev group, as `name==X` (the same
-# package listed twice with different bounds would conflict here: one bound per package).
+# Every `name>=X` of [project] dependencies and the extras, as `name==X` (the same package listed
+# twice with different bounds would conflict here: one bound per package). The dev group's tools
+# (pytest, ruff, mypy, ...) are not what a user installs: they resolve freely against these pins.
 "$VENV/bin/python" - "$CONSTRAINTS" "${MINV_PIN_TORCH:-0}" "${MINV_UNPINNED-tokenizers}" <<'PY'
 import re, sys, tomllib
 cfg = tomllib.load(open("pyproject.toml", "rb"))
 specs = list(cfg["project"]["dependencies"])
 for reqs in cfg["project"]["optional-dependencies"].values():
     specs += reqs
-specs += [r for r in cfg.get("dependency-groups", {}).get("dev", []) if isinstance(r, str)]
 pins = {}
 for spec in specs:
     m = re.match(r"^([A-Za-z0-9_.-]+)(\[[^]]*\])?\s*>=\s*([0-9][^,;\s]*)", spec)

@@ -236,6 +236,51 @@ def test_dtypes_are_accepted_without_changing_results():
     assert np.array_equal(random_mask(wide[:, ::2], att, 0.5, 1), random_mask(ids, att, 0.5, 1))
 
 
+def test_every_argument_form_takes_the_one_path():
+    """The natives read [B, L] arrays in place and hand anything else to ``masking._coerce``:
+    lists, strided views, other integer dtypes, float16, a numpy seed, special ids and row keys in
+    any sequence give the in-place call's bits, with word ids, special ids and row keys together
+    (the combination the former fast path never took)."""
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 40, size=(4, 12))
+    ids[:, 0] = 2
+    att = np.ones_like(ids)
+    att[2, 8:] = 0
+    imp = rng.random(ids.shape).astype(np.float16)
+    words = np.repeat(np.arange(6), 2)[None].repeat(4, 0)
+    kw = {"word_ids": words, "special_ids": (0, 2), "row_keys": np.array([9, 3, 7, 1], dtype=np.uint64)}
+    alt = {"word_ids": words.tolist(), "special_ids": np.array([0, 2]), "row_keys": [9, 3, 7, 1]}
+    wide = np.zeros((4, 24), dtype=np.int64)
+    wide[:, ::2] = ids
+    forms = [
+        (ids, att, 7),
+        (ids.tolist(), att.astype(np.int16), np.uint32(7)),
+        (wide[:, ::2], att.astype(bool), 7),
+    ]
+    want = (
+        random_mask(ids, att, 0.4, 7, **kw),
+        importance_mask(ids, att, imp, 0.4, 7, **kw),
+        nested_masks(ids, att, 0.2, 0.5, 7, imp, **kw),
+    )
+    for i, a, seed in forms:
+        for extra in (kw, alt):
+            got = (
+                random_mask(i, a, 0.4, seed, **extra),
+                importance_mask(i, a, imp.tolist() if extra is alt else imp,
+                                0.4, seed, **extra),
+                nested_masks(i, a, 0.2, 0.5, seed, imp, **extra),
+            )  # fmt: skip
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[2][0], want[2][0])
+            assert np.array_equal(got[2][1], want[2][1])
+            assert np.array_equal(got[1], want[1])  # float16 as a list: float64, the same values
+    mask = want[0]
+    new, labels = replace(ids, mask, 4, 40, 7, special_ids=(0, 2), row_keys=kw["row_keys"])
+    new2, labels2 = replace(ids.astype(np.int32).tolist(), mask.tolist(), 4, 40, np.int64(7), special_ids=[0, 2],
+                            row_keys=[9, 3, 7, 1])  # fmt: skip
+    assert np.array_equal(new, new2) and np.array_equal(labels, labels2)
+    assert new.dtype == ids.dtype and replace(ids.astype(np.int32), mask, 4, 40, 7)[0].dtype == np.int32
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -266,6 +311,28 @@ def test_dtypes_are_accepted_without_changing_results():
         (lambda a: replace(a["ids"], a["att"], 4, 100, 0, 0.9, 0.2), "mask_prob \\+ random_prob"),
         (lambda a: replace(a["ids"], a["att"], 4, 100, 0, special_ids=[100]), "special_ids"),
         (lambda a: replace(a["ids"], a["att"], 4, 100, 0, row_keys=[1]), "row_keys"),
+        (
+            lambda a: random_mask(a["ids"], a["att"], 0.5, 0, special_ids=["x"]),
+            "special_ids must be a sequence",
+        ),
+        (
+            lambda a: random_mask(a["ids"], a["att"], 0.5, 0, row_keys=[-1, 0]),
+            "row_keys must hold non-negative",
+        ),
+        (
+            lambda a: random_mask(a["ids"], a["att"], 0.5, 0, row_keys=np.arange(3)),
+            "row_keys must have shape",
+        ),
+        (
+            lambda a: nested_masks(a["ids"], a["att"], 0.2, 0.5, 0, word_ids=a["att"][:1]),
+            "word_ids has shape",
+        ),
+        (
+            lambda a: importance_mask(a["ids"], a["att"], a["imp"].astype(str), 0.5, 0),
+            "importance must hold real",
+        ),
+        (lambda a: random_mask(a["ids"], a["att"], 0.5, np.int64(-2)), "seed must be an integer"),
+        (lambda a: random_mask(a["ids"], a["att"], 0.5, 2**64), "seed must be an integer"),
         (lambda a: span_crop([3, -1], 1, 2, 0), "lengths\\[1\\] is negative"),
         (lambda a: span_crop([3], 4, 2, 0), "min_len"),
         (lambda a: span_crop([], 1, 2, 0), "empty batch"),

@@ -51,11 +51,6 @@ _DIRECT_FLOAT = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 Seed: TypeAlias = int | np.integer
 """A seed in [0, 2**64): a Python or numpy integer."""
-# The native maskers' optional row arguments, in their positional order: special_tokens_mask,
-# input_ids, special_ids, word_ids, row_keys.
-_RowRest: TypeAlias = tuple[
-    np.ndarray | None, np.ndarray | None, list[int], np.ndarray | None, np.ndarray | None
-]
 
 
 def _ids2d(name: str, a: npt.ArrayLike) -> np.ndarray:
@@ -69,7 +64,8 @@ def _ids2d(name: str, a: npt.ArrayLike) -> np.ndarray:
 
 
 def _ints(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
-    """Flat, C-contiguous view (or widened copy) of an integer/bool array of the given shape."""
+    """A C-contiguous integer/bool array of the given shape the native code reads in place (a
+    widened copy of any other integer dtype)."""
     if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.shape != shape:
@@ -80,7 +76,7 @@ def _ints(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
         if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
             raise InvalidArgumentError(f"{name} holds values above the int64 range")
         a = a.astype(np.int64)
-    return a.ravel()  # a view when C-contiguous, else a contiguous copy
+    return np.ascontiguousarray(a)
 
 
 def _floats(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
@@ -89,12 +85,12 @@ def _floats(name: str, a: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     if a.shape != shape:
         raise InvalidArgumentError(f"{name} has shape {a.shape} but input_ids has shape {shape}")
     if a.dtype in _DIRECT_FLOAT:
-        return a.ravel()
+        return np.ascontiguousarray(a)
     if a.dtype == np.float16:
-        return a.ravel().view(np.uint16)
+        return np.ascontiguousarray(a).view(np.uint16)
     if a.dtype.kind not in "biuf":
         raise InvalidArgumentError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    return a.astype(np.float64).ravel()
+    return np.ascontiguousarray(a, dtype=np.float64)
 
 
 def _seed(seed: object) -> int:
@@ -105,9 +101,7 @@ def _seed(seed: object) -> int:
     return int(seed)
 
 
-def _row_keys(row_keys: npt.ArrayLike | None, batch: int) -> np.ndarray | None:
-    if row_keys is None:
-        return None
+def _row_keys(row_keys: npt.ArrayLike, batch: int) -> np.ndarray:
     k = np.asarray(row_keys)
     if k.shape != (batch,):
         raise InvalidArgumentError(f"row_keys must have shape ({batch},), got {k.shape}")
@@ -117,39 +111,30 @@ def _row_keys(row_keys: npt.ArrayLike | None, batch: int) -> np.ndarray | None:
 
 
 def _special_ids(special_ids: Sequence[int]) -> list[int]:
-    if not special_ids:
-        return []
     try:
         return [int(s) for s in special_ids]
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"special_ids must be a sequence of ints: {exc}") from None
 
 
-def _no_ids(special_ids: Sequence[int]) -> bool:
-    return type(special_ids) in (tuple, list) and not special_ids
-
-
-def _rows_args(
-    input_ids: npt.ArrayLike,
-    attention_mask: npt.ArrayLike,
-    special_tokens_mask: npt.ArrayLike | None,
-    word_ids: npt.ArrayLike | None,
-    special_ids: Sequence[int],
-    row_keys: npt.ArrayLike | None,
-) -> tuple[tuple[int, ...], np.ndarray, _RowRest]:
-    """``(shape, attention, (special_tokens_mask, input_ids, special_ids, word_ids, row_keys))``:
-    the native maskers' row arguments, in their positional order."""
-    ids = _ids2d("input_ids", input_ids)
-    shape = ids.shape
-    special = _special_ids(special_ids)
-    rest: _RowRest = (
-        None if special_tokens_mask is None else _ints("special_tokens_mask", special_tokens_mask, shape),
-        _ints("input_ids", ids, shape) if special else None,
-        special,
-        None if word_ids is None else _ints("word_ids", word_ids, shape),
-        None if row_keys is None else _row_keys(row_keys, shape[0]),
-    )
-    return shape, _ints("attention_mask", attention_mask, shape), rest
+def _coerce(kind: str, name: str, value: object, shape: tuple[int, int] | None) -> object:
+    """The one place arguments are converted and refused. The native maskers read what they can
+    in place (2-d C-contiguous arrays of the dtypes in ``_DIRECT_INT`` / ``_DIRECT_FLOAT``, a
+    Python int seed, an empty special_ids, uint64 row keys) and call this for anything else, once
+    per argument: it returns what they can read or raises the error naming ``name``."""
+    if kind == "ids":
+        return _ids2d(name, value)  # type: ignore[arg-type]
+    if kind == "int":
+        return _ints(name, value, shape)  # type: ignore[arg-type]
+    if kind == "float":
+        return _floats(name, value, shape)  # type: ignore[arg-type]
+    if kind == "seed":
+        return _seed(value)
+    if kind == "special_ids":
+        return _special_ids(value)  # type: ignore[arg-type]
+    if kind == "row_keys":
+        return _row_keys(value, shape[0])  # type: ignore[arg-type, index]
+    raise AssertionError(f"unknown argument kind {kind!r}")
 
 
 def random_mask(
@@ -168,17 +153,9 @@ def random_mask(
 
     Returns a bool ``[B, L]`` array. With ``word_ids``: whole words (see the module docstring).
     """
-    if word_ids is None and row_keys is None and _no_ids(special_ids):
-        out = _native.mask_fast(
-            input_ids, attention_mask, None, special_tokens_mask, p, seed, 0.0, num_threads
-        )
-        if out is not None:
-            return out
-    shape, att, rest = _rows_args(
-        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
+    return _native.mask_random(
+        input_ids, attention_mask, p, seed, special_tokens_mask, word_ids, special_ids, row_keys, num_threads
     )
-    out = _native.mask_random(att, shape[0], shape[1], float(p), _seed(seed), *rest, num_threads)
-    return out.reshape(shape)
 
 
 def importance_mask(
@@ -201,20 +178,10 @@ def importance_mask(
     one noise draw. ``importance`` is float16/32/64 ``[B, L]``; NaN at a maskable position is an
     error (padding may hold anything).
     """
-    if word_ids is None and row_keys is None and _no_ids(special_ids):
-        out = _native.mask_fast(
-            input_ids, attention_mask, importance, special_tokens_mask, p, seed, sigma, num_threads
-        )
-        if out is not None:
-            return out
-    shape, att, rest = _rows_args(
-        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
-    )
-    imp = _floats("importance", importance, shape)
-    out = _native.mask_importance(
-        att, shape[0], shape[1], imp, float(p), _seed(seed), float(sigma), *rest, num_threads
-    )
-    return out.reshape(shape)
+    return _native.mask_importance(
+        input_ids, attention_mask, importance, p, seed, sigma, special_tokens_mask, word_ids, special_ids,
+        row_keys, num_threads,
+    )  # fmt: skip
 
 
 def nested_masks(
@@ -239,23 +206,10 @@ def nested_masks(
     uniformly random subset of ``dec`` (of its words, with ``word_ids``) with
     ``floor(n * p_enc)`` tokens. Needs ``p_enc <= p_dec``.
     """
-    shape, att, rest = _rows_args(
-        input_ids, attention_mask, special_tokens_mask, word_ids, special_ids, row_keys
-    )
-    imp = None if importance is None else _floats("importance", importance, shape)
-    enc, dec = _native.mask_nested(
-        att,
-        shape[0],
-        shape[1],
-        float(p_enc),
-        float(p_dec),
-        _seed(seed),
-        imp,
-        float(sigma),
-        *rest,
-        num_threads,
-    )
-    return enc.reshape(shape), dec.reshape(shape)
+    return _native.mask_nested(
+        input_ids, attention_mask, p_enc, p_dec, seed, importance, sigma, special_tokens_mask, word_ids,
+        special_ids, row_keys, num_threads,
+    )  # fmt: skip
 
 
 def replace(
@@ -278,23 +232,12 @@ def replace(
     the original id where ``mask`` is set and -100 everywhere else. Every id must be in
     ``[0, vocab_size)``.
     """
-    ids = _ids2d("input_ids", input_ids)
-    shape = ids.shape
     new, labels = _native.mask_replace(
-        _ints("input_ids", ids, shape),
-        _ints("mask", mask, shape),
-        shape[0],
-        shape[1],
-        int(mask_token_id),
-        int(vocab_size),
-        _seed(seed),
-        float(mask_prob),
-        float(random_prob),
-        _special_ids(special_ids),
-        None if row_keys is None else _row_keys(row_keys, shape[0]),
-        num_threads,
-    )
-    return new.reshape(shape).astype(ids.dtype, copy=False), labels.reshape(shape)
+        input_ids, mask, int(mask_token_id), int(vocab_size), seed, mask_prob, random_prob, special_ids,
+        row_keys, num_threads,
+    )  # fmt: skip
+    dtype = input_ids.dtype if type(input_ids) is np.ndarray else np.asarray(input_ids).dtype
+    return new.astype(dtype, copy=False), labels
 
 
 def span_crop(
@@ -325,6 +268,6 @@ def span_crop(
         int(max_len),
         _seed(seed),
         n=int(n),
-        row_keys=_row_keys(row_keys, lens.shape[0]),
+        row_keys=None if row_keys is None else _row_keys(row_keys, lens.shape[0]),
     )
     return starts.reshape(-1, int(n)), ends.reshape(-1, int(n))

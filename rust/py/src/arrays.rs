@@ -100,19 +100,3 @@ impl<'py> FloatArr<'py> {
 pub(crate) fn invalid(py: Python<'_>, msg: String) -> PyErr {
     crate::errors::to_pyerr(py, dense_pt_core::Error::invalid(msg))
 }
-
-/// The shape `[B, L]` shared by the fast path's arrays, or None.
-pub(crate) fn shape2(arrays: &[Option<&Bound<'_, PyAny>>]) -> Option<(usize, usize)> {
-    let mut shape = None;
-    for a in arrays.iter().flatten() {
-        let a = a.cast::<PyUntypedArray>().ok()?;
-        if a.ndim() != 2 {
-            return None;
-        }
-        let s = (a.shape()[0], a.shape()[1]);
-        if *shape.get_or_insert(s) != s {
-            return None;
-        }
-    }
-    shape
-}

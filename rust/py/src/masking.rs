@@ -1,205 +1,345 @@
-//! Bindings of `dense_pt_core::masking`. Arrays arrive flat and C-contiguous (the Python wrapper
-//! in `dense_pt/masking` normalises them and reshapes the results); dtype dispatch is in `arrays`.
-use crate::arrays::{invalid, shape2, FloatArr, IntArr};
+//! Bindings of `dense_pt_core::masking`: one entry per masker, reading the caller's `[B, L]`
+//! numpy arrays in place. An argument the core cannot read as it is (a list, a strided view, an
+//! int16 array, a bad shape) is handed once to `dense_pt.masking._coerce`, which converts it or
+//! raises the error naming it; dtype dispatch is in `arrays`.
+use crate::arrays::{invalid, FloatArr, IntArr};
 use crate::errors::{guarded, IntoPyResult};
-use dense_pt_core::masking::{self, IntView, MaskRows, Replacer};
+use dense_pt_core::masking::{self, MaskRows, Replacer};
 use dense_pt_core::rng::RowRng;
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1,
+    PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList, PyTuple};
 
-fn opt_int<'py>(obj: Option<&Bound<'py, PyAny>>, name: &str) -> PyResult<Option<IntArr<'py>>> {
-    obj.map(|o| IntArr::new(o, name)).transpose()
+type Shape = (usize, usize);
+type Masks<'py> = Bound<'py, PyArray2<bool>>;
+
+/// `dense_pt.masking._coerce(kind, name, value, shape)`: the Python side of argument checking.
+fn coerce<'py>(
+    value: &Bound<'py, PyAny>,
+    kind: &str,
+    name: &str,
+    shape: Option<Shape>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    py.import("dense_pt.masking")?
+        .getattr("_coerce")?
+        .call1((kind, name, value, shape))
 }
 
-fn opt_view<'a>(arr: &'a Option<IntArr<'_>>) -> PyResult<Option<IntView<'a>>> {
-    arr.as_ref().map(|a| a.view()).transpose()
+fn shape2(obj: &Bound<'_, PyAny>) -> Option<Shape> {
+    let a = obj.cast::<PyUntypedArray>().ok()?;
+    (a.ndim() == 2).then(|| (a.shape()[0], a.shape()[1]))
 }
 
-/// The rows argument set shared by the three selection maskers.
+/// The batch's `(input_ids, [B, L])`: a non-empty 2-d numpy array as it is, anything else after
+/// `_coerce` (which raises for a wrong rank or an empty batch).
+fn batch<'py>(input_ids: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Shape)> {
+    match shape2(input_ids) {
+        Some(s) if s.0 > 0 => Ok((input_ids.clone(), s)),
+        _ => {
+            let ids = coerce(input_ids, "ids", "input_ids", None)?;
+            let s = shape2(&ids).ok_or_else(|| invalid(ids.py(), "input_ids: not 2-d".into()))?;
+            Ok((ids, s))
+        }
+    }
+}
+
+/// An integer (or bool) `[B, L]` array read in place, converted first when it must be.
+fn ints<'py>(value: &Bound<'py, PyAny>, name: &str, shape: Shape) -> PyResult<IntArr<'py>> {
+    if shape2(value) == Some(shape) {
+        if let Some(a) = IntArr::with_ndim(value, 2) {
+            return Ok(a);
+        }
+    }
+    let converted = coerce(value, "int", name, Some(shape))?;
+    IntArr::with_ndim(&converted, 2).ok_or_else(|| {
+        invalid(
+            value.py(),
+            format!("{name}: conversion gave an unreadable array"),
+        )
+    })
+}
+
+fn opt_ints<'py>(
+    value: Option<&Bound<'py, PyAny>>,
+    name: &str,
+    shape: Shape,
+) -> PyResult<Option<IntArr<'py>>> {
+    value.map(|v| ints(v, name, shape)).transpose()
+}
+
+fn floats<'py>(value: &Bound<'py, PyAny>, name: &str, shape: Shape) -> PyResult<FloatArr<'py>> {
+    if shape2(value) == Some(shape) {
+        if let Some(a) = FloatArr::with_ndim(value, 2) {
+            return Ok(a);
+        }
+    }
+    let converted = coerce(value, "float", name, Some(shape))?;
+    FloatArr::with_ndim(&converted, 2).ok_or_else(|| {
+        invalid(
+            value.py(),
+            format!("{name}: conversion gave an unreadable array"),
+        )
+    })
+}
+
+/// A seed in [0, 2^64): a Python int as it is; a numpy integer (or a bad value) through `_coerce`.
+fn read_seed(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if value.is_exact_instance_of::<PyInt>() {
+        if let Ok(s) = value.extract::<u64>() {
+            return Ok(s);
+        }
+    }
+    coerce(value, "seed", "seed", None)?.extract()
+}
+
+fn read_special_ids(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<i64>> {
+    let Some(v) = value else {
+        return Ok(Vec::new());
+    };
+    let plain = v.is_exact_instance_of::<PyTuple>() || v.is_exact_instance_of::<PyList>();
+    if plain && v.len()? == 0 {
+        return Ok(Vec::new());
+    }
+    coerce(v, "special_ids", "special_ids", None)?.extract()
+}
+
+/// Row keys as a uint64 `[B]` array (read in place when it already is one).
+fn read_row_keys<'py>(
+    value: Option<&Bound<'py, PyAny>>,
+    rows: usize,
+) -> PyResult<Option<PyReadonlyArray1<'py, u64>>> {
+    let Some(v) = value else { return Ok(None) };
+    if let Ok(a) = v.cast::<PyUntypedArray>() {
+        let dt = a.dtype();
+        if a.ndim() == 1
+            && a.shape()[0] == rows
+            && a.is_c_contiguous()
+            && (dt.kind(), dt.itemsize()) == (b'u', 8)
+        {
+            return Ok(Some(v.extract()?));
+        }
+    }
+    Ok(Some(
+        coerce(v, "row_keys", "row_keys", Some((rows, 0)))?.extract()?,
+    ))
+}
+
+/// The row arguments shared by the three selection maskers, read or converted once.
 struct RowsArgs<'py> {
+    shape: Shape,
     attention: IntArr<'py>,
     special: Option<IntArr<'py>>,
     ids: Option<IntArr<'py>>,
     words: Option<IntArr<'py>>,
     keys: Option<PyReadonlyArray1<'py, u64>>,
+    special_ids: Vec<i64>,
 }
 
 impl<'py> RowsArgs<'py> {
     fn new(
+        input_ids: &Bound<'py, PyAny>,
         attention_mask: &Bound<'py, PyAny>,
         special_tokens_mask: Option<&Bound<'py, PyAny>>,
-        input_ids: Option<&Bound<'py, PyAny>>,
         word_ids: Option<&Bound<'py, PyAny>>,
-        row_keys: Option<PyReadonlyArray1<'py, u64>>,
+        special_ids: Option<&Bound<'py, PyAny>>,
+        row_keys: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
+        let (ids, shape) = batch(input_ids)?;
+        let special_ids = read_special_ids(special_ids)?;
         Ok(RowsArgs {
-            attention: IntArr::new(attention_mask, "attention_mask")?,
-            special: opt_int(special_tokens_mask, "special_tokens_mask")?,
-            ids: opt_int(input_ids, "input_ids")?,
-            words: opt_int(word_ids, "word_ids")?,
-            keys: row_keys,
+            shape,
+            special: opt_ints(special_tokens_mask, "special_tokens_mask", shape)?,
+            // the ids are read only to find the special ids among them
+            ids: if special_ids.is_empty() {
+                None
+            } else {
+                Some(ints(&ids, "input_ids", shape)?)
+            },
+            words: opt_ints(word_ids, "word_ids", shape)?,
+            keys: read_row_keys(row_keys, shape.0)?,
+            attention: ints(attention_mask, "attention_mask", shape)?,
+            special_ids,
         })
     }
 
-    fn rows<'a>(
-        &'a self,
-        batch: usize,
-        len: usize,
-        special_ids: &'a [i64],
-    ) -> PyResult<MaskRows<'a>> {
-        let mut rows = MaskRows::new(batch, len, self.attention.view()?);
-        rows.special_tokens_mask = opt_view(&self.special)?;
-        rows.input_ids = opt_view(&self.ids)?;
-        rows.special_ids = special_ids;
-        rows.word_ids = opt_view(&self.words)?;
+    fn rows(&self) -> PyResult<MaskRows<'_>> {
+        let mut rows = MaskRows::new(self.shape.0, self.shape.1, self.attention.view()?);
+        rows.special_tokens_mask = self.special.as_ref().map(|a| a.view()).transpose()?;
+        rows.input_ids = self.ids.as_ref().map(|a| a.view()).transpose()?;
+        rows.special_ids = &self.special_ids;
+        rows.word_ids = self.words.as_ref().map(|a| a.view()).transpose()?;
         rows.row_keys = self.keys.as_ref().map(|k| k.as_slice()).transpose()?;
         Ok(rows)
     }
+
+    /// A fresh zeroed `[B, L]` bool array the masker writes into (no vector to hand over).
+    fn output(&self, py: Python<'py>) -> Masks<'py> {
+        PyArray2::<bool>::zeros(py, [self.shape.0, self.shape.1], false)
+    }
+}
+
+fn reshaped<'py, T: numpy::Element>(
+    py: Python<'py>,
+    flat: Vec<T>,
+    shape: Shape,
+) -> PyResult<Bound<'py, PyArray2<T>>> {
+    flat.into_pyarray(py).reshape([shape.0, shape.1])
 }
 
 #[pyfunction]
-#[pyo3(signature = (attention_mask, batch, length, p, seed, special_tokens_mask=None, input_ids=None,
-                    special_ids=Vec::new(), word_ids=None, row_keys=None, threads=1))]
+#[pyo3(signature = (input_ids, attention_mask, p, seed, special_tokens_mask=None, word_ids=None,
+                    special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn mask_random<'py>(
     py: Python<'py>,
+    input_ids: &Bound<'py, PyAny>,
     attention_mask: &Bound<'py, PyAny>,
-    batch: usize,
-    length: usize,
     p: f64,
-    seed: u64,
+    seed: &Bound<'py, PyAny>,
     special_tokens_mask: Option<&Bound<'py, PyAny>>,
-    input_ids: Option<&Bound<'py, PyAny>>,
-    special_ids: Vec<i64>,
     word_ids: Option<&Bound<'py, PyAny>>,
-    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    special_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<&Bound<'py, PyAny>>,
     threads: usize,
-) -> PyResult<Bound<'py, PyArray1<bool>>> {
+) -> PyResult<Masks<'py>> {
     let args = RowsArgs::new(
+        input_ids,
         attention_mask,
         special_tokens_mask,
-        input_ids,
         word_ids,
+        special_ids,
         row_keys,
     )?;
-    let rows = args.rows(batch, length, &special_ids)?;
-    let out = guarded(py, || masking::random_mask(&rows, p, seed, threads))?;
-    Ok(out.into_pyarray(py))
+    let seed = read_seed(seed)?;
+    let rows = args.rows()?;
+    let out = args.output(py);
+    {
+        let mut view = out.readwrite();
+        let o = view.as_slice_mut()?;
+        guarded(py, || masking::random_mask_into(&rows, p, seed, threads, o))?;
+    }
+    Ok(out)
 }
 
 #[pyfunction]
-#[pyo3(signature = (attention_mask, batch, length, importance, p, seed, sigma=1.0, special_tokens_mask=None,
-                    input_ids=None, special_ids=Vec::new(), word_ids=None, row_keys=None, threads=1))]
+#[pyo3(signature = (input_ids, attention_mask, importance, p, seed, sigma=1.0, special_tokens_mask=None,
+                    word_ids=None, special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn mask_importance<'py>(
     py: Python<'py>,
+    input_ids: &Bound<'py, PyAny>,
     attention_mask: &Bound<'py, PyAny>,
-    batch: usize,
-    length: usize,
     importance: &Bound<'py, PyAny>,
     p: f64,
-    seed: u64,
+    seed: &Bound<'py, PyAny>,
     sigma: f64,
     special_tokens_mask: Option<&Bound<'py, PyAny>>,
-    input_ids: Option<&Bound<'py, PyAny>>,
-    special_ids: Vec<i64>,
     word_ids: Option<&Bound<'py, PyAny>>,
-    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    special_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<&Bound<'py, PyAny>>,
     threads: usize,
-) -> PyResult<Bound<'py, PyArray1<bool>>> {
+) -> PyResult<Masks<'py>> {
     let args = RowsArgs::new(
+        input_ids,
         attention_mask,
         special_tokens_mask,
-        input_ids,
         word_ids,
+        special_ids,
         row_keys,
     )?;
-    let imp = FloatArr::new(importance, "importance")?;
-    let rows = args.rows(batch, length, &special_ids)?;
+    let imp = floats(importance, "importance", args.shape)?;
+    let seed = read_seed(seed)?;
+    let rows = args.rows()?;
     let imp = imp.view()?;
-    let out = guarded(py, || {
-        masking::importance_mask(&rows, imp, p, sigma, seed, threads)
-    })?;
-    Ok(out.into_pyarray(py))
+    let out = args.output(py);
+    {
+        let mut view = out.readwrite();
+        let o = view.as_slice_mut()?;
+        guarded(py, || {
+            masking::importance_mask_into(&rows, imp, p, sigma, seed, threads, o)
+        })?;
+    }
+    Ok(out)
 }
 
 #[pyfunction]
-#[pyo3(signature = (attention_mask, batch, length, p_enc, p_dec, seed, importance=None, sigma=1.0,
-                    special_tokens_mask=None, input_ids=None, special_ids=Vec::new(), word_ids=None,
-                    row_keys=None, threads=1))]
+#[pyo3(signature = (input_ids, attention_mask, p_enc, p_dec, seed, importance=None, sigma=1.0,
+                    special_tokens_mask=None, word_ids=None, special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::type_complexity)]
 fn mask_nested<'py>(
     py: Python<'py>,
+    input_ids: &Bound<'py, PyAny>,
     attention_mask: &Bound<'py, PyAny>,
-    batch: usize,
-    length: usize,
     p_enc: f64,
     p_dec: f64,
-    seed: u64,
+    seed: &Bound<'py, PyAny>,
     importance: Option<&Bound<'py, PyAny>>,
     sigma: f64,
     special_tokens_mask: Option<&Bound<'py, PyAny>>,
-    input_ids: Option<&Bound<'py, PyAny>>,
-    special_ids: Vec<i64>,
     word_ids: Option<&Bound<'py, PyAny>>,
-    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    special_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<&Bound<'py, PyAny>>,
     threads: usize,
-) -> PyResult<(Bound<'py, PyArray1<bool>>, Bound<'py, PyArray1<bool>>)> {
+) -> PyResult<(Masks<'py>, Masks<'py>)> {
     let args = RowsArgs::new(
+        input_ids,
         attention_mask,
         special_tokens_mask,
-        input_ids,
         word_ids,
+        special_ids,
         row_keys,
     )?;
     let imp = importance
-        .map(|i| FloatArr::new(i, "importance"))
+        .map(|i| floats(i, "importance", args.shape))
         .transpose()?;
-    let rows = args.rows(batch, length, &special_ids)?;
+    let seed = read_seed(seed)?;
+    let rows = args.rows()?;
     let imp = imp.as_ref().map(|i| i.view()).transpose()?;
     let (enc, dec) = guarded(py, || {
         masking::nested_masks(&rows, p_enc, p_dec, imp, sigma, seed, threads)
     })?;
-    Ok((enc.into_pyarray(py), dec.into_pyarray(py)))
+    Ok((
+        reshaped(py, enc, args.shape)?,
+        reshaped(py, dec, args.shape)?,
+    ))
 }
 
 #[pyfunction]
-#[pyo3(signature = (input_ids, mask, batch, length, mask_token_id, vocab_size, seed, mask_prob=0.8,
-                    random_prob=0.1, special_ids=Vec::new(), row_keys=None, threads=1))]
+#[pyo3(signature = (input_ids, mask, mask_token_id, vocab_size, seed, mask_prob=0.8, random_prob=0.1,
+                    special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn mask_replace<'py>(
     py: Python<'py>,
     input_ids: &Bound<'py, PyAny>,
     mask: &Bound<'py, PyAny>,
-    batch: usize,
-    length: usize,
     mask_token_id: i64,
     vocab_size: i64,
-    seed: u64,
+    seed: &Bound<'py, PyAny>,
     mask_prob: f64,
     random_prob: f64,
-    special_ids: Vec<i64>,
-    row_keys: Option<PyReadonlyArray1<'py, u64>>,
+    special_ids: Option<&Bound<'py, PyAny>>,
+    row_keys: Option<&Bound<'py, PyAny>>,
     threads: usize,
-) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
-    let ids = IntArr::new(input_ids, "input_ids")?;
-    let mask = IntArr::new(mask, "mask")?;
-    let replacer = Replacer::new(
-        mask_token_id,
-        vocab_size,
-        mask_prob,
-        random_prob,
-        &special_ids,
-    )
-    .py_err(py)?;
+) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<i64>>)> {
+    let (ids_obj, shape) = batch(input_ids)?;
+    let ids = ints(&ids_obj, "input_ids", shape)?;
+    let mask = ints(mask, "mask", shape)?;
+    let seed = read_seed(seed)?;
+    let special = read_special_ids(special_ids)?;
+    let keys = read_row_keys(row_keys, shape.0)?;
+    let replacer =
+        Replacer::new(mask_token_id, vocab_size, mask_prob, random_prob, &special).py_err(py)?;
     let (ids, mask) = (ids.view()?, mask.view()?);
-    let keys = row_keys.as_ref().map(|k| k.as_slice()).transpose()?;
+    let keys = keys.as_ref().map(|k| k.as_slice()).transpose()?;
     let (new, labels) = guarded(py, || {
-        masking::replace(ids, mask, batch, length, &replacer, seed, keys, threads)
+        masking::replace(ids, mask, shape.0, shape.1, &replacer, seed, keys, threads)
     })?;
-    Ok((new.into_pyarray(py), labels.into_pyarray(py)))
+    Ok((reshaped(py, new, shape)?, reshaped(py, labels, shape)?))
 }
 
 #[pyfunction]
@@ -253,78 +393,7 @@ fn _rng_stream<'py>(
     }
 }
 
-/// A seed the general path accepts as is: a Python int in [0, 2^64).
-fn plain_seed(seed: &Bound<'_, PyAny>) -> Option<u64> {
-    seed.is_exact_instance_of::<pyo3::types::PyInt>()
-        .then(|| seed.extract::<u64>().ok())
-        .flatten()
-}
-
-/// The maskers' fast path: 2-d C-contiguous arrays of directly readable dtypes, token-level,
-/// no special ids or row keys. None when anything needs the general path (conversions, error
-/// messages), which the Python wrapper then takes.
-#[pyfunction]
-#[pyo3(signature = (input_ids, attention_mask, importance, special_tokens_mask, p, seed, sigma, threads))]
-#[allow(clippy::too_many_arguments)]
-fn mask_fast<'py>(
-    py: Python<'py>,
-    input_ids: &Bound<'py, PyAny>,
-    attention_mask: &Bound<'py, PyAny>,
-    importance: Option<&Bound<'py, PyAny>>,
-    special_tokens_mask: Option<&Bound<'py, PyAny>>,
-    p: &Bound<'py, PyAny>,
-    seed: &Bound<'py, PyAny>,
-    sigma: &Bound<'py, PyAny>,
-    threads: usize,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let Some((batch, len)) = shape2(&[
-        Some(input_ids),
-        Some(attention_mask),
-        importance,
-        special_tokens_mask,
-    ]) else {
-        return Ok(None);
-    };
-    let (Ok(p), Ok(sigma), Some(seed)) =
-        (p.extract::<f64>(), sigma.extract::<f64>(), plain_seed(seed))
-    else {
-        return Ok(None);
-    };
-    let Some(att) = IntArr::with_ndim(attention_mask, 2) else {
-        return Ok(None);
-    };
-    let special = match special_tokens_mask {
-        Some(s) => match IntArr::with_ndim(s, 2) {
-            Some(a) => Some(a),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let imp = match importance {
-        Some(i) => match FloatArr::with_ndim(i, 2) {
-            Some(a) => Some(a),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let mut rows = MaskRows::new(batch, len, att.view()?);
-    rows.special_tokens_mask = special.as_ref().map(|s| s.view()).transpose()?;
-    let imp = imp.as_ref().map(|i| i.view()).transpose()?;
-    // Written in place into a fresh zeroed [B, L] array: no vector to hand over, no reshape.
-    let out = numpy::PyArray2::<bool>::zeros(py, [batch, len], false);
-    {
-        let mut view = out.readwrite();
-        let o = view.as_slice_mut()?;
-        guarded(py, || match imp {
-            Some(imp) => masking::importance_mask_into(&rows, imp, p, sigma, seed, threads, o),
-            None => masking::random_mask_into(&rows, p, seed, threads, o),
-        })?;
-    }
-    Ok(Some(out.into_any()))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(mask_fast, m)?)?;
     m.add_function(wrap_pyfunction!(mask_random, m)?)?;
     m.add_function(wrap_pyfunction!(mask_importance, m)?)?;
     m.add_function(wrap_pyfunction!(mask_nested, m)?)?;
