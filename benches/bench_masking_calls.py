@@ -7,9 +7,10 @@ word ids, special ids or row keys. Each case is the median CPU time of ``--reps`
 
     python benches/bench_masking_calls.py --against /tmp/oldpkg [--rounds 5] [--reps 2000]
 
-``--against DIR`` is another build's ``python/`` folder (with its ``_native`` module): the two
-builds run in alternating child processes, ``--rounds`` times each, and the ratio of their
-medians is printed per case (old / new: above 1 means this checkout is faster).
+``--against DIR`` is another build's ``python/`` folder (with its ``_native`` module): each case
+runs in a child process per build, the two builds back to back, ``--rounds`` times, and the ratio
+of the medians is printed per case (other / this: above 1 means this checkout is faster). Cases
+alternate at this grain because a shared machine's load changes within seconds.
 """
 
 from __future__ import annotations
@@ -72,23 +73,21 @@ def cases():
     return out
 
 
-def child(reps: int) -> None:
-    results = {}
-    for name, fn in cases().items():
-        for _ in range(20):
-            fn()
-        times = []
-        for _ in range(reps):
-            t = time.process_time_ns()
-            fn()
-            times.append(time.process_time_ns() - t)
-        results[name] = statistics.median(times) / 1000
-    json.dump(results, sys.stdout)
+def child(case: str, reps: int) -> None:
+    fn = cases()[case]
+    for _ in range(20):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.process_time_ns()
+        fn()
+        times.append(time.process_time_ns() - t)
+    json.dump(statistics.median(times) / 1000, sys.stdout)
 
 
-def run(python_path: Path, reps: int) -> dict[str, float]:
+def run(python_path: Path, case: str, reps: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(python_path), "OMP_NUM_THREADS": "1"}
-    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--child", "--reps", str(reps)]
+    cmd = ["taskset", "-c", "0", sys.executable, __file__, "--child", case, "--reps", str(reps)]
     return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
@@ -97,16 +96,17 @@ def main() -> None:
     ap.add_argument("--against", type=Path, help="the other build's python/ folder")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=2000)
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.reps)
+        return child(args.child, args.reps)
     builds = {"this": HERE, **({"other": args.against} if args.against else {})}
     seen: dict[str, dict[str, list[float]]] = {k: {} for k in builds}
+    names = list(cases())
     for _ in range(args.rounds):
-        for label, path in builds.items():  # alternating: load changes hit both builds alike
-            for case, us in run(path, args.reps).items():
-                seen[label].setdefault(case, []).append(us)
+        for case in names:
+            for label, path in builds.items():  # back to back: load changes hit both builds alike
+                seen[label].setdefault(case, []).append(run(path, case, args.reps))
     med = {label: {c: statistics.median(v) for c, v in d.items()} for label, d in seen.items()}
     head = f"{'case':<34}{'this (us)':>11}" + (
         f"{'other (us)':>12}{'other/this':>12}" if args.against else ""

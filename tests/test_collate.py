@@ -259,6 +259,36 @@ def test_pickle_round_trip_and_from_arrays(store):
     assert all(np.array_equal(x[k], y[k]) and np.array_equal(x[k], z[k]) for k in x)
 
 
+def test_settings_are_one_model_refusing_by_name(store):
+    """The collator's settings are CollatorSettings' fields: a bad value or an unknown key is one
+    ConfigError naming the setting (from the constructor and from from_arrays), a numpy seed is a
+    seed, and the resolved settings carry the paper's values where none was given."""
+    from dense_pt.config import ConfigError
+    from dense_pt.config.collate import CollatorSettings
+
+    for kwargs, key in (
+        ({"pad_to": "shortest"}, "pad_to"),
+        ({"enc_fill": "zero"}, "enc_fill"),
+        ({"num_spans": 0}, "num_spans"),
+        ({"seed": -1}, "seed"),
+        ({"seed": True}, "seed"),
+        ({"sigma": -0.5}, "sigma"),
+        ({"enc_p": 1.5}, "enc_p"),
+        ({"span_min": 3}, "span_min"),
+    ):
+        with pytest.raises(ConfigError, match=rf"^{key}: "):
+            Collator(store, "cdmae", **kwargs)
+    values, offsets = store.ragged("input_ids")
+    with pytest.raises(ConfigError, match=r"^crop: "):
+        Collator.from_arrays(values, offsets, vocab_size=store.vocab_size, special_tokens=store.special_tokens,
+                             whole_word=False, crop="middle")  # fmt: skip
+    a = Collator(store, "cdmae", max_length=20, seed=np.uint32(7))
+    b = Collator(store, "cdmae", max_length=20, seed=7)
+    assert all(np.array_equal(v, b(range(4))[k]) for k, v in a(range(4)).items())
+    assert a.settings.dec_p == 0.5 and a.settings.sigma == 1.0 and a.settings.max_length == 20
+    assert CollatorSettings().num_spans == Collator(store, "contrastive").settings.num_spans
+
+
 def test_bad_input_raises_invalid_argument(store, tmp_path):
     with pytest.raises(InvalidArgumentError, match="unknown method"):
         Collator(store, "bert")

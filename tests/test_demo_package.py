@@ -8,6 +8,8 @@ import ast
 import hashlib
 import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,17 +84,66 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def test_expansion_does_not_import_pretrain_and_no_new_cycle():
+def test_expansion_does_not_import_pretrain_and_no_cycle():
     """pretrain reads expansion's queries (one way); the demo's expanded pre-training used to make
-    expansion import pretrain back. The one cycle left: the papers' numbers are written once, in
-    ``finetune.defaults`` and ``objectives.defaults``, and read by ``config``'s models (and by
-    objectives and retrieval), while finetune, objectives and training take those models. Moving
-    the two defaults modules into ``config`` would make it a leaf; any other cycle fails here."""
+    expansion import pretrain back. The last cycle (config <-> finetune, objectives, retrieval,
+    training: the models read the papers' numbers and choice lists from the modules that take the
+    models) went when config became a leaf (below): no cycle among the subpackages at all."""
     graph = _graph()
     assert "pretrain" not in graph["expansion"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]  # the detector itself
-    for cycle in _cycles(graph):
-        assert cycle <= {"config", "finetune", "objectives", "retrieval", "training"}, cycle
+    assert _cycles(graph) == []
+
+
+def _dense_pt_imports(path: Path, package: str) -> set[str]:
+    """Every ``dense_pt`` module name ``path`` imports, anywhere in the file (function-level imports
+    too), relative imports resolved against ``package``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            found |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return {n for n in found if n == "dense_pt" or n.startswith("dense_pt.")}
+
+
+def test_config_is_a_leaf(tmp_path: Path):
+    """The config models import only ``dense_pt.errors`` and themselves: every default and choice
+    list they check lives in ``dense_pt.config`` (the torch-side modules import them from there)."""
+    outside = {}
+    for f in (PACKAGE / "config").rglob("*.py"):
+        package = ".".join(("dense_pt", *f.relative_to(PACKAGE).parent.parts))
+        names = {
+            n for n in _dense_pt_imports(f, package) if n.split(".")[1:2] not in (["config"], ["errors"])
+        }
+        if names:
+            outside[f.relative_to(PACKAGE).as_posix()] = sorted(names)
+    assert not outside, outside
+    # the scanner itself: imports inside functions and relative ones are found
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from dense_pt.retrieval import fusion\n    from ..objectives import x\n")
+    assert _dense_pt_imports(probe, "dense_pt.config.defaults") >= {
+        "dense_pt.retrieval.fusion",
+        "dense_pt.config.objectives.x",
+    }
+    assert "dense_pt.objectives.x" in _dense_pt_imports(probe, "dense_pt.config")
+
+
+def test_importing_config_loads_no_torch_and_no_other_subpackage():
+    code = (
+        "import sys, dense_pt.config, dense_pt.config.pipeline, dense_pt.config.choices, "
+        "dense_pt.config.defaults.finetune, dense_pt.config.defaults.objectives; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dense_pt')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = ast.literal_eval(out.strip())
+    assert "torch" not in loaded
+    others = [m for m in loaded if m not in ("dense_pt", "dense_pt._native", "dense_pt.errors")]
+    assert others and all(m == "dense_pt.config" or m.startswith("dense_pt.config.") for m in others), others
 
 
 def test_the_demo_sits_on_top():

@@ -304,3 +304,13 @@ def test_worker_processes_give_the_same_batches(setup, tmp_path):
         assert sorted(a) == sorted(b)
         for key in a:
             np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
+
+
+def test_a_queries_stage_without_queries_is_refused_by_name(setup, tmp_path):
+    """``plan`` refuses such a curriculum; ``build_source`` called with stages made by hand says the
+    same instead of failing on ``None`` (found by mypy, issue 13)."""
+    _, store, _, _ = setup
+    stages = _cfg(setup, tmp_path, "contrastive", "spans:0.75,queries:0.25").stages()
+    no_queries = _cfg(setup, tmp_path, "contrastive", queries=False)
+    with pytest.raises(InvalidArgumentError, match="'queries' stage of contrastive needs --queries"):
+        build_source(no_queries, store, stages)

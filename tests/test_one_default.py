@@ -20,8 +20,8 @@ from dense_pt.errors import DensePtError, FormatError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "dense_pt"
 
-FT = "finetune/defaults.py"  # SimLM Table 13: fine-tuning
-PAPERS = "objectives/defaults.py"  # each pre-training method's papers (one entry per paper and method)
+FT = "config/defaults/finetune.py"  # SimLM Table 13: fine-tuning
+PAPERS = "config/defaults/objectives.py"  # each pre-training method's papers (one entry per paper and method)
 
 # value -> the one module where it is written (as a default)
 HOME: dict[float | int, str] = {
@@ -38,7 +38,7 @@ HOME: dict[float | int, str] = {
     0.2: FT,  # distillation alpha
     4000: PAPERS,  # SimLM warm-up steps
     3e-4: PAPERS,  # pre-training lr
-    60: "retrieval/fusion.py",  # RRF k (Cormack et al. 2009)
+    60: "config/choices.py",  # RRF k (Cormack et al. 2009)
     8.0: "config/pipeline.py",  # the pmi stage's memory budget
     13: "config/pipeline.py",  # the pipeline's seed
     42: "config/train.py",  # the engine's seed
@@ -94,9 +94,9 @@ def test_the_exceptions_are_still_needed():
 
 
 def test_the_models_read_the_papers_numbers():
+    from dense_pt.config.choices import RRF_K
+    from dense_pt.config.defaults import finetune as ft
     from dense_pt.config.pipeline import PmiTable, table_defaults
-    from dense_pt.finetune import defaults as ft
-    from dense_pt.retrieval.fusion import RRF_K
 
     r1, rr, distill = table_defaults("r1"), table_defaults("reranker"), table_defaults("distill")
     assert (r1["query_max_length"], r1["passage_max_length"], r1["group_size"]) == (32, 144, 16)

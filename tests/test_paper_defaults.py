@@ -1,4 +1,4 @@
-"""Each pre-training method's defaults are declared once (``dense_pt.objectives.defaults``), each
+"""Each pre-training method's defaults are declared once (``dense_pt.config.defaults.objectives``), each
 with the paper section or released code it comes from, and every consumer reads them: the
 objectives' options, the collator presets, the pre-training config and the CLI help."""
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dense_pt.collate import Collator, paper_settings
+from dense_pt.config.defaults.objectives import REQUIRED
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.objectives import (
     DEFAULT_PAPER,
@@ -22,7 +23,6 @@ from dense_pt.objectives import (
     resolve_options,
     resolve_pooling,
 )
-from dense_pt.objectives.defaults import REQUIRED
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_KEYS = {

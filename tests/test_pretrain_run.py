@@ -437,3 +437,21 @@ def test_generator_with_another_vocabulary_is_refused(setup, tmp_path):
         run_pretrain(cfg, progress=False)
     with pytest.raises(FileNotFoundError, match="local Hugging Face cache"):
         _cfg(setup, tmp_path / "r2", "simlm", options={"generator": "no-org/no-such-generator"})
+
+
+def test_a_config_built_by_hand_takes_its_length_from_the_paper(setup, tmp_path):
+    """``PretrainConfig(...)`` without ``build_config`` leaves max_length unset: ``run_pretrain``
+    resolves it (the method's paper: 144 for cdmae) instead of comparing None with the model's
+    positions (found by mypy, issue 13)."""
+    from dense_pt.config import TrainConfig
+    from dense_pt.pretrain.config import PretrainConfig
+
+    _, store, config = setup
+    train = TrainConfig(max_steps=1, batch_size=4, lr=1e-3, save_every=1, log_every=1, warmup=1)
+    top = {"method": "cdmae", "model": config, "corpus": str(store.path), "out": str(tmp_path / "o")}
+    cfg = PretrainConfig(**top, train=train)
+    assert cfg.max_length is None
+    assert run_pretrain(cfg, progress=False)["steps"] == 1
+    assert json.loads((tmp_path / "o" / "run_config.json").read_text())["max_length"] == 144
+    with pytest.raises(InvalidArgumentError, match="max_length is unset"):
+        PretrainConfig(**top).length()  # the typed accessor of a resolved config

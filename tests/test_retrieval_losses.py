@@ -156,6 +156,20 @@ def test_temperatures_and_names():
         distill_loss(q, p, torch.zeros(3, 3, dtype=torch.float64), contrastive="triplet")
 
 
+def test_the_losses_are_the_configs_names_with_its_temperatures():
+    """The config models check loss names and tau against ``dense_pt.config.choices`` (no torch);
+    the torch losses are the same names, in the same order, with the same defaults."""
+    from dense_pt.config.choices import DISTILL_LOSSES, LOSS_TAU, resolve_tau
+
+    assert tuple(LOSSES) == tuple(LOSS_TAU)
+    assert all(LOSSES[k].default_tau == v for k, v in LOSS_TAU.items())
+    assert set(DISTILL_LOSSES) <= {k for k, v in LOSS_TAU.items() if v is not None}
+    with pytest.raises(
+        InvalidArgumentError, match=r"loss must be one of \('simlm', 'simlm-eq3', 'infonce', 'triplet'\)"
+    ):
+        resolve_tau("cosine", None)
+
+
 def test_gather_single_process_keeps_gradients():
     x = torch.randn(4, 3, requires_grad=True)
     assert gather_with_grad(x) is x

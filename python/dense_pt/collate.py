@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
+from dense_pt.config.collate import CollatorSettings
 from dense_pt.errors import InvalidArgumentError
 
 METHODS = (
@@ -40,7 +41,7 @@ METHODS = (
 # Per method, the structure of its batch: encoder mask kind, encoder fill, encoder labels, decoder
 # view and its settings. "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" =
 # original ids. The numbers (rates, lengths, whole words, crop) are the paper's, declared once in
-# ``dense_pt.objectives.defaults`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
+# ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
 # views are the generator's inputs (fill = the option ``generator_fill``), and ``original_ids``
 # comes with the batch: the device samples the replacements (SimLM eq. 1).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -122,8 +123,8 @@ SETTINGS_FROM_OPTIONS = {
 
 
 def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:
-    """The collator settings ``method`` takes from its paper (``dense_pt.objectives.defaults``)."""
-    from dense_pt.objectives.defaults import profile
+    """The collator settings ``method`` takes from its paper (``dense_pt.config.defaults.objectives``)."""
+    from dense_pt.config.defaults.objectives import profile
 
     _preset(method)
     prof = profile(method, paper)
@@ -132,9 +133,6 @@ def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:
         if theirs in prof.options:
             out[ours] = prof.options[theirs].value
     return out
-
-
-_FILLS = ("bert", "mask", "keep")
 
 
 class Collator:
@@ -169,8 +167,10 @@ class Collator:
     - ``span_input_ids``, ``span_attention_mask`` [B * num_spans, Ls] (``contrastive``): random
       spans of each (uncropped) passage as [CLS] span [SEP]; span j of row b is row b*num_spans+j.
 
-    A setting left ``None`` takes the method's paper default (``paper_settings(method, paper)``,
-    declared in ``dense_pt.objectives.defaults``: ``max_length``, the rates, whole words, crop, the
+    The settings are the fields of ``dense_pt.config.collate.CollatorSettings`` (each default and
+    range written there; a bad or unknown one is a ``ConfigError`` naming it). A setting left
+    ``None`` takes the method's paper default (``paper_settings(method, paper)``,
+    declared in ``dense_pt.config.defaults.objectives``: ``max_length``, the rates, whole words, crop, the
     generator's fill); every setting can be overridden: ``enc_p``, ``dec_p``, ``sigma``
     (importance noise), ``enc_fill``/``dec_fill`` ("bert", "mask", "keep"),
     ``mask_prob``/``random_prob`` (the 80/10 of "bert"), ``whole_word`` (mask whole words using
@@ -188,32 +188,15 @@ class Collator:
         store,
         method: str = "mlm",
         max_length: int | None = None,
-        seed: int = 0,
-        *,
-        paper: str | None = None,
-        crop: str | None = None,
-        pad_to: str = "longest",
-        pad_to_multiple_of: int = 1,
-        whole_word: bool | None = None,
-        enc_p: float | None = None,
-        dec_p: float | None = None,
-        sigma: float | None = None,
-        enc_fill: str | None = None,
-        dec_fill: str | None = None,
-        mask_prob: float | None = None,
-        random_prob: float | None = None,
-        importance_column: str = "importance",
-        num_spans: int = 2,
-        span_min_len: int = 16,
-        span_max_len: int | None = None,
-        return_original: bool = False,
-    ):
-        given = {k: v for k, v in locals().items() if k not in ("self", "store", "__class__")}
-        self._settings = _resolve_settings(given)
+        seed: int | None = None,
+        **settings: Any,
+    ) -> None:
+        # Each setting's default and range are written once, in CollatorSettings.
+        given = {"max_length": max_length, **({} if seed is None else {"seed": seed}), **settings}
+        self.method = method
+        self.settings = _resolve_settings(method, CollatorSettings(**given))
         self._store_path: Path | None = None
-        arrays = self._arrays_from_store(
-            store, method, self._settings["whole_word"], self._settings["importance_column"]
-        )
+        arrays = self._arrays_from_store(store, method, self.settings)
         self._setup(arrays)
 
     # ---- construction ------------------------------------------------------------------------
@@ -233,11 +216,9 @@ class Collator:
         """A collator over raw ragged arrays (the layout of ``CorpusStore.ragged``):
         ``special_tokens`` maps cls/sep/pad/mask (and optionally unk) to ids."""
         self = cls.__new__(cls)
-        unknown = set(settings) - set(_SETTINGS)
-        if unknown:
-            raise InvalidArgumentError(f"unknown collator setting(s): {sorted(unknown)}")
-        self._settings = _resolve_settings({**_SETTINGS, **settings, "method": method})
-        if self._settings["whole_word"] and word_ids is None:
+        self.method = method
+        self.settings = _resolve_settings(method, CollatorSettings(**settings))
+        if self.settings.whole_word and word_ids is None:
             raise InvalidArgumentError(
                 f"{method} masks whole words (its paper's default): pass word_ids=, or whole_word=False"
             )
@@ -254,13 +235,14 @@ class Collator:
         )
         return self
 
-    def _arrays_from_store(self, store, method: str, whole_word: bool, importance_column: str) -> dict:
+    def _arrays_from_store(self, store, method: str, settings: CollatorSettings) -> dict:
         from dense_pt.data.store import CorpusStore
 
         if isinstance(store, str | Path):
             store = CorpusStore.open(store)
         self._store_path = Path(store.path)
         values, offsets = store.ragged("input_ids")
+        importance_column = settings.importance_column
         preset = _preset(method)
         wants_importance = "importance" in (preset.get("enc"), preset.get("dec"))
         importance = None
@@ -272,7 +254,7 @@ class Collator:
                     "`dense-pt pmi` first"
                 )
             importance = store.ragged(importance_column)[0]
-        word_ids = store.ragged("word_ids")[0] if whole_word else None
+        word_ids = store.ragged("word_ids")[0] if settings.whole_word else None
         return {
             "values": values,
             "offsets": offsets,
@@ -283,8 +265,8 @@ class Collator:
         }
 
     def _setup(self, arrays: dict) -> None:
-        s = self._settings
-        method = s["method"]
+        s = self.settings
+        method = self.method
         preset = _preset(method)
         specials = arrays["special_tokens"]
         missing = [r for r in ("cls", "sep", "pad", "mask") if r not in specials]
@@ -292,38 +274,31 @@ class Collator:
             raise InvalidArgumentError(f"special_tokens lacks {missing}")
         self.vocab_size = int(arrays["vocab_size"])
         self.special_tokens = {k: int(v) for k, v in specials.items()}
-        self.method = method
-        self.max_length = int(s["max_length"])
+        self.max_length = int(s.max_length)  # type: ignore[arg-type]  # resolved: the paper's when not given
         self.epoch = 0
 
         def mask(kind, p_override):
             if kind is None:
                 return None
-            return (kind, float(p_override), float(s["sigma"]), bool(s["whole_word"]))
+            return (kind, float(p_override), float(s.sigma or 0.0), bool(s.whole_word))
 
         def fill(name: str, default: str):
-            f = s[name] if s[name] is not None else default
-            if f not in _FILLS:
-                raise InvalidArgumentError(f"{name} must be one of {_FILLS}, got {f!r}")
+            f = getattr(s, name) or default
             return {
-                "bert": (float(s["mask_prob"]), float(s["random_prob"])),
+                "bert": (float(s.mask_prob or 0.0), float(s.random_prob or 0.0)),
                 "mask": (1.0, 0.0),
                 "keep": None,
             }[f]
 
         decoder = preset["decoder"]
-        enc = mask(preset.get("enc"), s["enc_p"])
-        dec = mask(preset.get("dec"), s["dec_p"])
+        enc = mask(preset.get("enc"), s.enc_p)
+        dec = mask(preset.get("dec"), s.dec_p)
         spans = None
         if preset.get("spans"):
-            top = self.max_length - 2 if s["span_max_len"] is None else int(s["span_max_len"])
-            spans = (min(int(s["span_min_len"]), top), top, int(s["num_spans"]))
-        if s["pad_to"] not in ("longest", "max_length"):
-            raise InvalidArgumentError(f"pad_to must be 'longest' or 'max_length', got {s['pad_to']!r}")
-        seed = s["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
-            raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-        self.seed = int(seed)
+            top = self.max_length - 2 if s.span_max_len is None else s.span_max_len
+            spans = (min(s.span_min_len, top), top, s.num_spans)
+        self.seed = s.seed
+        assert s.crop is not None  # resolved: every method's paper declares its crop
         self._native = _native.Collator(
             max_length=self.max_length,
             cls_id=self.special_tokens["cls"],
@@ -333,9 +308,9 @@ class Collator:
             vocab_size=self.vocab_size,
             seed=self.seed,
             special_ids=sorted(set(self.special_tokens.values())),
-            crop=s["crop"],
-            pad_to_max=s["pad_to"] == "max_length",
-            pad_to_multiple_of=int(s["pad_to_multiple_of"]),
+            crop=s.crop,
+            pad_to_max=s.pad_to == "max_length",
+            pad_to_multiple_of=s.pad_to_multiple_of,
             enc_mask=enc,
             enc_fill=fill("enc_fill", preset["enc_fill"]),
             enc_labels=preset["enc_labels"],
@@ -345,7 +320,7 @@ class Collator:
             dec_fill=fill("dec_fill", preset.get("dec_fill", "keep")),
             dec_labels=preset.get("dec_labels", "masked"),
             spans=spans,
-            return_original=bool(s["return_original"] or preset.get("original", False)),
+            return_original=bool(s.return_original or preset.get("original", False)),
         )
         self._values = np.ascontiguousarray(arrays["values"])
         self._offsets = np.ascontiguousarray(arrays["offsets"], dtype=np.int64)
@@ -391,7 +366,8 @@ class Collator:
 
     # ---- pickling (spawned DataLoader workers) -------------------------------------------------
     def __getstate__(self) -> dict:
-        state = {"settings": self._settings, "epoch": self.epoch, "store_path": self._store_path}
+        state = {"method": self.method, "settings": self.settings, "epoch": self.epoch,
+                 "store_path": self._store_path}  # fmt: skip
         if self._store_path is None:
             imp = self._importance
             state["arrays"] = {
@@ -404,53 +380,25 @@ class Collator:
         return state
 
     def __setstate__(self, state: dict) -> None:
-        self._settings = state["settings"]
+        self.method, self.settings = state["method"], state["settings"]
         self._store_path = state["store_path"]
         if self._store_path is not None:
-            arrays = self._arrays_from_store(
-                self._store_path,
-                self._settings["method"],
-                self._settings["whole_word"],
-                self._settings["importance_column"],
-            )
+            arrays = self._arrays_from_store(self._store_path, self.method, self.settings)
         else:
             arrays = state["arrays"]
         self._setup(arrays)
         self.epoch = state["epoch"]
 
 
-# Every collator setting and its value when not given; None = the method's paper default
-# (``paper_settings``), or, for a setting the paper has no say in, the fallback below.
-_SETTINGS: dict[str, Any] = {
-    "max_length": None,
-    "seed": 0,
-    "paper": None,
-    "crop": None,
-    "pad_to": "longest",
-    "pad_to_multiple_of": 1,
-    "whole_word": None,
-    "enc_p": None,
-    "dec_p": None,
-    "sigma": None,
-    "enc_fill": None,
-    "dec_fill": None,
-    "mask_prob": None,
-    "random_prob": None,
-    "importance_column": "importance",
-    "num_spans": 2,
-    "span_min_len": 16,
-    "span_max_len": None,
-    "return_original": False,
-}
 # Settings a method's paper does not declare (sigma outside cdmae, the fill of the auto-encoder's
 # absent encoder mask, ...): unused by its views, given a neutral value.
 _UNUSED = {"whole_word": False, "sigma": 0.0, "mask_prob": 1.0, "random_prob": 0.0}
 
 
-def _resolve_settings(given: dict[str, Any]) -> dict[str, Any]:
-    method = given["method"]
-    base = {**_UNUSED, **paper_settings(method, given.get("paper"))}
-    return {k: (v if v is not None else base.get(k)) for k, v in given.items()}
+def _resolve_settings(method: str, given: CollatorSettings) -> CollatorSettings:
+    """``given`` with each setting left None taken from the method's paper (or ``_UNUSED``)."""
+    base = {**_UNUSED, **paper_settings(method, given.paper)}
+    return given.model_copy(update={k: base[k] for k, v in given if v is None and k in base})
 
 
 def _preset(method: str) -> dict[str, Any]:
@@ -490,7 +438,9 @@ def preview(
     result = []
     for b, r in enumerate(rows):
         att = batch["attention_mask"][b]
-        views = {"encoder": render(batch["input_ids"][b], batch["labels"][b], att)}
+        views: dict[str, str | list[int] | list[str]] = {
+            "encoder": render(batch["input_ids"][b], batch["labels"][b], att)
+        }
         if "dec_input_ids" in batch:
             views["decoder"] = render(batch["dec_input_ids"][b], batch["dec_labels"][b], att)
         for name in ("enc_mask", "dec_mask"):

@@ -24,8 +24,10 @@ def _flag_type(self, ctx):
     return None if self.is_flag else _option_type(self, ctx)
 
 
-_option_type = typer.core.TyperOption.display_type_rich
-typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+# Cosmetic, on a typer internal that older typer (0.15.4, the lower bound) lacks: there help keeps the type.
+_option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
+if _option_type is not None:
+    typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="dense-pt",

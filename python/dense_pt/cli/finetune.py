@@ -9,7 +9,7 @@ import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.defaults import finetune as FT
 
 train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
 app.add_typer(train_app, name="train")

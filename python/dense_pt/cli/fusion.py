@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
-from dense_pt.retrieval.fusion import RRF_K
+from dense_pt.config.choices import FUSION_METHODS, RRF_K
 
 
 @app.command()
@@ -32,10 +32,10 @@ def fuse(
     """Fuse two runs: reciprocal rank fusion, or a score interpolation with a weight given or tuned."""
     from dense_pt.data import load_qrels, load_run, write_run
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.retrieval.fusion import METHODS, interpolate, rrf, tune_weight
+    from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
 
-    if method not in METHODS:
-        raise InvalidArgumentError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in FUSION_METHODS:
+        raise InvalidArgumentError(f"--method must be one of {', '.join(FUSION_METHODS)}, got {method!r}")
     if k < 1:
         raise InvalidArgumentError(f"-k must be >= 1, got {k}")
     a, b = load_run(sparse), load_run(dense)

@@ -5,7 +5,7 @@ pre-training file's top level, ``MethodOptions`` and ``TrainConfig``), one per f
 field's help; ``--config FILE`` and ``--set dotted.key=VALUE`` give the same keys from a file.
 
 `dense-pt pretrain --method M --help` ends with M's defaults, each with the paper section (or the
-authors' code) it comes from: ``dense_pt.objectives.defaults``, the one place they are declared."""
+authors' code) it comes from: ``dense_pt.config.defaults.objectives``, the one place they are declared."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from dense_pt.cli import app
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.defaults import finetune as FT
 
 
 @app.command()

@@ -8,11 +8,14 @@ functions are all validated by them; an error names the file and the dotted key.
 - ``train``: ``TrainConfig``, the optimiser and schedule of every training stage;
 - ``options``: ``MethodOptions``, the pre-training objectives' knobs;
 - ``pretrain``: ``PretrainSettings``, a pre-training file / ``dense-pt pretrain``;
-- ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles.
+- ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles;
+- ``defaults``: the papers' numbers, each with its source: ``defaults.finetune`` (SimLM Table 13)
+  and ``defaults.objectives`` (pre-training, per method and paper);
+- ``choices``: the names the models check values against (methods, losses and their default tau,
+  mining pools, fusion methods, tie-breaks).
 
-The papers' numbers are not written here: the models read them from
-``dense_pt.finetune.defaults`` (fine-tuning, SimLM Table 13) and ``dense_pt.objectives.defaults``
-(pre-training, per method and paper)."""
+A leaf: it imports only ``dense_pt.errors`` and itself, and no torch; the modules that implement
+the choices import them from here."""
 
 from dense_pt.config.base import ConfigError, Model, config_error
 from dense_pt.config.options import MethodOptions

@@ -1,6 +1,6 @@
 """``MethodOptions``: the knobs of the pre-training objectives and their masks. Every field is
 ``None`` by default, meaning "the method's default": its paper's value, declared once in
-``dense_pt.objectives.defaults`` and filled in by ``dense_pt.objectives.resolve_options`` (which
+``dense_pt.config.defaults.objectives`` and filled in by ``dense_pt.objectives.resolve_options`` (which
 also refuses an option the method does not have). Ranges and choices are checked here."""
 
 from __future__ import annotations

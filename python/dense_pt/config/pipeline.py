@@ -1,11 +1,11 @@
 """The pipeline file: one model per table, the file itself (``PipelineFile``), and the profiles.
 
 The models hold the defaults: the ``paper`` profile is SimLM's Table 13, read from
-``dense_pt.finetune.defaults`` (where each number is written, with its source). A profile is an
+``dense_pt.config.defaults.finetune`` (where each number is written, with its source). A profile is an
 overlay applied to the file's tables before validation: ``cpu`` shrinks groups, depths, batches and
 epochs for a small machine. Checks that need another module's registry (loss names, measures,
-pools, the pre-training methods) are validators that import it when they run, so reading this
-module needs no torch."""
+pools, the pre-training methods) read the plain lists of ``dense_pt.config.choices``; the measure
+names (ir-measures') and the pre-training registry are checked by ``dense_pt.pipeline.config``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,23 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.choices import (
+    DEFAULT_TIE_BREAK,
+    DISTILL_LOSSES,
+    FUSION_METHODS,
+    POOLS,
+    PRETRAIN_METHODS,
+    RELATIVE_FORMS,
+    RRF_K,
+    SAMPLINGS,
+    TIE_BREAKS,
+    resolve_tau,
+)
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.train import TrainTable
-from dense_pt.finetune import defaults as FT
-from dense_pt.retrieval.fusion import RRF_K
+from dense_pt.errors import InvalidArgumentError
 
 # Peak memory of the pmi counting (corpus map included): the pipeline's, the CLI's and the API's.
 PMI_MEMORY_GB = 8.0
@@ -30,11 +42,8 @@ def _train(values: dict[str, Any]) -> Any:
 
 
 def _loss_checks(table: Any) -> None:
-    from dense_pt.errors import InvalidArgumentError
-    from dense_pt.objectives.retrieval import resolve_loss
-
     try:
-        resolve_loss(table.loss).resolve_tau(table.tau)
+        resolve_tau(table.loss, table.tau)
     except InvalidArgumentError as exc:
         raise ValueError(str(exc)) from None
     if table.loss == "triplet" and table.group_size < 2:
@@ -63,14 +72,13 @@ class EvalTable(Model):
     k: int = Field(100, ge=1)
     measures: list[str] = Field(default_factory=lambda: ["nDCG@10", "R@100", "RR@10"])
     rel_level: int = 1
-    tie_break: str = "docno"
+    tie_break: str = DEFAULT_TIE_BREAK
 
     @model_validator(mode="after")
     def check_known(self) -> EvalTable:
-        from dense_pt.data.judgements import TIE_BREAKS
-        from dense_pt.evaluation.metrics import parse_measures
-
-        parse_measures(self.measures, self.rel_level)  # InvalidArgumentError is a ValueError
+        # the measure names are ir-measures' (not a config's list): dense_pt.pipeline.config checks them
+        if self.rel_level < 1:
+            raise ValueError(f"rel_level must be an integer >= 1, got {self.rel_level!r}")
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
         return self
@@ -141,8 +149,6 @@ class MineTable(Model):
 
     @model_validator(mode="after")
     def check_choices(self) -> MineTable:
-        from dense_pt.retrieval.negatives import POOLS, RELATIVE_FORMS, SAMPLINGS
-
         for key, allowed in (("pool", POOLS), ("relative_form", RELATIVE_FORMS), ("sampling", SAMPLINGS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
@@ -187,8 +193,6 @@ class DistillTable(Model):
 
     @model_validator(mode="after")
     def check_loss(self) -> DistillTable:
-        from dense_pt.objectives.retrieval import DISTILL_LOSSES
-
         _loss_checks(self)
         if self.loss not in DISTILL_LOSSES:
             raise ValueError(f"loss must be one of {DISTILL_LOSSES}, got {self.loss!r}")
@@ -208,10 +212,8 @@ class FusionTable(Model):
 
     @model_validator(mode="after")
     def check_choices(self) -> FusionTable:
-        from dense_pt.retrieval.fusion import METHODS
-
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.method not in FUSION_METHODS:
+            raise ValueError(f"method must be one of {', '.join(FUSION_METHODS)}, got {self.method!r}")
         if self.weight != "tune" and not 0 <= float(self.weight) <= 1:
             raise ValueError(f"weight must be 'tune' or a number in [0, 1], got {self.weight!r}")
         return self
@@ -247,9 +249,7 @@ class PretrainTable(Model):
     @classmethod
     def method_first(cls, data: Any) -> Any:
         if isinstance(data, dict) and "method" not in data:  # each method needs its own settings
-            from dense_pt.objectives import METHODS
-
-            raise ValueError(f"method is required: one of {', '.join(METHODS)}")
+            raise ValueError(f"method is required: one of {', '.join(PRETRAIN_METHODS)}")
         return data
 
 

@@ -1,6 +1,6 @@
 """``PretrainSettings``: what a pre-training TOML file (and ``dense-pt pretrain``'s options) may
 set. Every field is optional: an unset one comes from the method's paper
-(``dense_pt.objectives.defaults``) when ``dense_pt.pretrain.build_config`` resolves the settings
+(``dense_pt.config.defaults.objectives``) when ``dense_pt.pretrain.build_config`` resolves the settings
 into a ``PretrainConfig``; method, model, corpus and out are required by then."""
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from collections.abc import Container, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
 from dense_pt.data.lines import first_line, iter_lines
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError, io_error
@@ -206,10 +207,6 @@ def load_run(path: str | Path, max_record_bytes: int | None = None) -> dict[str,
     for e in read_run(path, max_record_bytes):
         out.setdefault(e.qid, {})[e.pid] = e.score
     return out
-
-
-TIE_BREAKS = ("docno", "score-only")
-DEFAULT_TIE_BREAK = "docno"
 
 
 def rank_hits(hits: Mapping[str, float], tie_break: str = DEFAULT_TIE_BREAK) -> list[tuple[str, float]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.defaults import finetune as FT
 
 if TYPE_CHECKING:
     from dense_pt.pipeline.config import ResolvedPipeline

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dense_pt.data.judgements import DEFAULT_TIE_BREAK, TIE_BREAKS, rank_hits
+from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.data.judgements import rank_hits
 from dense_pt.errors import InvalidArgumentError, MismatchError
 
 DEFAULT_MEASURES = ("nDCG@10", "RR@10", "R@10", "R@100", "R@1000", "AP")

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from dense_pt.config.defaults.objectives import CURRICULUM_SCHEDULES
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.objectives.defaults import CURRICULUM_SCHEDULES
 
 T = TypeVar("T")
 SOURCES = ("passage", "spans", "queries")

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dense_pt.finetune import defaults as FT
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.objectives.retrieval import (
     DEFAULT_LOSS,
     LOSSES,

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.finetune import defaults as FT
 from dense_pt.fsutil import sha256_file, write_json_atomic
+from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
-RETRIEVER_LENGTHS = "retriever.json"  # the lengths a retriever was trained with, beside its weights
 TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
 
 

@@ -1,14 +1,14 @@
 """Pre-training objectives, one module per method.
 
 This package's top level needs no torch: the options (``MethodOptions``, ``resolve_options``), the
-declared per-paper defaults (``dense_pt.objectives.defaults``) and the batch keys are read by the
+declared per-paper defaults (``dense_pt.config.defaults.objectives``) and the batch keys are read by the
 collator of the base install too. The objective classes live in their own modules (torch);
 ``build_objective`` imports them when called (``dense_pt.objectives.registry``).
 """
 
 from __future__ import annotations
 
-from dense_pt.objectives.defaults import DEFAULT_PAPER, PROFILES, describe, profile
+from dense_pt.config.defaults.objectives import DEFAULT_PAPER, PROFILES, describe, profile
 from dense_pt.objectives.options import (
     METHOD_KEYS,
     METHODS,

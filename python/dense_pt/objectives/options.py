@@ -1,6 +1,6 @@
 """The objectives' options and their validation, without torch: ``MethodOptions`` (every field
 ``None`` = "the method's default"), ``resolve_options`` (fills them from the method's declared
-defaults in ``dense_pt.objectives.defaults`` and checks them), the special token ids, and the batch
+defaults in ``dense_pt.config.defaults.objectives`` and checks them), the special token ids, and the batch
 keys each method reads."""
 
 from __future__ import annotations
@@ -8,23 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from dense_pt.config.choices import PRETRAIN_METHODS as METHODS  # in the order the CLI lists them
+from dense_pt.config.defaults.objectives import REQUIRED, profile
 from dense_pt.config.options import BottleneckPooling, GeneratorFill, MethodOptions, SeedWindow
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.objectives.defaults import REQUIRED, profile
-
-# The methods, in the order the CLI lists them.
-METHODS: tuple[str, ...] = (
-    "simlm",
-    "cdmae",
-    "seed",
-    "mlm",
-    "enc-dec-mlm",
-    "enc-dec-rtd",
-    "condenser",
-    "autoencoder",
-    "querygen",
-    "contrastive",
-)
 
 # The choices, as the model declares them (dense_pt.config.options).
 SEED_WINDOWS: tuple[str, ...] = get_args(SeedWindow)

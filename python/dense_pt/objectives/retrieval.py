@@ -41,8 +41,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from dense_pt.config.choices import DEFAULT_LOSS, DISTILL_LOSSES, LOSS_TAU, check_loss, resolve_tau
+from dense_pt.config.defaults.finetune import ALPHA, TAU  # SimLM Table 13: the one place of these defaults
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.finetune.defaults import ALPHA, TAU  # SimLM Table 13: the one place of these defaults
 from dense_pt.objectives.gather import gathered_loss
 
 __all__ = [
@@ -144,30 +145,20 @@ class RetrieverLoss:
     source: str
 
     def resolve_tau(self, tau: float | None) -> float | None:
-        if self.default_tau is None:
-            if tau is not None:
-                raise InvalidArgumentError(f"the {self.name} loss has no temperature; do not set tau")
-            return None
-        tau = self.default_tau if tau is None else float(tau)
-        if not tau > 0:
-            raise InvalidArgumentError(f"tau must be > 0, got {tau}")
-        return tau
+        return resolve_tau(self.name, tau)  # the check the config models run too
 
 
+# The names, their order and each default tau are dense_pt.config.choices' LOSS_TAU.
 LOSSES: dict[str, RetrieverLoss] = {
-    "simlm": RetrieverLoss("simlm", simlm_loss, "cosine", TAU, "SimLM, the authors' full_contrastive_scores_and_labels"),
-    "simlm-eq3": RetrieverLoss("simlm-eq3", eq3_loss, "cosine", TAU, "SimLM eq. 3 (the paper's text)"),
-    "infonce": RetrieverLoss("infonce", infonce_loss, "dot", 1.0, "CDMAE eq. 10"),
-    "triplet": RetrieverLoss("triplet", triplet_loss, "dot", None, "SEED-Encoder's margin loss"),
+    "simlm": RetrieverLoss("simlm", simlm_loss, "cosine", LOSS_TAU["simlm"], "SimLM, the authors' full_contrastive_scores_and_labels"),
+    "simlm-eq3": RetrieverLoss("simlm-eq3", eq3_loss, "cosine", LOSS_TAU["simlm-eq3"], "SimLM eq. 3 (the paper's text)"),
+    "infonce": RetrieverLoss("infonce", infonce_loss, "dot", LOSS_TAU["infonce"], "CDMAE eq. 10"),
+    "triplet": RetrieverLoss("triplet", triplet_loss, "dot", LOSS_TAU["triplet"], "SEED-Encoder's margin loss"),
 }  # fmt: skip
-DEFAULT_LOSS = "simlm"
-# Losses that can be distillation's contrastive term (they score the group with a temperature).
-DISTILL_LOSSES = ("simlm", "simlm-eq3", "infonce")
 
 
 def resolve_loss(name: str) -> RetrieverLoss:
-    if name not in LOSSES:
-        raise InvalidArgumentError(f"loss must be one of {tuple(LOSSES)}, got {name!r}")
+    check_loss(name)
     return LOSSES[name]
 
 

@@ -57,7 +57,7 @@ from dense_pt.config.train import TrainConfig, TrainTable
 from dense_pt.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from dense_pt.objectives.defaults import Profile
+    from dense_pt.config.defaults.objectives import Profile
 
 __all__ = ["PROFILES", "ResolvedPipeline", "ResolvedPretrain", "apply_overrides", "load_pipeline_config",
            "pretrain_length_note", "settings", "validate_config"]  # fmt: skip
@@ -177,6 +177,7 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> R
     """The file (after its profile) checked by ``PipelineFile``, then the checks that need the
     pre-training registry and the disk; paths resolved against ``base``."""
     model = PipelineFile.load(with_profile(raw, where), where)
+    _check_measures(model.eval.measures, model.eval.rel_level, where)
     for table in STAGE_TABLES:  # the train tables as set (profile and file), not every engine key
         values = getattr(model, table).train.model_dump(exclude_none=True)
         TrainConfig.load({"seed": model.seed, **values}, where, f"{table}.train")
@@ -193,6 +194,16 @@ def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> R
         eval=model.eval, encode=model.encode, r1=model.r1, mine=model.mine, r2=model.r2, reranker=model.reranker,
         distill=model.distill, pretrain=pretrain, fusion=model.fusion,
     )  # fmt: skip
+
+
+def _check_measures(measures: list[str], rel_level: int, where: str) -> None:
+    """``[eval] measures`` are ir-measures' names: parsed by the evaluation, as a run will be."""
+    from dense_pt.evaluation.metrics import parse_measures
+
+    try:
+        parse_measures(measures, rel_level)
+    except InvalidArgumentError as exc:
+        raise ConfigError(f"eval: {exc}", where) from None
 
 
 def _resolve(value: str, base: Path) -> Path:
@@ -267,8 +278,8 @@ def pretrain_length_note(pre: ResolvedPretrain, data_max_length: int) -> str:
 
 
 def _check_pretrain_options(sec: PretrainTable, paper: str) -> None:
+    from dense_pt.config.defaults.objectives import REQUIRED, profile
     from dense_pt.objectives import resolve_options
-    from dense_pt.objectives.defaults import REQUIRED, profile
 
     for name, d in profile(sec.method, paper).options.items():
         if d.value == REQUIRED and getattr(sec.options, name) is None:

@@ -16,7 +16,7 @@ method's options, and the optimisation settings. Read from a TOML file::
     batch_size = 16
     lr = 1e-4
 
-Every value not given comes from the method's paper (``dense_pt.objectives.defaults``; ``paper``
+Every value not given comes from the method's paper (``dense_pt.config.defaults.objectives``; ``paper``
 picks another paper's settings where a method has several). Relative paths in the file are
 resolved against the file's folder. CLI options override the file.
 """
@@ -29,13 +29,13 @@ from typing import Any
 from pydantic import Field
 
 from dense_pt.config.base import Model
+from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pretrain import MAX_QUERY_TOKENS, MIN_LENGTH, PretrainSettings, StageOptimizer
 from dense_pt.config.toml import apply_overrides
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError, not_found
 from dense_pt.objectives import check_method, profile, resolve_options, resolve_pooling
-from dense_pt.objectives.defaults import STAGE_OPTIMIZER
 from dense_pt.training.config import read_toml
 
 _PATHS = ("model", "corpus", "out", "queries")
@@ -83,6 +83,12 @@ class PretrainConfig(Model):
         self._validate_context()
         self._validate_warmup()
         return self
+
+    def length(self) -> int:
+        """``max_length`` once ``resolve`` has filled it (an unset one: the method's paper)."""
+        if self.max_length is None:
+            raise InvalidArgumentError("max_length is unset: resolve() the config first (build_config does)")
+        return self.max_length
 
     def _validate_warmup(self) -> None:
         """A warm-up longer than the run (or than the curriculum's first stage) never reaches the

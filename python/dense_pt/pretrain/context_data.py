@@ -256,6 +256,8 @@ def build_source(
     rows, makers = [], []
     for stage in stages:
         if stage.source == "queries":
+            if queries is None:  # plan() refuses such a curriculum; a config built by hand may not
+                raise InvalidArgumentError(f"the 'queries' stage of {cfg.method} needs --queries QUERIES_DIR")
             with_q = queries.rows_with_queries()
             if len(with_q) == 0:
                 raise InvalidArgumentError(f"no passage of {store.path} has a query in {cfg.queries}")
@@ -268,7 +270,7 @@ def build_source(
                 cfg.method,
                 stage.source,
                 cfg.options,
-                cfg.max_length,
+                cfg.length(),
                 cfg.train.seed,
                 queries=queries,
             )

@@ -57,7 +57,7 @@ def _card(
     prof = profile(objective.method, paper)
     write_model_card(
         folder, "encoder", f"{objective.method} pre-trained encoder", init, objective.method,
-        f"{prof.title}; defaults from profile '{prof.paper}' (dense_pt.objectives.defaults)",
+        f"{prof.title}; defaults from profile '{prof.paper}' (dense_pt.config.defaults.objectives)",
         {"corpus store": str(Path(store.path).resolve()), "passages": len(store), "steps": summary.get("steps")},
         config or objective.describe(),
     )  # fmt: skip

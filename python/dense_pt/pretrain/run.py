@@ -108,6 +108,10 @@ def run_pretrain(
     from dense_pt.data.store import CorpusStore
     from dense_pt.training import Trainer, init_distributed
 
+    if (
+        cfg.max_length is None
+    ):  # a PretrainConfig built by hand: the method's paper fills it (as build_config)
+        cfg = cfg.resolve()
     dist = init_distributed()
     store = CorpusStore.open(cfg.corpus)
     if len(store) < cfg.train.batch_size * dist.world_size:
@@ -137,7 +141,7 @@ def run_pretrain(
     }
     if dist.is_main:
         summary["written"] = export_model(
-            objective, Path(cfg.out), store, cfg.model, cfg.max_length, summary, cfg.to_dict()
+            objective, Path(cfg.out), store, cfg.model, cfg.length(), summary, cfg.to_dict()
         )
         _write_summary(cfg, store, summary, started)
     dist.barrier()
@@ -154,8 +158,8 @@ def _build_objective(cfg: PretrainConfig, store: Any) -> tuple[Any, Any]:
     seed_everything(cfg.train.seed)  # the same random init on every rank and on resume
     encoder = load_encoder(cfg.model)
     max_pos = getattr(encoder.config, "max_position_embeddings", None)
-    if max_pos is not None and cfg.max_length > max_pos:
-        raise InvalidArgumentError(f"max_length {cfg.max_length} exceeds the model's {max_pos} positions")
+    if max_pos is not None and cfg.length() > max_pos:
+        raise InvalidArgumentError(f"max_length {cfg.length()} exceeds the model's {max_pos} positions")
     check_vocab(encoder, store, cfg.model)
     special = SpecialIds.from_store(store)
     objective = build_objective(cfg.method, encoder, special, cfg.options)
@@ -184,11 +188,11 @@ def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None,
         # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
         resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
         return source, lr_fn, resets
-    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.max_length, cfg.train.seed)
-    source = IndexedBatchSource(len(store), cfg.train.batch_size, make_batch, seed=cfg.train.seed,
-                                num_workers=cfg.train.num_workers, prefetch_factor=cfg.train.prefetch_factor,
-                                pin_memory=torch.cuda.is_available())  # fmt: skip
-    return source, None, ()
+    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.length(), cfg.train.seed)
+    indexed = IndexedBatchSource(len(store), cfg.train.batch_size, make_batch, seed=cfg.train.seed,
+                                 num_workers=cfg.train.num_workers, prefetch_factor=cfg.train.prefetch_factor,
+                                 pin_memory=torch.cuda.is_available())  # fmt: skip
+    return indexed, None, ()
 
 
 def _write_summary(cfg: PretrainConfig, store: Any, summary: dict[str, Any], started: float) -> None:

@@ -120,8 +120,8 @@ def default_max_length(model_dir: str | Path, kind: str) -> int:
     """The length to encode ``kind`` ("queries" or "passages") with: the one the retriever was trained
     with (its ``retriever.json``, written by ``dense-pt train retriever / distill``), else the
     sentence-transformers ``max_seq_length`` of the folder, else SimLM's (32 / 144, Table 13)."""
-    from dense_pt.finetune import defaults as FT
-    from dense_pt.finetune.stages import RETRIEVER_LENGTHS
+    from dense_pt.config.defaults import finetune as FT
+    from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
     root = Path(model_dir)
     trained = root / RETRIEVER_LENGTHS

@@ -20,6 +20,8 @@ import numpy as np
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 
 POOLINGS = ("cls", "mean")
+# The lengths a retriever was trained with, beside its weights (written by fine-tuning, read by encoding).
+RETRIEVER_LENGTHS = "retriever.json"
 
 
 @dataclass

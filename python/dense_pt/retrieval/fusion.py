@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dense_pt.data.judgements import DEFAULT_TIE_BREAK, rank_hits
+from dense_pt.config.choices import DEFAULT_TIE_BREAK, RRF_K
+from dense_pt.data.judgements import rank_hits
 from dense_pt.errors import InvalidArgumentError
 
 Run = Mapping[str, Mapping[str, float]]
-METHODS = ("interpolation", "rrf")
-RRF_K = 60  # Cormack et al. 2009
 # The interpolation weights tried by ``tune_weight``: 0, 0.05, ..., 1 (the dense run's weight).
 WEIGHT_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 

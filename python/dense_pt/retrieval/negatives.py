@@ -40,13 +40,11 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__
+from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS
+from dense_pt.config.defaults import finetune as FT
 from dense_pt.errors import InvalidArgumentError, MismatchError
-from dense_pt.finetune import defaults as FT
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
-SAMPLINGS = ("random", "top")
-POOLS = ("rank", "rank+positives", "filtered")
-RELATIVE_FORMS = ("magnitude", "signed")
 # (query id, passage id) pairs -> their scores, NaN for a pair it cannot score.
 Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float] | np.ndarray]
 

@@ -1,7 +1,7 @@
 """The fine-tuning defaults, each in one place: SimLM's Table 13 (fine-tuning hyper-parameters),
 checked against the authors' released scripts (``microsoft/unilm`` ``simlm/scripts/``), which agree
 with the table. The command line, the stage functions and the pipeline's ``paper`` profile read
-them from here; the pipeline's ``cpu`` profile (``dense_pt.pipeline.config.PROFILES``) shrinks the
+them from here; the pipeline's ``cpu`` profile (``dense_pt.config.pipeline.PROFILES``) shrinks the
 group sizes, depths and steps, never the lengths.
 """
 

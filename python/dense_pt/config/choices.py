@@ -1,0 +1,63 @@
+"""The names the config models check a value against, written once here (plain data, no torch):
+the torch-side modules that implement them import these lists, so a model never imports its
+consumer. Each list keeps its owner's order (error messages list them in it)."""
+
+from __future__ import annotations
+
+from dense_pt.config.defaults.finetune import TAU
+from dense_pt.errors import InvalidArgumentError
+
+# Pre-training methods, in the order the CLI lists them (dense_pt.objectives).
+PRETRAIN_METHODS: tuple[str, ...] = (
+    "simlm",
+    "cdmae",
+    "seed",
+    "mlm",
+    "enc-dec-mlm",
+    "enc-dec-rtd",
+    "condenser",
+    "autoencoder",
+    "querygen",
+    "contrastive",
+)
+
+# Retriever losses (dense_pt.objectives.retrieval) and the temperature each trains with when tau
+# is not set: SimLM's 0.02 (Table 13), CDMAE eq. 10's plain dot product (1), none for the triplet.
+LOSS_TAU: dict[str, float | None] = {"simlm": TAU, "simlm-eq3": TAU, "infonce": 1.0, "triplet": None}
+DEFAULT_LOSS = "simlm"
+# Losses that can be distillation's contrastive term (they score the group with a temperature).
+DISTILL_LOSSES: tuple[str, ...] = ("simlm", "simlm-eq3", "infonce")
+
+# Hard-negative mining (dense_pt.retrieval.negatives).
+SAMPLINGS: tuple[str, ...] = ("random", "top")
+POOLS: tuple[str, ...] = ("rank", "rank+positives", "filtered")
+RELATIVE_FORMS: tuple[str, ...] = ("magnitude", "signed")
+
+# Hybrid retrieval (dense_pt.retrieval.fusion): the methods and reciprocal rank fusion's constant.
+FUSION_METHODS: tuple[str, ...] = ("interpolation", "rrf")
+RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
+
+# How hits of equal score are ordered (dense_pt.data.judgements.rank_hits): trec_eval's docno rule
+# by default, or the run's own order.
+TIE_BREAKS: tuple[str, ...] = ("docno", "score-only")
+DEFAULT_TIE_BREAK = "docno"
+
+
+def check_loss(name: str) -> None:
+    if name not in LOSS_TAU:
+        raise InvalidArgumentError(f"loss must be one of {tuple(LOSS_TAU)}, got {name!r}")
+
+
+def resolve_tau(loss: str, tau: float | None) -> float | None:
+    """The temperature ``loss`` trains with: ``tau`` if given (> 0), else the loss's own; None for
+    a loss without one (which refuses a ``tau``)."""
+    check_loss(loss)
+    default = LOSS_TAU[loss]
+    if default is None:
+        if tau is not None:
+            raise InvalidArgumentError(f"the {loss} loss has no temperature; do not set tau")
+        return None
+    tau = default if tau is None else float(tau)
+    if not tau > 0:
+        raise InvalidArgumentError(f"tau must be > 0, got {tau}")
+    return tau
