@@ -24,7 +24,7 @@ def _flag_type(self, ctx):
     return None if self.is_flag else _option_type(self, ctx)
 
 
-# Cosmetic, on a typer internal that older typer (0.15.4, the lower bound) lacks: there help keeps the type.
+# Cosmetic, on a typer internal that older typer (0.16, the lower bound) lacks: there help keeps the type.
 _option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
 if _option_type is not None:
     typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]

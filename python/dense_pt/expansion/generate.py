@@ -166,8 +166,9 @@ class HFGenerator:
         ).to(self.device)
         torch.manual_seed(_combined_seed(seeds))
         with torch.inference_mode():
-            out = self.model.generate(
-                **enc,
+            out = self.model.generate(  # token_type_ids (BERT-style tokenizers) mean nothing to generate
+                input_ids=enc["input_ids"],
+                attention_mask=enc["attention_mask"],
                 do_sample=True,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
