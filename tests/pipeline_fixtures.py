@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dense_pt.pipeline.config import ResolvedPipeline
 
 TOPICS = [
     "protein folding enzyme amino acid structure",
@@ -90,7 +93,7 @@ def small_config(
     steps: int = 20,
     seed: int = 13,
     pretrain: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ResolvedPipeline:
     """A pipeline configuration sized for the synthetic corpus and a tiny model (``pretrain``: an optional
     ``[pretrain]`` table)."""
     from dense_pt.pipeline.config import validate_config

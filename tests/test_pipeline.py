@@ -159,15 +159,17 @@ def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
         ["out=runs/b", "r1.group_size=4", "r1.train.max_steps=7",
          'pretrain={method="cdmae", train={max_steps=3}}'],
     )  # fmt: skip
-    assert cfg["out"] == tmp_path / "runs" / "b"
+    assert cfg.out == tmp_path / "runs" / "b"
     # the file's train table is merged over the profile's; its max_steps replaces the profile's epochs
-    assert cfg["r1"]["group_size"] == 4 and cfg["r1"]["train"] == {"lr": 2e-5, "warmup": 1000, "batch_size": 64,
-                                                                    "max_steps": 7}  # fmt: skip
-    assert cfg["r1"]["epochs"] is None and cfg["r2"]["epochs"] == 3
-    assert cfg["pretrain"]["method"] == "cdmae" and cfg["pretrain"]["train"] == {"max_steps": 3}
-    assert cfg["pretrain"]["pmi"] == {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
+    assert cfg.r1.group_size == 4 and cfg.r1.train.model_dump(exclude_none=True) == {
+        "lr": 2e-5, "warmup": 1000, "batch_size": 64, "max_steps": 7}  # fmt: skip
+    assert cfg.r1.epochs is None and cfg.r2.epochs == 3
+    assert cfg.pretrain is not None and cfg.pretrain.method == "cdmae"
+    assert cfg.pretrain.train.model_dump(exclude_none=True) == {"max_steps": 3}
+    assert cfg.pretrain.pmi is not None
+    assert cfg.pretrain.pmi.model_dump() == {"max_n": 4, "min_count": 1, "window": 4, "memory_gb": 8.0}
     # the file itself is untouched by overrides
-    assert load_pipeline_config(cfg_file)["r1"]["group_size"] == 8
+    assert load_pipeline_config(cfg_file).r1.group_size == 8
     with pytest.raises(InvalidArgumentError, match=r"expected dotted\.key=VALUE"):
         load_pipeline_config(cfg_file, ["r1.group_size"])
     with pytest.raises(InvalidArgumentError, match="out is not a table"):
@@ -193,8 +195,8 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
         '[model]\ninit = "m"\n[eval]\nmeasures = ["RR@10", "nDCG@10"]\n[distill]\nloss = "infonce"\n'
     )
     cfg = load_pipeline_config(cfg_file)
-    assert cfg["eval"]["rel_level"] == 1 and cfg["eval"]["tie_break"] == "docno"
-    assert cfg["distill"]["loss"] == "infonce" and cfg["distill"]["tau"] is None
+    assert cfg.eval.rel_level == 1 and cfg.eval.tie_break == "docno"
+    assert cfg.distill.loss == "infonce" and cfg.distill.tau is None
     for bad, what in (
         (["eval.rel_level=0"], "rel_level"),
         (["eval.tie_break='random'"], "tie_break"),

@@ -95,24 +95,22 @@ def test_pretrain_length_paper_and_method(cfg_file: Path):
     ``paper`` picks another profile, as ``dense-pt pretrain --paper`` does."""
     from dense_pt.pipeline.config import pretrain_length_note
 
-    cdmae = load_pipeline_config(cfg_file, ['pretrain={method="cdmae"}'])["pretrain"]
-    assert cdmae["max_length"] == 144 and cdmae["paper"] == "cdmae"  # the old default: 256 + 2
+    cdmae = load_pipeline_config(cfg_file, ['pretrain={method="cdmae"}']).pretrain
+    assert (
+        cdmae is not None and cdmae.max_length == 144 and cdmae.paper == "cdmae"
+    )  # the old default: 256 + 2
     assert "declared default" in pretrain_length_note(cdmae, 256)
-    seed = load_pipeline_config(cfg_file, ['pretrain={method="seed", train={warmup=0.1}}'])["pretrain"]
-    assert seed["max_length"] == 256  # SEED's 512, capped at the store's 256
+    seed = load_pipeline_config(cfg_file, ['pretrain={method="seed", train={warmup=0.1}}']).pretrain
+    assert seed is not None and seed.max_length == 256  # SEED's 512, capped at the store's 256
     assert pretrain_length_note(seed, 256) == (
         "max_length 256 = [data] max_length, what the store keeps (seed's declared default is 512)"
     )
-    assert (
-        load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])[
-            "pretrain"
-        ]["max_length"]
-        == 100
-    )
+    given = load_pipeline_config(cfg_file, ['pretrain={method="seed", max_length=100, train={warmup=0.1}}'])
+    assert given.pretrain is not None and given.pretrain.max_length == 100
     cond = load_pipeline_config(
         cfg_file, ['pretrain={method="condenser", paper="simlm", train={max_steps=5000}}']
     )
-    assert cond["pretrain"]["paper"] == "simlm"
+    assert cond.pretrain is not None and cond.pretrain.paper == "simlm"
 
 
 def _tiny_pipeline(tmp_path: Path, pretrain: str = "", layers: int = 1) -> Path:
@@ -174,3 +172,18 @@ def test_pretrain_paper_reaches_the_run(tmp_path: Path):
     assert run_cfg["paper"] == "simlm" and run_cfg["options"]["p_enc"] == 0.3 and run_cfg["max_length"] == 64
     manifest = json.loads((tmp_path / "out" / "pretrain" / "manifest.json").read_text())
     assert manifest["max_length_source"].startswith("max_length 64 = [data] max_length")
+
+
+def test_run_pipeline_takes_a_file_or_the_typed_config_not_a_dict(tmp_path: Path):
+    """The stages read ``validate_config``'s ``ResolvedPipeline`` by attribute: a plain dict (what it
+    returned before) is refused up front, naming what to pass instead."""
+    from dense_pt.pipeline import ResolvedPipeline, run_pipeline
+    from dense_pt.pipeline.run import planned_stages
+
+    with pytest.raises(TypeError, match="a file path or validate_config\\(\\)'s ResolvedPipeline, not dict"):
+        run_pipeline({"out": str(tmp_path)}, progress=False)  # type: ignore[arg-type]
+    cfg_file = tmp_path / "p.toml"
+    cfg_file.write_text(MINIMAL)
+    cfg = load_pipeline_config(cfg_file)
+    assert isinstance(cfg, ResolvedPipeline) and cfg.data.corpus == tmp_path / "c.jsonl"
+    assert "pretrain" not in planned_stages(cfg) and "distill" in planned_stages(cfg)

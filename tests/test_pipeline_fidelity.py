@@ -15,50 +15,48 @@ from dense_pt.pipeline.config import validate_config
 BASE = {"out": "x", "data": {"corpus": "c", "queries": "q", "qrels": "r"}, "model": {"init": "m"}}
 
 
-def effective_tau(section) -> float | None:
+def effective_tau(loss: str, tau: float | None) -> float | None:
     """The temperature a stage trains with: its ``tau``, or its loss's own when unset."""
     from dense_pt.objectives.retrieval import resolve_loss
 
-    return resolve_loss(section["loss"]).resolve_tau(section["tau"])
+    return resolve_loss(loss).resolve_tau(tau)
+
+
+def train_set(section) -> dict:
+    """A stage's ``train`` table as set (profile, file, stage defaults), the keys it fingerprints."""
+    return section.train.model_dump(exclude_none=True)
 
 
 def test_the_paper_profile_is_simlm_table_13(tmp_path: Path):
     cfg = validate_config(BASE, tmp_path)
-    assert cfg["profile"] == "paper"
-    for stage in ("r1", "r2"):  # "Retriever 1-2" column
-        r = cfg[stage]
-        assert (r["group_size"], r["query_max_length"], r["passage_max_length"]) == (16, 32, 144)
-        assert r["loss"] == "simlm" and effective_tau(r) == 0.02  # tau unset: the loss's own
-        assert r["train"] == {"lr": 2e-5, "warmup": 1000, "batch_size": 64} and r["epochs"] == 3
-    rr = cfg["reranker"]  # "Re-ranker" column: ELECTRA-base, 63 negatives, 192 tokens
-    assert rr["init"] == "google/electra-base-discriminator"
-    assert (rr["group_size"], rr["max_length"], rr["depth"], rr["rerank_depth"]) == (64, 192, 200, 200)
-    assert rr["train"] == {"lr": 3e-5, "warmup": 1000, "batch_size": 64} and rr["epochs"] == 3
-    d = cfg["distill"]  # "Retriever distill" column: from SimLM, 23 negatives, 6 epochs
-    assert d["init"] == "model" and (d["group_size"], d["alpha"], effective_tau(d)) == (24, 0.2, 0.02)
-    assert (d["query_max_length"], d["passage_max_length"]) == (32, 144)
-    assert d["train"] == {"lr": 3e-5, "warmup": 1000, "batch_size": 64} and d["epochs"] == 6
-    m = cfg["mine"]  # negatives from the top 200, SimLM's pool (the retriever's top-k, positives dropped)
-    assert (m["depth"], m["bm25_depth"], m["pool"], m["num"]) == (200, 200, "rank", 0)
+    assert cfg.profile == "paper"
+    for r in (cfg.r1, cfg.r2):  # "Retriever 1-2" column
+        assert (r.group_size, r.query_max_length, r.passage_max_length) == (16, 32, 144)
+        assert r.loss == "simlm" and effective_tau(r.loss, r.tau) == 0.02  # tau unset: the loss's own
+        assert train_set(r) == {"lr": 2e-5, "warmup": 1000, "batch_size": 64} and r.epochs == 3
+    rr = cfg.reranker  # "Re-ranker" column: ELECTRA-base, 63 negatives, 192 tokens
+    assert rr.init == "google/electra-base-discriminator"
+    assert (rr.group_size, rr.max_length, rr.depth, rr.rerank_depth) == (64, 192, 200, 200)
+    assert train_set(rr) == {"lr": 3e-5, "warmup": 1000, "batch_size": 64} and rr.epochs == 3
+    d = cfg.distill  # "Retriever distill" column: from SimLM, 23 negatives, 6 epochs
+    assert d.init == "model" and (d.group_size, d.alpha, effective_tau(d.loss, d.tau)) == (24, 0.2, 0.02)
+    assert (d.query_max_length, d.passage_max_length) == (32, 144)
+    assert train_set(d) == {"lr": 3e-5, "warmup": 1000, "batch_size": 64} and d.epochs == 6
+    m = cfg.mine  # negatives from the top 200, SimLM's pool (the retriever's top-k, positives dropped)
+    assert (m.depth, m.bm25_depth, m.pool, m.num) == (200, 200, "rank", 0)
 
     cpu = validate_config({**BASE, "profile": "cpu"}, tmp_path)
-    assert [cpu[s]["group_size"] for s in ("r1", "r2", "reranker", "distill")] == [4, 4, 8, 6]
-    assert (cpu["mine"]["depth"], cpu["reranker"]["depth"], cpu["reranker"]["rerank_depth"]) == (100, 50, 50)
-    assert (
-        cpu["r1"]["train"] == {"lr": 2e-5, "warmup": 0.1, "batch_size": 16} and cpu["distill"]["epochs"] == 2
-    )
-    for s in ("r1", "r2", "distill"):  # the lengths are never shrunk
-        assert (cpu[s]["query_max_length"], cpu[s]["passage_max_length"]) == (32, 144)
-    assert cpu["reranker"]["max_length"] == 192 and cpu["reranker"]["init"] == rr["init"]
+    assert [t.group_size for t in (cpu.r1, cpu.r2, cpu.reranker, cpu.distill)] == [4, 4, 8, 6]
+    assert (cpu.mine.depth, cpu.reranker.depth, cpu.reranker.rerank_depth) == (100, 50, 50)
+    assert train_set(cpu.r1) == {"lr": 2e-5, "warmup": 0.1, "batch_size": 16} and cpu.distill.epochs == 2
+    for t in (cpu.r1, cpu.r2, cpu.distill):  # the lengths are never shrunk
+        assert (t.query_max_length, t.passage_max_length) == (32, 144)
+    assert cpu.reranker.max_length == 192 and cpu.reranker.init == rr.init
     # the file wins over the profile, key by key (train too)
     mine = validate_config(
         {**BASE, "profile": "cpu", "r1": {"group_size": 2, "train": {"lr": 1e-5}}}, tmp_path
     )
-    assert mine["r1"]["group_size"] == 2 and mine["r1"]["train"] == {
-        "lr": 1e-5,
-        "warmup": 0.1,
-        "batch_size": 16,
-    }
+    assert mine.r1.group_size == 2 and train_set(mine.r1) == {"lr": 1e-5, "warmup": 0.1, "batch_size": 16}
 
 
 @pytest.mark.parametrize(
@@ -104,7 +102,7 @@ def test_cli_defaults_are_the_papers():
     r = defaults(train["retriever"], RetrieverCommand)
     rr, d = defaults(train["reranker"], RerankerCommand), defaults(train["distill"], DistillCommand)
     assert (r["group_size"], r["query_max_length"], r["passage_max_length"]) == (16, 32, 144)
-    assert r["tau"] is None and effective_tau({"loss": r["loss"], "tau": r["tau"]}) == 0.02
+    assert r["tau"] is None and effective_tau(r["loss"], r["tau"]) == 0.02
     assert (rr["group_size"], rr["query_max_length"], rr["max_length"]) == (64, 32, 192)
     assert (d["group_size"], d["query_max_length"], d["passage_max_length"], d["alpha"]) == (24, 32, 144, 0.2)
     mine = defaults(group.commands["mine-negatives"], MineCommand)
@@ -163,8 +161,10 @@ def test_each_stage_starts_where_simlm_starts_and_encodes_with_its_training_leng
     # distinct lengths per stage, so each one's encoding shows whose lengths it used
     lengths = {"r1": (12, 40), "r2": (14, 48), "distill": (10, 56)}
     for stage, (q, p) in lengths.items():
-        cfg[stage].update(query_max_length=q, passage_max_length=p)
-    cfg["reranker"].update(query_max_length=8, max_length=60, init="google/electra-base-discriminator")
+        table = getattr(cfg, stage)
+        table.query_max_length, table.passage_max_length = q, p
+    cfg.reranker.query_max_length, cfg.reranker.max_length = 8, 60
+    cfg.reranker.init = "google/electra-base-discriminator"
     lines: list[str] = []
     run_pipeline(cfg, progress=False, log=lines.append)
 
@@ -204,8 +204,8 @@ def test_each_stage_starts_where_simlm_starts_and_encodes_with_its_training_leng
     assert tuple(got) == lengths["r2"]
 
     # the other initialisations stay options: distillation from R2, the re-ranker from the model
-    cfg["distill"]["init"] = "r2"
-    cfg["reranker"]["init"] = "model"
+    cfg.distill.init = "r2"
+    cfg.reranker.init = "model"
     lines.clear()
     run_pipeline(cfg, progress=False, log=lines.append)
     assert "[r2] up to date, skipped" in lines and "[reranker] running" in lines
@@ -225,13 +225,13 @@ def test_a_missing_or_foreign_reranker_checkpoint_stops_before_the_first_stage(t
     model = tiny_model(tmp_path / "model", [t for _, t in docs], hidden=16, layers=1)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     cfg = small_config(tmp_path / "pipe", beir, model, steps=1)
-    cfg["reranker"]["init"] = "google/electra-base-discriminator"
+    cfg.reranker.init = "google/electra-base-discriminator"
     with pytest.raises(InvalidArgumentError, match=r"local Hugging Face cache.*hf download google/electra"):
         run_pipeline(cfg, progress=False, log=lambda _: None)
     assert not (tmp_path / "pipe" / "store").exists()
     # another vocabulary than the corpus store's: refused up front too
     other = tiny_model(tmp_path / "other", ["completely different words here"], hidden=16, layers=1)
-    cfg["reranker"]["init"] = str(other)
+    cfg.reranker.init = str(other)
     with pytest.raises(DensePtError, match="another vocabulary"):
         run_pipeline(cfg, progress=False, log=lambda _: None)
     assert not (tmp_path / "pipe" / "store").exists()

@@ -9,11 +9,30 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
+from dense_pt.config.pipeline import EvalTable
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline.runner import Context, Stage, format_plan, plan, run_stages
 
-EVAL = {"measures": ["nDCG@10"], "rel_level": 1, "tie_break": "docno"}
+
+class ToySettings(BaseModel):
+    x: int = 1
+
+
+class ToyConfig(BaseModel):
+    """The toy stages' configuration: what the runner reads (out, seed, eval: its ``RunConfig``),
+    one settings table per stage (its params) and whether stage e runs."""
+
+    out: Path
+    seed: int = 1
+    eval: EvalTable = EvalTable(measures=["nDCG@10"])
+    a: ToySettings = ToySettings()
+    b: ToySettings = ToySettings()
+    c: ToySettings = ToySettings()
+    d: ToySettings = ToySettings()
+    e: ToySettings = ToySettings()
+    e_on: bool = False
 
 
 class Interrupted(Exception):
@@ -21,15 +40,15 @@ class Interrupted(Exception):
 
 
 def toy_stages(calls: list[str], source: Path, crash: set[str] | None = None) -> tuple[Stage, ...]:
-    """a (reads ``source``) -> b -> c, and d reading a only; e is off unless ``cfg["e_on"]``. Each
+    """a (reads ``source``) -> b -> c, and d reading a only; e is off unless ``cfg.e_on``. Each
     stage writes ``out.txt``; a stage in ``crash`` writes ``partial.txt`` and is interrupted."""
 
-    def make(name: str, reads: tuple[str, ...]) -> Stage:
-        def inputs(ctx: Context) -> dict:
+    def make(name: str, reads: tuple[str, ...]) -> Stage[ToyConfig]:
+        def inputs(ctx: Context[ToyConfig]) -> dict:
             own = {"source": ctx.file_hash(source)} if name == "a" else {}
             return {**own, **{r: ctx.fp(r) for r in reads}}
 
-        def run(ctx: Context, folder: Path) -> dict:
+        def run(ctx: Context[ToyConfig], folder: Path) -> dict:
             calls.append(name)
             resumed = (folder / "partial.txt").exists()
             if crash and name in crash:
@@ -40,21 +59,21 @@ def toy_stages(calls: list[str], source: Path, crash: set[str] | None = None) ->
             return {"resumed": resumed}
 
         return Stage(name=name, doc=name, reads=reads, config=(name,), outputs=("out.txt",), inputs=inputs,
-                     params=lambda ctx: dict(ctx.cfg.get(name, {})), run=run,
-                     disabled=(lambda cfg: None if cfg.get("e_on") else "[e] off") if name == "e" else lambda cfg: None)  # fmt: skip
+                     params=lambda ctx: getattr(ctx.cfg, name).model_dump(), run=run,
+                     disabled=(lambda cfg: None if cfg.e_on else "[e] off") if name == "e" else lambda cfg: None)  # fmt: skip
 
     return (make("a", ()), make("b", ("a",)), make("c", ("b",)), make("d", ("a",)), make("e", ("c",)))
 
 
 def _run(tmp_path: Path, stages, cfg_extra=None, until=None, only=None) -> list[str]:
     lines: list[str] = []
-    cfg = {"out": str(tmp_path / "out"), "seed": 1, "eval": EVAL, **(cfg_extra or {})}
+    cfg = ToyConfig(out=tmp_path / "out", **(cfg_extra or {}))
     run_stages(Context(cfg, log=lines.append), stages, until=until, only=only)
     return lines
 
 
 def _plan(tmp_path: Path, stages, cfg_extra=None, until=None, only=None) -> str:
-    cfg = {"out": str(tmp_path / "out"), "seed": 1, "eval": EVAL, **(cfg_extra or {})}
+    cfg = ToyConfig(out=tmp_path / "out", **(cfg_extra or {}))
     return format_plan(plan(Context(cfg, log=lambda _: None), stages, until, only))
 
 

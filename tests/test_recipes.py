@@ -113,7 +113,7 @@ def test_recipe_runs_to_the_end(recipe: Path, tiny: dict[str, Path], tmp_path: P
     res = run_pipeline(cfg, progress=False, log=lines.append)
     assert [s for s in res if s != "report"] == [s for s in planned_stages(cfg) if s != "report"]
     assert all(m["status"] == "done" for m in res.values())
-    if cfg["pretrain"]:
+    if cfg.pretrain is not None:
         assert res["pretrain"]["method"] == raw["pretrain"]["method"] and res["pretrain"]["steps"] == 2
     assert (tmp_path / "out" / "report" / "report.md").is_file()
 

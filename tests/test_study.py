@@ -187,6 +187,11 @@ def test_the_example_study_file_is_valid():
         "cdmae-seed13",
         "contrastive-seed13",
     ]
-    pre = {c.objective: c.config["pretrain"] for c in study.cells}
-    assert pre["none"] is None and pre["cdmae-cls"]["options"] == {"pooling": "cls"}
-    assert pre["cdmae"]["method"] == pre["cdmae-cls"]["method"] == "cdmae"
+    pre = {c.objective: c.config.pretrain for c in study.cells}
+    cdmae, cls = pre["cdmae"], pre["cdmae-cls"]
+    assert (
+        pre["none"] is None
+        and cls is not None
+        and cls.options.model_dump(exclude_none=True) == {"pooling": "cls"}
+    )
+    assert cdmae is not None and cdmae.method == cls.method == "cdmae"

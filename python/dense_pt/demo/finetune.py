@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dense_pt.config.defaults import finetune as FT
+
+if TYPE_CHECKING:
+    from dense_pt.pipeline.config import ResolvedPipeline
 
 # Steps per training stage (R1, R2, re-ranker, distillation), sized so the demo stays within a few
 # minutes on 2 busy cores (BENCHMARKS.md, "The demo"). That is too few for a 64-wide encoder from a
@@ -28,7 +31,7 @@ def finetune_config(
     encoder: Path,
     steps: int = DEMO_FINETUNE_STEPS,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> ResolvedPipeline:
     """The pipeline on a BEIR folder with fixed splits (train on ``train_qrels``, every stage
     evaluated on ``eval_qrels``), from a (pre-trained) encoder folder: BM25 -> R1 -> mine -> R2 ->
     re-ranker -> scores -> distill."""

@@ -8,33 +8,34 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.pipeline import DistillTable, RerankerTable, RetrieverTable
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import DensePtError
-from dense_pt.pipeline.runner import Config, Context, fingerprint
+from dense_pt.pipeline.config import ResolvedPipeline, settings
+from dense_pt.pipeline.runner import C, Context, fingerprint
+
+Ctx = Context[ResolvedPipeline]  # what every pipeline stage is handed
+Trained = RetrieverTable | DistillTable  # a table that trains a retriever
 
 # --- where things are ------------------------------------------------------------------------
 
 
-def data_path(ctx: Context, key: str) -> Path:
-    return Path(ctx.cfg["data"][key])
+def init_model(ctx: Ctx) -> Path:
+    return ctx.cfg.model.init
 
 
-def init_model(ctx: Context) -> Path:
-    return Path(ctx.cfg["model"]["init"])
-
-
-def store(ctx: Context) -> Path:
+def store(ctx: Ctx) -> Path:
     return ctx.out / "store" / "store"
 
 
-def split_file(ctx: Context, name: str) -> Path:
+def split_file(ctx: Context[C], name: str) -> Path:
     """``train.qrels``, ``dev.qrels``, ``dev_queries.jsonl`` or ``judged_queries.jsonl``."""
     return ctx.out / "split" / name
 
 
-def split_inputs(ctx: Context) -> dict[str, str]:
+def split_inputs(ctx: Ctx) -> dict[str, str]:
     """The inputs of every stage that reads the split and the queries."""
-    return {"split": ctx.fp("split"), "queries": ctx.file_hash(data_path(ctx, "queries"))}
+    return {"split": ctx.fp("split"), "queries": ctx.file_hash(ctx.cfg.data.queries)}
 
 
 def model_fingerprint(path: Path) -> str:
@@ -45,11 +46,11 @@ def model_fingerprint(path: Path) -> str:
     return fingerprint(sorted((p.name, sha256_file(p)) for p in files if p.is_file()))
 
 
-def init_fingerprint(ctx: Context) -> str:
+def init_fingerprint(ctx: Ctx) -> str:
     return ctx.memo(("model", init_model(ctx)), lambda: model_fingerprint(init_model(ctx)))
 
 
-def base_model(ctx: Context) -> tuple[Path, str]:
+def base_model(ctx: Ctx) -> tuple[Path, str]:
     """The model every retriever starts from and its fingerprint: the pre-trained encoder when the
     pipeline pre-trains one, else ``[model] init``."""
     if ctx.planned("pretrain"):
@@ -57,16 +58,16 @@ def base_model(ctx: Context) -> tuple[Path, str]:
     return init_model(ctx), init_fingerprint(ctx)
 
 
-def k_eval(cfg: Config) -> int:
-    return int(cfg["eval"]["k"])
+def k_eval(cfg: ResolvedPipeline) -> int:
+    return cfg.eval.k
 
 
-def k_search(cfg: Config) -> int:
+def k_search(cfg: ResolvedPipeline) -> int:
     """How deep the dense stages search: enough for evaluation, mining and re-ranking."""
-    return max(k_eval(cfg), int(cfg["mine"]["depth"]) + 10, int(cfg["reranker"]["depth"]) + 10)
+    return max(k_eval(cfg), cfg.mine.depth + 10, cfg.reranker.depth + 10)
 
 
-def train_ids(ctx: Context) -> list[str]:
+def train_ids(ctx: Ctx) -> list[str]:
     from dense_pt.data import load_qrels
 
     return sorted(load_qrels(split_file(ctx, "train.qrels")))
@@ -75,35 +76,34 @@ def train_ids(ctx: Context) -> list[str]:
 # --- evaluation, retrieval, mining -------------------------------------------------------------
 
 
-def evaluate(ctx: Context, run: dict, dev_qrels: Path | None = None) -> dict[str, float]:
+def evaluate(ctx: Context[C], run: dict, dev_qrels: Path | None = None) -> dict[str, float]:
     """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored)."""
     from dense_pt.data import load_qrels
     from dense_pt.evaluation import evaluate_run
 
     dev = load_qrels(dev_qrels or split_file(ctx, "dev.qrels"))
     sub = {q: h for q, h in run.items() if q in dev}
-    ev = ctx.cfg["eval"]
-    return evaluate_run(
-        sub, dev, ev["measures"], tie_break=ev["tie_break"], rel_level=ev["rel_level"]
-    ).measures
+    ev = ctx.cfg.eval
+    return evaluate_run(sub, dev, ev.measures, tie_break=ev.tie_break, rel_level=ev.rel_level).measures
 
 
-def encode_lengths(sec: dict[str, Any]) -> dict[str, int]:
+def encode_lengths(sec: Trained) -> dict[str, int]:
     """A retriever is encoded with the lengths it was trained with (SimLM: 32 / 144 for both)."""
-    return {"query_max_length": sec["query_max_length"], "passage_max_length": sec["passage_max_length"]}
+    return {"query_max_length": sec.query_max_length, "passage_max_length": sec.passage_max_length}
 
 
-def retrieve(ctx: Context, model: Path, folder: Path, queries: Path, k: int, lengths: dict[str, int]) -> dict:
-    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries."""
+def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> dict:
+    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries, with
+    the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
     from dense_pt.data import write_run
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search
 
-    batch_size = ctx.cfg["encode"]["batch_size"]
+    batch_size = ctx.cfg.encode.batch_size
     encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
-           max_length=lengths["passage_max_length"], progress=ctx.progress)  # fmt: skip
+           max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
     encode(model, queries, folder / "emb_queries", batch_size=batch_size,
-           max_length=lengths["query_max_length"], progress=ctx.progress)  # fmt: skip
+           max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
     run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
     write_run(folder / "run.trec", run)
     return run
@@ -112,7 +112,7 @@ def retrieve(ctx: Context, model: Path, folder: Path, queries: Path, k: int, len
 MINE_FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")
 
 
-def mine_from(ctx: Context, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:
+def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:
     """Negatives from a run. ``dense``: the stage folder holding the run's embeddings; the
     [mine] filters apply to dense runs only (a margin in cosine units means nothing for BM25
     scores), and positives missing from the run are scored from those embeddings."""
@@ -120,15 +120,15 @@ def mine_from(ctx: Context, run_path: Path, out: Path, depth: int, num: int, den
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
     from dense_pt.retrieval.search import PairScorer
 
-    m = ctx.cfg["mine"]
+    m = ctx.cfg.mine
     filters: dict[str, Any] = {}
     scorer = None
     if dense is not None:
-        filters = {k: m[k] for k in MINE_FILTERS}
-        if m["absolute_margin"] is not None or m["relative_margin"] is not None:
+        filters = {k: getattr(m, k) for k in MINE_FILTERS}
+        if m.absolute_margin is not None or m.relative_margin is not None:
             scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
     table = mine_negatives(load_run(run_path), load_qrels(split_file(ctx, "train.qrels")), depth=depth, num=num,
-                           skip_top=m["skip_top"], pool=m["pool"], sampling=m["sampling"], seed=ctx.seed,
+                           skip_top=m.skip_top, pool=m.pool, sampling=m.sampling, seed=ctx.seed,
                            scorer=scorer, **filters)  # fmt: skip
     write_negatives(out, table)
     return table.stats
@@ -137,28 +137,26 @@ def mine_from(ctx: Context, run_path: Path, out: Path, depth: int, num: int, den
 # --- training ----------------------------------------------------------------------------------
 
 
-def train_config(section: dict[str, Any], seed: int) -> TrainConfig:
-    return TrainConfig.load({"seed": seed, **section.get("train", {})}, prefix="train")
+def train_config(sec: Trained | RerankerTable, seed: int) -> TrainConfig:
+    """The stage's engine settings: its ``train`` table (the keys set) over TrainConfig's defaults."""
+    return TrainConfig.load({"seed": seed, **sec.train.model_dump(exclude_none=True)}, prefix="train")
 
 
-def with_loss(sec: dict[str, Any]) -> dict[str, Any]:
+def with_loss(sec: Trained) -> dict[str, Any]:
     """A retriever stage's settings plus what its loss name means: the fingerprint changes (and the
     stage is redone) when a loss name comes to mean another formula, as ``simlm`` did."""
     from dense_pt.objectives.retrieval import resolve_loss
 
-    return {**sec, "loss_source": resolve_loss(sec["loss"]).source}
+    return {**settings(sec), "loss_source": resolve_loss(sec.loss).source}
 
 
-def retriever_kwargs(sec: dict[str, Any]) -> dict[str, Any]:
-    keys = ("group_size", "tau", "query_max_length", "passage_max_length", "epochs")
-    out = {k: sec[k] for k in keys if k in sec}
-    if "loss" in sec:
-        out["loss"] = sec["loss"]
-    return out
+def retriever_kwargs(sec: Trained) -> dict[str, Any]:
+    keys = ("group_size", "tau", "query_max_length", "passage_max_length", "epochs", "loss")
+    return {k: getattr(sec, k) for k in keys}
 
 
 def train_retriever_stage(
-    ctx: Context, folder: Path, sec: dict[str, Any], init: Path, negatives: Path | None = None,
+    ctx: Ctx, folder: Path, sec: Trained, init: Path, negatives: Path | None = None,
     teacher: Path | None = None, mined: dict | None = None,
 ) -> dict:  # fmt: skip
     """Train a retriever from ``init`` on ``negatives`` (or, distilling, on ``teacher``'s scores),
@@ -167,29 +165,30 @@ def train_retriever_stage(
 
     kw = retriever_kwargs(sec)
     if teacher is not None:
-        kw["alpha"] = sec["alpha"]
-    m = train_retriever(init, store(ctx), data_path(ctx, "queries"), split_file(ctx, "train.qrels"),
-                        folder / "train", negatives=negatives, pooling=ctx.cfg["model"]["pooling"],
+        assert isinstance(sec, DistillTable)  # only the distillation stage has a teacher
+        kw["alpha"] = sec.alpha
+    m = train_retriever(init, store(ctx), ctx.cfg.data.queries, split_file(ctx, "train.qrels"),
+                        folder / "train", negatives=negatives, pooling=ctx.cfg.model.pooling,
                         train=train_config(sec, ctx.seed), restrict_to=train_ids(ctx), teacher_scores=teacher,
                         progress=ctx.progress, **kw)  # fmt: skip
     run = retrieve(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
-                   k_search(ctx.cfg), encode_lengths(sec))  # fmt: skip
+                   k_search(ctx.cfg), sec)  # fmt: skip
     return {"metrics": evaluate(ctx, run), "negatives": mined, "train_steps": m["steps"],
             "train_wall_s": m["wall_s"]}  # fmt: skip
 
 
-def reranker_init(cfg: Config) -> Path | None:
+def reranker_init(cfg: ResolvedPipeline) -> Path | None:
     """The re-ranker's initial checkpoint (None: the pipeline's model), resolved and checked before
     the first stage runs: a missing checkpoint or a vocabulary other than the corpus store's would
     otherwise fail only after hours of R1 and R2."""
     from dense_pt.finetune.checkpoints import resolve_checkpoint
 
-    sec = cfg["reranker"]
-    if not sec["enabled"] or sec["init"] == "model":
+    sec = cfg.reranker
+    if not sec.enabled or sec.init == "model":
         return None
-    path = resolve_checkpoint(str(sec["init"]), None, "[reranker] init")
+    path = resolve_checkpoint(sec.init, None, "[reranker] init")
     if path.is_dir():
-        _check_same_vocabulary(path, Path(cfg["model"]["init"]))
+        _check_same_vocabulary(path, cfg.model.init)
     return path
 
 

@@ -22,25 +22,117 @@ Unknown keys are errors, and so are values out of range (checked before any stag
 
 The tables, their defaults and their checks are the models of ``dense_pt.config.pipeline``; this
 module reads the file, applies the profile and ``--set`` overrides, validates, resolves the paths
-and hands the stages a plain dict (``model_dump``: the stages' fingerprints read it as before).
+and hands the stages a ``ResolvedPipeline``: the validated tables, absolute paths, and ``[pretrain]``
+checked against the method's registry (``ResolvedPretrain``). A stage's fingerprint reads a table
+through ``settings``, which gives the same JSON as the dicts the stages read before.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dense_pt.config.base import ConfigError
-from dense_pt.config.pipeline import PROFILES, STAGE_TABLES, STAGE_TRAIN, PipelineFile, PretrainTable
+from pydantic import BaseModel
+
+from dense_pt.config.base import ConfigError, Model
+from dense_pt.config.options import MethodOptions
+from dense_pt.config.pipeline import (
+    PROFILES,
+    STAGE_TABLES,
+    STAGE_TRAIN,
+    DistillTable,
+    EncodeTable,
+    EvalTable,
+    FusionTable,
+    MineTable,
+    PipelineFile,
+    PmiTable,
+    PretrainTable,
+    RerankerTable,
+    RetrieverTable,
+)
 from dense_pt.config.toml import apply_overrides, read_toml
-from dense_pt.config.train import TrainConfig
+from dense_pt.config.train import TrainConfig, TrainTable
 from dense_pt.errors import InvalidArgumentError
 
-__all__ = ["PROFILES", "apply_overrides", "load_pipeline_config", "pretrain_length_note", "validate_config"]
+if TYPE_CHECKING:
+    from dense_pt.config.defaults.objectives import Profile
+
+__all__ = ["PROFILES", "ResolvedPipeline", "ResolvedPretrain", "apply_overrides", "load_pipeline_config",
+           "pretrain_length_note", "settings", "validate_config"]  # fmt: skip
 
 # Methods whose pre-training masks by the store's importance column: the pipeline builds it (pmi).
 IMPORTANCE_METHODS = frozenset({"cdmae"})
+
+
+def settings(table: BaseModel) -> dict[str, Any]:
+    """A table as a stage's fingerprint and manifest record it: every key, and a ``train`` sub-table
+    with only the keys set (by the file, its profile or the stage's defaults), not every engine key.
+    Byte for byte the dicts the stages read before the config was typed: finished stages stay done."""
+    out = table.model_dump()
+    train = getattr(table, "train", None)
+    if isinstance(train, BaseModel):
+        out["train"] = train.model_dump(exclude_none=True)
+    return out
+
+
+class ResolvedData(Model):
+    """``[data]`` with its paths made absolute (the defaults live on ``DataTable``)."""
+
+    corpus: Path
+    queries: Path
+    qrels: Path
+    dev_qrels: Path | None
+    dev_fraction: float
+    split_seed: int | None
+    max_length: int
+
+
+class ResolvedModel(Model):
+    """``[model]`` with ``init`` resolved (a folder or a config.json)."""
+
+    init: Path
+    pooling: str
+
+
+class ResolvedPretrain(Model):
+    """``[pretrain]`` checked against the method's registry: ``paper`` and ``max_length`` filled in,
+    ``pmi`` present exactly when the method masks by the importance column."""
+
+    method: str
+    paper: str
+    max_length: int
+    options: MethodOptions
+    train: TrainTable
+    pmi: PmiTable | None
+
+    def settings(self) -> dict[str, Any]:
+        """As the pre-training stage's fingerprint reads it (options and train: the keys set)."""
+        return {"method": self.method, "paper": self.paper, "max_length": self.max_length,
+                "options": self.options.model_dump(exclude_none=True),
+                "train": self.train.model_dump(exclude_none=True),
+                "pmi": None if self.pmi is None else self.pmi.model_dump()}  # fmt: skip
+
+
+class ResolvedPipeline(Model):
+    """What every pipeline stage reads: the validated file (after its profile and ``--set``), paths
+    absolute. Built by ``validate_config``; the tables are ``dense_pt.config.pipeline``'s models."""
+
+    out: Path
+    seed: int
+    profile: str
+    data: ResolvedData
+    model: ResolvedModel
+    eval: EvalTable
+    encode: EncodeTable
+    r1: RetrieverTable
+    mine: MineTable
+    r2: RetrieverTable
+    reranker: RerankerTable
+    distill: DistillTable
+    pretrain: ResolvedPretrain | None
+    fusion: FusionTable
 
 
 def resolve_model(value: str, base: Path) -> Path:
@@ -49,7 +141,7 @@ def resolve_model(value: str, base: Path) -> Path:
     return resolve_checkpoint(value, base, "[model] init", must_exist=False)
 
 
-def load_pipeline_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def load_pipeline_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ResolvedPipeline:
     """Read and validate a pipeline TOML; ``overrides`` (``"table.key=VALUE"``) replace or add single
     values first (VALUE in TOML syntax, else taken as a string), so one file serves several runs."""
     path = Path(path)
@@ -81,24 +173,27 @@ def with_profile(raw: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> dict[str, Any]:
+def validate_config(raw: dict[str, Any], base: Path, where: str = "config") -> ResolvedPipeline:
     """The file (after its profile) checked by ``PipelineFile``, then the checks that need the
     pre-training registry and the disk; paths resolved against ``base``."""
     model = PipelineFile.load(with_profile(raw, where), where)
     _check_measures(model.eval.measures, model.eval.rel_level, where)
-    cfg = model.model_dump(exclude={"pretrain"})
     for table in STAGE_TABLES:  # the train tables as set (profile and file), not every engine key
-        cfg[table]["train"] = getattr(model, table).train.model_dump(exclude_none=True)
-        TrainConfig.load({"seed": model.seed, **cfg[table]["train"]}, where, f"{table}.train")
-    for key in ("corpus", "queries", "qrels", "dev_qrels"):
-        if cfg["data"][key] is not None:
-            cfg["data"][key] = _resolve(cfg["data"][key], base)
-    cfg["model"]["init"] = resolve_model(model.model.init, base)
-    cfg["out"] = _resolve(model.out, base)
-    cfg["pretrain"] = (
-        None if model.pretrain is None else _pretrain(model.pretrain, model.data.max_length, where)
-    )
-    return cfg
+        values = getattr(model, table).train.model_dump(exclude_none=True)
+        TrainConfig.load({"seed": model.seed, **values}, where, f"{table}.train")
+    d = model.data
+    data = ResolvedData(
+        corpus=_resolve(d.corpus, base), queries=_resolve(d.queries, base), qrels=_resolve(d.qrels, base),
+        dev_qrels=None if d.dev_qrels is None else _resolve(d.dev_qrels, base), dev_fraction=d.dev_fraction,
+        split_seed=d.split_seed, max_length=d.max_length,
+    )  # fmt: skip
+    pretrain = None if model.pretrain is None else _pretrain(model.pretrain, model.data.max_length, where)
+    return ResolvedPipeline(
+        out=_resolve(model.out, base), seed=model.seed, profile=model.profile, data=data,
+        model=ResolvedModel(init=resolve_model(model.model.init, base), pooling=model.model.pooling),
+        eval=model.eval, encode=model.encode, r1=model.r1, mine=model.mine, r2=model.r2, reranker=model.reranker,
+        distill=model.distill, pretrain=pretrain, fusion=model.fusion,
+    )  # fmt: skip
 
 
 def _check_measures(measures: list[str], rel_level: int, where: str) -> None:
@@ -116,7 +211,7 @@ def _resolve(value: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def _pretrain(sec: PretrainTable, data_max_length: int, where: str) -> dict[str, Any]:
+def _pretrain(sec: PretrainTable, data_max_length: int, where: str) -> ResolvedPretrain:
     """``[pretrain]`` checked against the method's registry now (method, paper, length, options,
     optimiser, warm-up), so a bad value fails before any stage runs."""
     from dense_pt.objectives import check_method, profile
@@ -141,21 +236,18 @@ def _pretrain(sec: PretrainTable, data_max_length: int, where: str) -> dict[str,
         raise ConfigError(
             ("pretrain." if re.match(r"[a-z_.]+: ", msg) else "pretrain: ") + msg, where
         ) from None
-    return {"method": sec.method, "paper": prof.paper, "max_length": max_length,
-            "options": sec.options.model_dump(exclude_none=True),
-            "train": sec.train.model_dump(exclude_none=True), "pmi": pmi}  # fmt: skip
+    return ResolvedPretrain(method=sec.method, paper=prof.paper, max_length=max_length, options=sec.options,
+                            train=sec.train, pmi=pmi)  # fmt: skip
 
 
-def _pmi(sec: PretrainTable) -> dict[str, Any] | None:
-    from dense_pt.config.pipeline import PmiTable
-
+def _pmi(sec: PretrainTable) -> PmiTable | None:
     if sec.pmi is not None and sec.method not in IMPORTANCE_METHODS:
         raise InvalidArgumentError(
             f"pmi is only used by {', '.join(sorted(IMPORTANCE_METHODS))}, not {sec.method}"
         )
     if sec.method not in IMPORTANCE_METHODS:
         return None
-    return (sec.pmi or PmiTable()).model_dump()
+    return sec.pmi or PmiTable()
 
 
 def _pretrain_max_length(given: int | None, declared: int, data_max_length: int) -> int:
@@ -171,18 +263,18 @@ def _pretrain_max_length(given: int | None, declared: int, data_max_length: int)
     return given
 
 
-def pretrain_length_note(pcfg: dict[str, Any], data_max_length: int) -> str:
+def pretrain_length_note(pre: ResolvedPretrain, data_max_length: int) -> str:
     """Where ``[pretrain]``'s max_length came from, for the stage's log and manifest."""
     from dense_pt.objectives import profile
 
-    declared = profile(pcfg["method"], pcfg["paper"]).top["max_length"]
-    n = pcfg["max_length"]
+    declared = profile(pre.method, pre.paper).top["max_length"]
+    n = pre.max_length
     if n == declared.value:
-        return f"max_length {n}: {pcfg['method']}'s declared default ({declared.source})"
+        return f"max_length {n}: {pre.method}'s declared default ({declared.source})"
     if n == data_max_length and n < declared.value:
-        return (f"max_length {n} = [data] max_length, what the store keeps ({pcfg['method']}'s declared "
+        return (f"max_length {n} = [data] max_length, what the store keeps ({pre.method}'s declared "
                 f"default is {declared.value})")  # fmt: skip
-    return f"max_length {n}: set in [pretrain] ({pcfg['method']}'s declared default is {declared.value})"
+    return f"max_length {n}: set in [pretrain] ({pre.method}'s declared default is {declared.value})"
 
 
 def _check_pretrain_options(sec: PretrainTable, paper: str) -> None:
@@ -203,7 +295,7 @@ def _check_pretrain_options(sec: PretrainTable, paper: str) -> None:
             raise InvalidArgumentError(f"options.generator: {exc}") from None
 
 
-def _check_pretrain_train(sec: PretrainTable, prof: Any, where: str) -> None:
+def _check_pretrain_train(sec: PretrainTable, prof: Profile, where: str) -> None:
     """The engine's settings over the profile's, as ``build_config`` merges them; a warm-up longer
     than the run never reaches the peak rate."""
     values = sec.train.model_dump(exclude_none=True)

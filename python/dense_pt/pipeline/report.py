@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dense_pt.fsutil import atomic_file
+
+if TYPE_CHECKING:
+    from dense_pt.pipeline.config import ResolvedPipeline
 
 LABELS = {
     "bm25": "BM25 (bm25s)",
@@ -18,33 +21,34 @@ LABELS = {
 }
 
 
-def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str, Any]) -> Path:
+def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: ResolvedPipeline) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rows = [(name, results[name]) for name in LABELS if name in results and "metrics" in results[name]]
-    measures = list(cfg["eval"]["measures"])
+    measures = list(cfg.eval.measures)
     split = results.get("split", {})
+    data, rr_init = cfg.data, cfg.reranker.init
     lines = [
         "# Pipeline report",
         "",
-        f"Model: `{cfg['model']['init']}`; corpus: `{cfg['data']['corpus']}`; seed {cfg['seed']}.",
+        f"Model: `{cfg.model.init}`; corpus: `{data.corpus}`; seed {cfg.seed}.",
         (
             f"Dev split: {split.get('dev_queries', '?')} of the judged queries (seeded, fraction "
-            f"{cfg['data']['dev_fraction']}); training on the other {split.get('train_queries', '?')}."
+            f"{data.dev_fraction}); training on the other {split.get('train_queries', '?')}."
         )
-        if cfg["data"].get("dev_qrels") is None
+        if data.dev_qrels is None
         else (
-            f"Dev split: the {split.get('dev_queries', '?')} queries of `{cfg['data']['dev_qrels']}`; "
-            f"training on the {split.get('train_queries', '?')} of `{cfg['data']['qrels']}`."
+            f"Dev split: the {split.get('dev_queries', '?')} queries of `{data.dev_qrels}`; "
+            f"training on the {split.get('train_queries', '?')} of `{data.qrels}`."
         ),
         _pretrain_line(results),
         (
-            f"Profile `{cfg['profile']}`; the re-ranker starts from "
-            f"`{'the pipeline model' if cfg['reranker']['init'] == 'model' else cfg['reranker']['init']}`, "
-            f"the distilled retriever from {'the pipeline model' if cfg['distill']['init'] == 'model' else 'R2'}."
+            f"Profile `{cfg.profile}`; the re-ranker starts from "
+            f"`{'the pipeline model' if rr_init == 'model' else rr_init}`, "
+            f"the distilled retriever from {'the pipeline model' if cfg.distill.init == 'model' else 'R2'}."
         ),
         (
-            f"Evaluation (ir-measures): ties ordered by {cfg['eval']['tie_break']}; binary measures count "
-            f"grade >= {cfg['eval']['rel_level']} as relevant; judged dev queries missing from a run count as zero."
+            f"Evaluation (ir-measures): ties ordered by {cfg.eval.tie_break}; binary measures count "
+            f"grade >= {cfg.eval.rel_level} as relevant; judged dev queries missing from a run count as zero."
         ),
         "",
         "| stage | " + " | ".join(measures) + " | wall (s) |",
@@ -71,13 +75,13 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: dict[str
 RUN_FILES = {"reranker": "dev_reranked.trec"}  # every other stage's dev run is its run.trec
 
 
-def _versus_bm25(root: Path, stages: list[str], cfg: dict[str, Any]) -> list[str]:
+def _versus_bm25(root: Path, stages: list[str], cfg: ResolvedPipeline) -> list[str]:
     """Each stage against BM25 per dev query: is the difference more than the split's noise?"""
     from dense_pt.data import load_qrels, load_run
     from dense_pt.evaluation.significance import compare_runs
 
-    ev = cfg["eval"]
-    measure = ev["measures"][0]
+    ev = cfg.eval
+    measure = ev.measures[0]
     base, dev = root / "bm25" / "run.trec", root / "split" / "dev.qrels"
     runs = [(n, root / n / RUN_FILES.get(n, "run.trec")) for n in stages if n != "bm25"]
     runs = [(n, p) for n, p in runs if p.is_file()]
@@ -93,8 +97,8 @@ def _versus_bm25(root: Path, stages: list[str], cfg: dict[str, Any]) -> list[str
         "|---|---:|---:|---:|",
     ]
     for name, path in runs:
-        c = compare_runs(load_run(path), bm25, qrels, [measure], tie_break=ev["tie_break"],
-                         rel_level=ev["rel_level"])[measure]  # fmt: skip
+        c = compare_runs(load_run(path), bm25, qrels, [measure], tie_break=ev.tie_break,
+                         rel_level=ev.rel_level)[measure]  # fmt: skip
         lines.append(
             f"| {LABELS[name]} | {c.delta:+.4f} | [{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {c.p_value:.3g} |"
         )

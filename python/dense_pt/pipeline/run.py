@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import DensePtError
+from dense_pt.pipeline.config import ResolvedPipeline
 from dense_pt.pipeline.runner import Context, Step, format_plan, plan, run_stages
 from dense_pt.pipeline.stages import load_stages
 from dense_pt.pipeline.stages.split import dev_split
@@ -30,12 +31,12 @@ class StopPipeline(DensePtError):
     """Raised after ``stop_after`` (tests simulate an interrupted pipeline with it)."""
 
 
-def planned_stages(cfg: dict[str, Any]) -> tuple[str, ...]:
+def planned_stages(cfg: ResolvedPipeline) -> tuple[str, ...]:
     """The stages ``cfg`` runs, in order (the optional ones only when configured)."""
     return tuple(s.name for s in STAGE_DEFS if s.disabled(cfg) is None)
 
 
-def check_stage(name: str | None, cfg: dict[str, Any] | None = None, option: str = "--until") -> None:
+def check_stage(name: str | None, cfg: ResolvedPipeline | None = None, option: str = "--until") -> None:
     """``name`` (given as ``option``) is a stage that ``cfg`` runs, checked before any work."""
     if name is None:
         return
@@ -48,24 +49,31 @@ def check_stage(name: str | None, cfg: dict[str, Any] | None = None, option: str
         )
 
 
-def check_stop_after(name: str | None, cfg: dict[str, Any] | None = None) -> None:
+def check_stop_after(name: str | None, cfg: ResolvedPipeline | None = None) -> None:
     check_stage(name, cfg, "--stop-after")
 
 
-def _config(config: dict[str, Any] | str | Path) -> dict[str, Any]:
+def _config(config: ResolvedPipeline | str | Path) -> ResolvedPipeline:
+    """A configuration already validated (``validate_config``), or a pipeline file to read."""
     from dense_pt.pipeline.config import load_pipeline_config
 
-    return config if isinstance(config, dict) else load_pipeline_config(config)
+    if isinstance(config, ResolvedPipeline):
+        return config
+    if isinstance(config, str | Path):
+        return load_pipeline_config(config)
+    raise TypeError(
+        f"a pipeline configuration is a file path or validate_config()'s ResolvedPipeline, not {type(config).__name__}"
+    )
 
 
 def _context(
-    cfg: dict[str, Any],
+    cfg: ResolvedPipeline,
     until: str | None,
     only: str | None,
     option: str,
     log: Callable[[str], None],
     progress: bool,
-) -> Context:
+) -> Context[ResolvedPipeline]:
     if until is not None and only is not None:
         raise DensePtError("give one of --until and --only, not both")
     check_stage(until, cfg, option)
@@ -74,8 +82,8 @@ def _context(
 
 
 def plan_pipeline(
-    config: dict[str, Any] | str | Path, until: str | None = None, only: str | None = None
-) -> list[Step]:
+    config: ResolvedPipeline | str | Path, until: str | None = None, only: str | None = None
+) -> list[Step[ResolvedPipeline]]:
     """What ``run_pipeline`` would do, stage by stage, and why (``--dry-run``); writes nothing.
     ``format_plan`` renders it."""
     cfg = _config(config)
@@ -83,7 +91,7 @@ def plan_pipeline(
 
 
 def run_pipeline(
-    config: dict[str, Any] | str | Path,
+    config: ResolvedPipeline | str | Path,
     progress: bool = True,
     stop_after: str | None = None,
     log: Callable[[str], None] | None = None,

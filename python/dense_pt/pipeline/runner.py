@@ -19,18 +19,47 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from dense_pt import __version__
 from dense_pt.errors import DensePtError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 
-Config = dict[str, Any]
 Manifest = dict[str, Any]
 
 
+class EvalSettings(Protocol):
+    @property
+    def measures(self) -> list[str]: ...
+    @property
+    def rel_level(self) -> int: ...
+    @property
+    def tie_break(self) -> str: ...
+
+
+class RunConfig(Protocol):
+    """What the runner itself reads of a configuration: where the stage folders go, the seed (part
+    of every fingerprint) and the evaluation settings (recorded beside every stage's metrics). The
+    pipeline's is ``dense_pt.pipeline.config.ResolvedPipeline``; the stages read the rest of it."""
+
+    @property
+    def out(self) -> Path: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def eval(self) -> EvalSettings: ...
+
+
+C = TypeVar("C", bound=RunConfig)
+
+
+def _enabled(cfg: object) -> str | None:
+    """A stage's default: it runs with every configuration."""
+    return None
+
+
 @dataclass(frozen=True)
-class Stage:
+class Stage(Generic[C]):
     """One pipeline stage, declared in its own module under ``dense_pt.pipeline.stages``.
 
     ``inputs`` and ``params`` make the fingerprint (with the seed and the name): ``inputs`` names
@@ -43,11 +72,11 @@ class Stage:
     reads: tuple[str, ...]  # earlier stages it reads, when they run (checked against ``inputs``)
     config: tuple[str, ...]  # the configuration tables it reads
     outputs: tuple[str, ...]  # files and folders it leaves in its folder for later stages
-    inputs: Callable[[Context], dict[str, Any]]
-    params: Callable[[Context], dict[str, Any]]
-    run: Callable[[Context, Path], Manifest]
+    inputs: Callable[[Context[C]], dict[str, Any]]
+    params: Callable[[Context[C]], dict[str, Any]]
+    run: Callable[[Context[C], Path], Manifest]
     # None when the configuration runs the stage, else the reason it does not
-    disabled: Callable[[Config], str | None] = lambda cfg: None
+    disabled: Callable[[C], str | None] = _enabled
     run_file: str | None = None  # its TREC run, from which its metrics can be recomputed
     card: str | None = None  # the model (relative to ``out``) whose card gets its dev metrics
     tracked: bool = True  # False: no manifest, rewritten every time (the report)
@@ -58,10 +87,10 @@ def fingerprint(obj: Any) -> str:
 
 
 @dataclass
-class Step:
+class Step(Generic[C]):
     """A planned stage: its fingerprint and what the folder on disk says about it."""
 
-    stage: Stage
+    stage: Stage[C]
     inputs: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
@@ -71,24 +100,25 @@ class Step:
     needs: tuple[str, ...] = ()  # the planned stages whose fingerprints feed this one
 
 
-class Context:
-    """What the stages share during one run: the configuration, the plan's fingerprints, the
-    manifests of the stages done so far, and memoised file hashes."""
+class Context(Generic[C]):
+    """What the stages share during one run: the configuration (typed: the pipeline's
+    ``ResolvedPipeline``, or any model with the runner's ``RunConfig`` fields), the plan's
+    fingerprints, the manifests of the stages done so far, and memoised file hashes."""
 
-    def __init__(self, cfg: Config, progress: bool = False, log: Callable[[str], None] = print):
+    def __init__(self, cfg: C, progress: bool = False, log: Callable[[str], None] = print):
         from dense_pt.evaluation.metrics import EVALUATION_VERSION
 
         self.cfg, self.progress, self.log = cfg, progress, log
-        self.out: Path = Path(cfg["out"])
-        self.seed: int = int(cfg["seed"])
+        self.out: Path = Path(cfg.out)
+        self.seed: int = int(cfg.seed)
         self.results: dict[str, Manifest] = {}
         self.fingerprints: dict[str, str] = {}
         self._memo: dict[Any, Any] = {}
-        ev = cfg["eval"]
+        ev = cfg.eval
         # Not part of any stage's fingerprint: other measures or conventions re-evaluate the stages'
         # run files (``refresh_metrics``) instead of redoing their training.
-        self.eval_key = {"measures": list(ev["measures"]), "rel_level": ev["rel_level"],
-                         "tie_break": ev["tie_break"], "version": EVALUATION_VERSION}  # fmt: skip
+        self.eval_key = {"measures": list(ev.measures), "rel_level": ev.rel_level,
+                         "tie_break": ev.tie_break, "version": EVALUATION_VERSION}  # fmt: skip
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """``compute()``, once per run (file and model hashes: several stages read them)."""
@@ -112,11 +142,12 @@ def read_manifest(folder: Path) -> Manifest | None:
 
 
 def plan(
-    ctx: Context, stages: tuple[Stage, ...], until: str | None = None, only: str | None = None
-) -> list[Step]:
+    ctx: Context[C], stages: tuple[Stage[C], ...], until: str | None = None, only: str | None = None
+) -> list[Step[C]]:
     """Every stage with its fingerprint and what a run would do with it (nothing is written).
     ``until``: the stages after it are left for later; ``only``: just that one stage runs."""
-    steps, reached_end = [], False
+    steps: list[Step[C]] = []
+    reached_end = False
     for stage in stages:
         step = Step(stage)
         steps.append(step)
@@ -142,7 +173,7 @@ def _scope(until: str | None, only: str | None) -> str:
     return f"--until {until}" if until is not None else f"--only {only}"
 
 
-def _needs(ctx: Context, step: Step) -> tuple[str, ...]:
+def _needs(ctx: Context[C], step: Step[C]) -> tuple[str, ...]:
     """The planned stages whose fingerprints are among ``step``'s inputs: its real dependencies,
     which must be among the stages it declares it reads."""
     fps = {v: k for k, v in ctx.fingerprints.items() if k != step.stage.name}
@@ -153,7 +184,7 @@ def _needs(ctx: Context, step: Step) -> tuple[str, ...]:
     return needs
 
 
-def _judge(ctx: Context, step: Step) -> None:
+def _judge(ctx: Context[C], step: Step[C]) -> None:
     """What the folder on disk means for this stage: skip, resume, run, or rerun (and why)."""
     if not step.stage.tracked:
         step.action, step.why = "run", "always rewritten from the finished stages"
@@ -169,7 +200,7 @@ def _judge(ctx: Context, step: Step) -> None:
         step.action, step.why = "resume", "interrupted with the same fingerprint"
 
 
-def _changes(ctx: Context, step: Step, old: Manifest) -> list[str]:
+def _changes(ctx: Context[C], step: Step[C], old: Manifest) -> list[str]:
     """What differs from the manifest on disk, named: upstream stages, input files, settings."""
     by_fp = {v: k for k, v in ctx.fingerprints.items()}
     out = []
@@ -185,7 +216,7 @@ def _changes(ctx: Context, step: Step, old: Manifest) -> list[str]:
     return out or ["fingerprint (same inputs and settings, another definition of the stage)"]
 
 
-def execute(ctx: Context, step: Step) -> Manifest:
+def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     """Run (or skip, or resume) one planned stage; its manifest."""
     stage, folder = step.stage, ctx.out / step.stage.name
     if not stage.tracked:
@@ -222,19 +253,19 @@ def execute(ctx: Context, step: Step) -> Manifest:
     return manifest
 
 
-def _card_metrics(ctx: Context, stage: Stage, metrics: dict[str, float]) -> None:
+def _card_metrics(ctx: Context[C], stage: Stage[C], metrics: dict[str, float]) -> None:
     """The stage's dev metrics on the model card of what it trained (zero-shot: of the
     pre-trained encoder, when the pipeline pre-trained one)."""
     from dense_pt.model_card import add_metrics
 
     if stage.card is None:
         return
-    ev = ctx.cfg["eval"]
+    ev = ctx.cfg.eval
     add_metrics(ctx.out / stage.card, {"split": f"pipeline dev split, {stage.name} stage", "values": metrics,
-                "settings": {"tie order": ev["tie_break"], "relevance level": ev["rel_level"]}})  # fmt: skip
+                "settings": {"tie order": ev.tie_break, "relevance level": ev.rel_level}})  # fmt: skip
 
 
-def refresh_metrics(ctx: Context, stage: Stage, folder: Path, manifest: Manifest) -> Manifest:
+def refresh_metrics(ctx: Context[C], stage: Stage[C], folder: Path, manifest: Manifest) -> Manifest:
     """A finished stage's metrics, recomputed from its run file when they were computed with
     other evaluation settings or an older version of the metrics."""
     run_file = folder / (stage.run_file or "-")
@@ -250,7 +281,7 @@ def refresh_metrics(ctx: Context, stage: Stage, folder: Path, manifest: Manifest
     return manifest
 
 
-def check_only(ctx: Context, steps: list[Step], only: str) -> None:
+def check_only(ctx: Context[C], steps: list[Step[C]], only: str) -> None:
     """``--only STAGE`` runs one stage whose inputs are finished: every stage it needs must be
     up to date on disk (their manifests are loaded for it), else one clear error."""
     by_name = {s.stage.name: s for s in steps}
@@ -268,7 +299,7 @@ def check_only(ctx: Context, steps: list[Step], only: str) -> None:
 
 
 def run_stages(
-    ctx: Context, stages: tuple[Stage, ...], until: str | None = None, only: str | None = None
+    ctx: Context[C], stages: tuple[Stage[C], ...], until: str | None = None, only: str | None = None
 ) -> None:
     """Plan, then run every planned stage up to ``until`` (or just ``only``); ``ctx.results``
     holds the manifests."""
@@ -284,7 +315,7 @@ def run_stages(
             break
 
 
-def format_plan(steps: list[Step]) -> str:
+def format_plan(steps: list[Step[Any]]) -> str:
     """The plan as a table: one line per stage, what a run does with it, and why."""
     words = {"run": "run", "rerun": "rerun", "resume": "resume", "skip": "up to date", "off": "disabled"}
     width = max(len(s.stage.name) for s in steps)

@@ -41,6 +41,7 @@ from typing import Any
 
 from dense_pt.config.pipeline import PipelineFile
 from dense_pt.errors import FormatError
+from dense_pt.pipeline.config import ResolvedPipeline
 
 NONE = "none"  # the objective "no pre-training": fine-tune the initial checkpoint as it is
 STUDY_KEYS = ("out", "pipeline", "set", "objectives", "seeds", "split_seed", "until", "pretrain", "options")
@@ -53,7 +54,7 @@ STAGES = ("zeroshot", "r1", "r2", "reranker", "distill", "fusion")
 class Cell:
     objective: str
     seed: int
-    config: dict[str, Any]  # the validated pipeline configuration
+    config: ResolvedPipeline  # the validated pipeline configuration
 
     @property
     def name(self) -> str:
@@ -157,7 +158,7 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
             cells.append(
                 Cell(objective, seed, validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell))
             )
-    measures = list(cells[0].config["eval"]["measures"])
+    measures = list(cells[0].config.eval.measures)
     return StudyConfig(out, list(objectives), list(seeds), cells, measures, until)
 
 
@@ -186,7 +187,7 @@ def run_study(
             cell.config,
             progress=progress,
             until=study.until,
-            log=lambda m, c=cell.name: log(f"  {c} {m}"),
+            log=_indented(log, cell.name),
         )
         if any(s in manifests for s in STAGES):  # else nothing to tabulate yet (``until``)
             cells[cell.name] = _cell_record(cell, manifests)
@@ -194,6 +195,11 @@ def run_study(
     write_study(study, results)
     log(f"[study] report: {study.out / 'report.md'}")
     return results
+
+
+def _indented(log: Callable[[str], None], cell: str) -> Callable[[str], None]:
+    """``log`` for one cell's pipeline lines: indented under the study's, named by the cell."""
+    return lambda m: log(f"  {cell} {m}")
 
 
 def _cell_record(cell: Cell, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -221,7 +227,7 @@ def _with_finished(study: StudyConfig, ran: dict[str, dict[str, Any]]) -> dict[s
     for cell in study.cells:
         if cell.name in out:
             continue
-        folder = Path(cell.config["out"])
+        folder = cell.config.out
         manifests = {}
         for name in ("bm25", "pretrain", *STAGES):
             p = folder / name / "manifest.json"

@@ -6,16 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Config, Context, Stage
+from dense_pt.pipeline.config import ResolvedPipeline
+from dense_pt.pipeline.runner import Stage
 
 
-def disabled(cfg: Config) -> str | None:
-    if not cfg["reranker"]["enabled"]:
+def disabled(cfg: ResolvedPipeline) -> str | None:
+    if not cfg.reranker.enabled:
         return "[reranker] enabled = false"
-    return None if cfg["distill"]["enabled"] else "[distill] enabled = false"
+    return None if cfg.distill.enabled else "[distill] enabled = false"
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {
         "score": ctx.fp("score"),
         "r2": ctx.fp("r2"),
@@ -24,13 +25,13 @@ def inputs(ctx: Context) -> dict:
     }
 
 
-def params(ctx: Context) -> dict:
-    return C.with_loss(ctx.cfg["distill"])
+def params(ctx: C.Ctx) -> dict:
+    return C.with_loss(ctx.cfg.distill)
 
 
-def run(ctx: Context, folder: Path) -> dict:
-    sec = ctx.cfg["distill"]
-    init = ctx.out / "r2" / "train" / "model" if sec["init"] == "r2" else C.base_model(ctx)[0]
+def run(ctx: C.Ctx, folder: Path) -> dict:
+    sec = ctx.cfg.distill
+    init = ctx.out / "r2" / "train" / "model" if sec.init == "r2" else C.base_model(ctx)[0]
     return C.train_retriever_stage(ctx, folder, sec, init, teacher=ctx.out / "score" / "scores.dpneg")
 
 

@@ -7,47 +7,51 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Config, Context, Stage
+from dense_pt.pipeline.config import ResolvedPipeline, settings
+from dense_pt.pipeline.runner import Stage
 
 
-def disabled(cfg: Config) -> str | None:
-    return None if cfg["fusion"]["enabled"] else "[fusion] enabled = false"
+def disabled(cfg: ResolvedPipeline) -> str | None:
+    return None if cfg.fusion.enabled else "[fusion] enabled = false"
 
 
-def _dense(ctx: Context) -> str:
+def _dense(ctx: C.Ctx) -> str:
     """The stage whose run is fused ("auto": distill when it runs, else r2)."""
-    dense = ctx.cfg["fusion"]["dense"]
+    dense = ctx.cfg.fusion.dense
     return dense if dense != "auto" else ("distill" if ctx.planned("distill") else "r2")
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"bm25": ctx.fp("bm25"), "dense": ctx.fp(_dense(ctx)), **C.split_inputs(ctx)}
 
 
-def params(ctx: Context) -> dict:
-    return {**ctx.cfg["fusion"], "dense": _dense(ctx), "k": C.k_eval(ctx.cfg)}
+def params(ctx: C.Ctx) -> dict:
+    return {**settings(ctx.cfg.fusion), "dense": _dense(ctx), "k": C.k_eval(ctx.cfg)}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.data import load_qrels, load_run, write_run
     from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
 
-    fu, ev, dense, k = ctx.cfg["fusion"], ctx.cfg["eval"], _dense(ctx), C.k_eval(ctx.cfg)
+    fu, ev, dense, k = ctx.cfg.fusion, ctx.cfg.eval, _dense(ctx), C.k_eval(ctx.cfg)
     sparse, dense_run = load_run(ctx.out / "bm25" / "run.trec"), load_run(ctx.out / dense / "run.trec")
-    tuning, weight = None, fu["weight"]
-    if weight == "tune":
-        measure = ev["measures"][0]
+    tuning: dict | None = None
+    weight: float
+    if fu.weight == "tune":
+        measure = ev.measures[0]
         weight, table = tune_weight(sparse, dense_run, load_qrels(C.split_file(ctx, "train.qrels")), measure,
-                                    depth=k, tie_break=ev["tie_break"], rel_level=ev["rel_level"])  # fmt: skip
+                                    depth=k, tie_break=ev.tie_break, rel_level=ev.rel_level)  # fmt: skip
         tuning = {"measure": measure, "on": "train split", "table": {str(w): v for w, v in table.items()}}
+    else:
+        weight = fu.weight
     runs = {
         "interpolation": interpolate(sparse, dense_run, weight, k),
-        "rrf": rrf([sparse, dense_run], fu["rrf_k"], k),
+        "rrf": rrf([sparse, dense_run], fu.rrf_k, k),
     }
-    write_run(folder / "run.trec", runs[fu["method"]], tag=f"fused-{fu['method']}")
-    other = {m: C.evaluate(ctx, r) for m, r in runs.items() if m != fu["method"]}
-    return {"metrics": C.evaluate(ctx, runs[fu["method"]]), "dense_stage": dense, "method": fu["method"],
-            "weight": weight, "rrf_k": fu["rrf_k"], "tuning": tuning, "other_methods": other}  # fmt: skip
+    write_run(folder / "run.trec", runs[fu.method], tag=f"fused-{fu.method}")
+    other = {m: C.evaluate(ctx, r) for m, r in runs.items() if m != fu.method}
+    return {"metrics": C.evaluate(ctx, runs[fu.method]), "dense_stage": dense, "method": fu.method,
+            "weight": weight, "rrf_k": fu.rrf_k, "tuning": tuning, "other_methods": other}  # fmt: skip
 
 
 STAGE = Stage(

@@ -6,21 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.config import settings
+from dense_pt.pipeline.runner import Stage
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"r1": ctx.fp("r1")}
 
 
-def params(ctx: Context) -> dict:
-    return ctx.cfg["mine"]
+def params(ctx: C.Ctx) -> dict:
+    return settings(ctx.cfg.mine)
 
 
-def run(ctx: Context, folder: Path) -> dict:
-    m = ctx.cfg["mine"]
+def run(ctx: C.Ctx, folder: Path) -> dict:
+    m = ctx.cfg.mine
     r1 = ctx.out / "r1"
-    stats = C.mine_from(ctx, r1 / "run.trec", folder / "negatives.dpneg", m["depth"], m["num"], r1)
+    stats = C.mine_from(ctx, r1 / "run.trec", folder / "negatives.dpneg", m.depth, m.num, r1)
     return {"negatives": stats}
 
 

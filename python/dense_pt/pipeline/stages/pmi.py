@@ -5,31 +5,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dense_pt.config.pipeline import PmiTable
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Config, Context, Stage
+from dense_pt.pipeline.config import ResolvedPipeline
+from dense_pt.pipeline.runner import Stage
 
 
-def disabled(cfg: Config) -> str | None:
-    if not cfg["pretrain"]:
+def disabled(cfg: ResolvedPipeline) -> str | None:
+    if cfg.pretrain is None:
         return "no [pretrain] table"
-    return "no [pretrain.pmi] table" if cfg["pretrain"].get("pmi") is None else None
+    return "no [pretrain.pmi] table" if cfg.pretrain.pmi is None else None
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"store": ctx.fp("store")}
 
 
-def params(ctx: Context) -> dict:
-    return ctx.cfg["pretrain"]["pmi"]
+def _pmi(ctx: C.Ctx) -> PmiTable:
+    assert ctx.cfg.pretrain is not None and ctx.cfg.pretrain.pmi is not None  # else the stage is off
+    return ctx.cfg.pretrain.pmi
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def params(ctx: C.Ctx) -> dict:
+    return _pmi(ctx).model_dump()
+
+
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.pmi import build, score
 
-    p, store = ctx.cfg["pretrain"]["pmi"], C.store(ctx)
-    built = build(store, folder / "ngrams.pmi", max_n=p["max_n"], min_count=p["min_count"],
-                  memory_gb=p["memory_gb"], spill_dir=folder, progress=None)  # fmt: skip
-    scored = score(store, folder / "ngrams.pmi", window=p["window"], force=True)
+    p, store = _pmi(ctx), C.store(ctx)
+    built = build(store, folder / "ngrams.pmi", max_n=p.max_n, min_count=p.min_count, memory_gb=p.memory_gb,
+                  spill_dir=folder, progress=None)  # fmt: skip
+    scored = score(store, folder / "ngrams.pmi", window=p.window, force=True)
     return {"entries": built["entries"], "totals": built["totals"], "tokens": scored["tokens"],
             "mean_ami": scored["mean"], "seconds": built["seconds"] + scored["seconds"]}  # fmt: skip
 

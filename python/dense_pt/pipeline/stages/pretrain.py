@@ -6,40 +6,47 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Config, Context, Stage
+from dense_pt.pipeline.config import ResolvedPipeline, ResolvedPretrain
+from dense_pt.pipeline.runner import Stage
 
 
-def disabled(cfg: Config) -> str | None:
-    return None if cfg["pretrain"] else "no [pretrain] table"
+def disabled(cfg: ResolvedPipeline) -> str | None:
+    return None if cfg.pretrain is not None else "no [pretrain] table"
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     # with a pmi stage, the store it read is the store plus the importance column
     store_fp = ctx.fp("pmi") if ctx.planned("pmi") else ctx.fp("store")
     return {"store": store_fp, "model": C.init_fingerprint(ctx)}
 
 
-def params(ctx: Context) -> dict:
+def _pretrain(ctx: C.Ctx) -> ResolvedPretrain:
+    assert ctx.cfg.pretrain is not None  # else the stage is off
+    return ctx.cfg.pretrain
+
+
+def params(ctx: C.Ctx) -> dict:
     # the method's own paper is its default: left out of the fingerprint, so stages finished
     # before ``paper`` existed are not redone
     from dense_pt.objectives import DEFAULT_PAPER
 
-    pcfg = ctx.cfg["pretrain"]
-    own = pcfg["paper"] == DEFAULT_PAPER[pcfg["method"]]
-    return {k: v for k, v in pcfg.items() if not (k == "paper" and own)}
+    pre = _pretrain(ctx)
+    own = pre.paper == DEFAULT_PAPER[pre.method]
+    return {k: v for k, v in pre.settings().items() if not (k == "paper" and own)}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.pipeline.config import pretrain_length_note
     from dense_pt.pretrain import build_config, run_pretrain
 
-    pcfg = ctx.cfg["pretrain"]
-    top = {"method": pcfg["method"], "paper": pcfg["paper"], "model": str(C.init_model(ctx)),
-           "corpus": str(C.store(ctx)), "out": str(folder / "run"), "max_length": pcfg["max_length"]}  # fmt: skip
-    length_note = pretrain_length_note(pcfg, ctx.cfg["data"]["max_length"])
+    pre = _pretrain(ctx)
+    top = {"method": pre.method, "paper": pre.paper, "model": str(C.init_model(ctx)),
+           "corpus": str(C.store(ctx)), "out": str(folder / "run"), "max_length": pre.max_length}  # fmt: skip
+    length_note = pretrain_length_note(pre, ctx.cfg.data.max_length)
     ctx.log(f"[pretrain] {length_note}")
-    train = {"seed": ctx.seed, **pcfg["train"]}
-    pc = build_config(None, top=top, options=pcfg["options"], train=train)
+    # the options and engine keys set, which build_config puts over the method's defaults
+    train = {"seed": ctx.seed, **pre.train.model_dump(exclude_none=True)}
+    pc = build_config(None, top=top, options=pre.options.model_dump(exclude_none=True), train=train)
     # resume=True: an interrupted stage continues from its last checkpoint.
     summary = run_pretrain(pc, resume=True, progress=ctx.progress)
     rec = summary.get("final_record") or {}

@@ -5,30 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.config import settings
+from dense_pt.pipeline.runner import Stage
 
 
-def _negatives(ctx: Context) -> dict:
-    return {"depth": ctx.cfg["mine"]["bm25_depth"], "num": ctx.cfg["mine"]["num"]}
+def _negatives(ctx: C.Ctx) -> dict:
+    return {"depth": ctx.cfg.mine.bm25_depth, "num": ctx.cfg.mine.num}
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"model": C.base_model(ctx)[1], "bm25": ctx.fp("bm25"), "store": ctx.fp("store"),
             **C.split_inputs(ctx)}  # fmt: skip
 
 
-def params(ctx: Context) -> dict:
-    return {**C.with_loss(ctx.cfg["r1"]), "negatives": _negatives(ctx), "mine": ctx.cfg["mine"]}
+def params(ctx: C.Ctx) -> dict:
+    return {**C.with_loss(ctx.cfg.r1), "negatives": _negatives(ctx), "mine": settings(ctx.cfg.mine)}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     neg, stats = folder / "negatives.dpneg", None
     if not neg.exists():  # resuming: mined before the interruption
-        n = _negatives(ctx)
-        stats = C.mine_from(ctx, ctx.out / "bm25" / "run.trec", neg, n["depth"], n["num"], None)
-    return C.train_retriever_stage(
-        ctx, folder, ctx.cfg["r1"], C.base_model(ctx)[0], negatives=neg, mined=stats
-    )
+        m = ctx.cfg.mine
+        stats = C.mine_from(ctx, ctx.out / "bm25" / "run.trec", neg, m.bm25_depth, m.num, None)
+    return C.train_retriever_stage(ctx, folder, ctx.cfg.r1, C.base_model(ctx)[0], negatives=neg, mined=stats)
 
 
 STAGE = Stage(

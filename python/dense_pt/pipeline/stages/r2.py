@@ -6,21 +6,21 @@ import shutil
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.runner import Stage
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"model": C.base_model(ctx)[1], "mine": ctx.fp("mine"), **C.split_inputs(ctx)}
 
 
-def params(ctx: Context) -> dict:
-    return C.with_loss(ctx.cfg["r2"])
+def params(ctx: C.Ctx) -> dict:
+    return C.with_loss(ctx.cfg.r2)
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     neg = folder / "negatives.dpneg"
     shutil.copyfile(ctx.out / "mine" / "negatives.dpneg", neg)
-    return C.train_retriever_stage(ctx, folder, ctx.cfg["r2"], C.base_model(ctx)[0], negatives=neg)
+    return C.train_retriever_stage(ctx, folder, ctx.cfg.r2, C.base_model(ctx)[0], negatives=neg)
 
 
 STAGE = Stage(

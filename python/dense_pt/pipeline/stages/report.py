@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline import common as C
+from dense_pt.pipeline.runner import Stage
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.pipeline.report import write_report
 
     write_report(folder, ctx.results, ctx.cfg)

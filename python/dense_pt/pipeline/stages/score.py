@@ -6,30 +6,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Config, Context, Stage
+from dense_pt.pipeline.config import ResolvedPipeline
+from dense_pt.pipeline.runner import Stage
 
 
-def disabled(cfg: Config) -> str | None:
-    return None if cfg["reranker"]["enabled"] else "[reranker] enabled = false"
+def disabled(cfg: ResolvedPipeline) -> str | None:
+    return None if cfg.reranker.enabled else "[reranker] enabled = false"
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"reranker": ctx.fp("reranker")}
 
 
-def params(ctx: Context) -> dict:
-    return {"score_num": ctx.cfg["reranker"]["score_num"]}
+def params(ctx: C.Ctx) -> dict:
+    return {"score_num": ctx.cfg.reranker.score_num}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.finetune.stages import score
     from dense_pt.retrieval.negatives import NegativesTable, read_negatives, write_negatives
 
     reranker = ctx.out / "reranker"
     full = read_negatives(reranker / "negatives.dpneg")
-    n = ctx.cfg["reranker"]["score_num"] or None  # 0: all of them (SimLM scores every mined negative)
+    n = ctx.cfg.reranker.score_num or None  # 0: all of them (SimLM scores every mined negative)
     write_negatives(folder / "to_score.dpneg", NegativesTable({q: rows[:n] for q, rows in full.rows.items()}))
-    m = score(reranker / "train" / "model", C.store(ctx), C.data_path(ctx, "queries"),
+    m = score(reranker / "train" / "model", C.store(ctx), ctx.cfg.data.queries,
               C.split_file(ctx, "train.qrels"), folder / "to_score.dpneg", folder / "scores.dpneg")  # fmt: skip
     return {"pairs": m["pairs"], "meaning": m["meaning"]}
 

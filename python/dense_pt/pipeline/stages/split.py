@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.runner import Stage
 
 
 def dev_split(qids: list[str], fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -31,37 +31,36 @@ def write_qrels(path: Path, qrels: dict[str, dict[str, int]], qids: list[str]) -
                 f.write(f"{q} 0 {d} {r}\n")
 
 
-def _dev_path(ctx: Context) -> Path | None:
-    dev = ctx.cfg["data"]["dev_qrels"]
-    return Path(dev) if dev is not None else None
+def _dev_path(ctx: C.Ctx) -> Path | None:
+    return ctx.cfg.data.dev_qrels
 
 
-def inputs(ctx: Context) -> dict:
-    out = {"qrels": ctx.file_hash(C.data_path(ctx, "qrels"))}
+def inputs(ctx: C.Ctx) -> dict:
+    out = {"qrels": ctx.file_hash(ctx.cfg.data.qrels)}
     dev = _dev_path(ctx)
     if dev is not None:
         out["dev_qrels"] = ctx.file_hash(dev)
     return out
 
 
-def params(ctx: Context) -> dict:
-    data = ctx.cfg["data"]
+def params(ctx: C.Ctx) -> dict:
+    data = ctx.cfg.data
     if _dev_path(ctx) is not None:
         return {"dev": "fixed"}
-    out = {"dev_fraction": data["dev_fraction"]}
-    if data["split_seed"] is not None:  # a study fixes the split across seeds
-        out["split_seed"] = data["split_seed"]
+    out: dict = {"dev_fraction": data.dev_fraction}
+    if data.split_seed is not None:  # a study fixes the split across seeds
+        out["split_seed"] = data.split_seed
     return out
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.data import load_qrels
 
-    data, qrels_path, dev_path = ctx.cfg["data"], C.data_path(ctx, "qrels"), _dev_path(ctx)
+    data, qrels_path, dev_path = ctx.cfg.data, ctx.cfg.data.qrels, _dev_path(ctx)
     qrels = load_qrels(qrels_path)
     if dev_path is None:
-        seed = ctx.seed if data["split_seed"] is None else data["split_seed"]
-        train, dev = dev_split(list(qrels), data["dev_fraction"], seed)
+        seed = ctx.seed if data.split_seed is None else data.split_seed
+        train, dev = dev_split(list(qrels), data.dev_fraction, seed)
     else:  # a fixed dev split (e.g. BEIR's qrels/dev.tsv): train on all of ``qrels``
         dev_judged = load_qrels(dev_path)
         overlap = set(qrels) & set(dev_judged)
@@ -71,7 +70,7 @@ def run(ctx: Context, folder: Path) -> dict:
         qrels = {**qrels, **dev_judged}
     write_qrels(folder / "train.qrels", qrels, train)
     write_qrels(folder / "dev.qrels", qrels, dev)
-    queries = C.data_path(ctx, "queries")
+    queries = ctx.cfg.data.queries
     C.queries_subset(queries, folder / "dev_queries.jsonl", set(dev))
     C.queries_subset(queries, folder / "judged_queries.jsonl", set(qrels))
     return {"train_queries": len(train), "dev_queries": len(dev)}

@@ -7,18 +7,18 @@ from pathlib import Path
 
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.runner import Stage
 
 
-def inputs(ctx: Context) -> dict:
-    return {"corpus": ctx.file_hash(C.data_path(ctx, "corpus")), "model": C.init_fingerprint(ctx)}
+def inputs(ctx: C.Ctx) -> dict:
+    return {"corpus": ctx.file_hash(ctx.cfg.data.corpus), "model": C.init_fingerprint(ctx)}
 
 
-def params(ctx: Context) -> dict:
-    return {"max_length": ctx.cfg["data"]["max_length"], "store_version": 2}
+def params(ctx: C.Ctx) -> dict:
+    return {"max_length": ctx.cfg.data.max_length, "store_version": 2}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.data import corpus_texts
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.data.tokenizer import load_tokenizer
@@ -28,8 +28,8 @@ def run(ctx: Context, folder: Path) -> dict:
     if tok_file is None or not tok_file.exists():
         raise DensePtError(f"{init}: the pipeline needs a model folder with tokenizer.json")
     tok = load_tokenizer(tok_file)  # padding and truncation off (MiniLM's pads to 128)
-    s = build_store_from_texts(folder / "store", corpus_texts(C.data_path(ctx, "corpus")), tok,
-                               max_length=ctx.cfg["data"]["max_length"], force=True)  # fmt: skip
+    s = build_store_from_texts(folder / "store", corpus_texts(ctx.cfg.data.corpus), tok,
+                               max_length=ctx.cfg.data.max_length, force=True)  # fmt: skip
     return {"rows": len(s)}
 
 

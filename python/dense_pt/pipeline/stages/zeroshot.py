@@ -6,20 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.pipeline import common as C
-from dense_pt.pipeline.runner import Context, Stage
+from dense_pt.pipeline.config import settings
+from dense_pt.pipeline.runner import Stage
 
 
-def inputs(ctx: Context) -> dict:
+def inputs(ctx: C.Ctx) -> dict:
     return {"model": C.base_model(ctx)[1], "store": ctx.fp("store"), **C.split_inputs(ctx)}
 
 
-def params(ctx: Context) -> dict:
-    return {**ctx.cfg["encode"], **C.encode_lengths(ctx.cfg["r1"])}
+def params(ctx: C.Ctx) -> dict:
+    return {**settings(ctx.cfg.encode), **C.encode_lengths(ctx.cfg.r1)}
 
 
-def run(ctx: Context, folder: Path) -> dict:
+def run(ctx: C.Ctx, folder: Path) -> dict:
     run = C.retrieve(ctx, C.base_model(ctx)[0], folder, C.split_file(ctx, "dev_queries.jsonl"),
-                     C.k_eval(ctx.cfg), params(ctx))  # fmt: skip
+                     C.k_eval(ctx.cfg), ctx.cfg.r1)  # fmt: skip
     return {"metrics": C.evaluate(ctx, run)}
 
 
