@@ -114,6 +114,11 @@ def test_bad_study_files_are_refused_before_any_work(demo):
         ({"options": "{ simlm = { generator = 'joint' } }"}, "does not run"),
         ({"set": '["r1.group_size=-4"]', "objectives": '["none"]'}, r"r1\.group_size"),
         ({"objectives": '["simlm"]'}, "simlm-seed1.*generator"),  # the pipeline's own check, naming the cell
+        # the study file is a model (config/study.py): unknown keys and wrong types name the dotted key
+        ({"bogus": "1"}, r"bad\.toml: bogus: unknown key"),
+        ({"seeds": '["one"]'}, r"bad\.toml: seeds\.0: "),
+        ({"split_seed": '"13"'}, r"bad\.toml: split_seed: "),
+        ({"options": "{ cdmae = 3 }"}, r"bad\.toml: options.*got 3"),
     ]
     for extra, message in cases:
         path = write_study(demo, "bad", **extra)

@@ -40,12 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.config.pipeline import PipelineFile
+from dense_pt.config.study import NO_PRETRAINING, StudyFile
 from dense_pt.errors import FormatError
 from dense_pt.pipeline.config import ResolvedPipeline
 
-NONE = "none"  # the objective "no pre-training": fine-tune the initial checkpoint as it is
-STUDY_KEYS = ("out", "pipeline", "set", "objectives", "seeds", "split_seed", "until", "pretrain", "options")
-BUDGET_KEYS = ("max_length", "train", "pmi")
+NONE = NO_PRETRAINING
 # Stages whose dev metrics the study tabulates, in pipeline order (BM25 is the same in every cell).
 STAGES = ("zeroshot", "r1", "r2", "reranker", "distill", "fusion")
 
@@ -83,65 +82,30 @@ def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 
 
 def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyConfig:
-    from dense_pt.objectives import check_method
     from dense_pt.pipeline.config import apply_overrides, validate_config
     from dense_pt.training import read_toml
 
-    unknown = set(raw) - set(STUDY_KEYS)
-    if unknown:
-        raise FormatError(f"unknown key(s) {sorted(unknown)} (known: {', '.join(STUDY_KEYS)})", where)
-    for key in ("out", "pipeline", "objectives", "seeds"):
-        if key not in raw:
-            raise FormatError(f"'{key}' is required", where)
-    objectives, seeds = raw["objectives"], raw["seeds"]
-    if not isinstance(objectives, list) or not objectives or len(set(objectives)) != len(objectives):
-        raise FormatError("objectives must be a non-empty list without repeats", where)
-    options = raw.get("options", {})
-    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
-        raise FormatError("[options.<objective>] must be tables", where)
-    methods = {o: str(options.get(o, {}).get("method", o)) for o in objectives}  # a label -> its method
-    for o, method in methods.items():
-        if o != NONE:
-            try:
-                check_method(method)
-            except Exception as exc:  # InvalidArgumentError: name the file and the key
-                raise FormatError(f"objectives: {exc} (or '{NONE}')", where) from None
-    until = raw.get("until")
-    if until is not None:
+    study = StudyFile.load(raw, where)
+    if study.until is not None:
         from dense_pt.pipeline.run import STAGES as PIPELINE_STAGES
 
-        if until not in PIPELINE_STAGES:
+        if study.until not in PIPELINE_STAGES:
             raise FormatError(
-                f"until must be a pipeline stage ({', '.join(PIPELINE_STAGES)}), got {until!r}", where
+                f"until must be a pipeline stage ({', '.join(PIPELINE_STAGES)}), got {study.until!r}", where
             )
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    ):
-        raise FormatError("seeds must be a non-empty list of integers", where)
-    if len(set(seeds)) != len(seeds):
-        raise FormatError("seeds must not repeat", where)
-    budget = raw.get("pretrain", {})
-    if not isinstance(budget, dict) or set(budget) - set(BUDGET_KEYS):
-        raise FormatError(
-            f"[pretrain] takes only {', '.join(BUDGET_KEYS)} (the budget every objective gets)", where
-        )
-    stray = set(options) - set(objectives)
-    if stray:
-        raise FormatError(f"[options] names objectives the study does not run: {sorted(stray)}", where)
-    sets = raw.get("set", [])
-    if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
-        raise FormatError("set must be a list of 'dotted.key=VALUE' strings", where)
-
-    pipeline_path = Path(raw["pipeline"])
+    objectives, seeds, options = study.objectives, study.seeds, study.options
+    budget = study.pretrain.model_dump(exclude_unset=True)  # as written: each cell's [pretrain] checks it
+    sets = study.set
+    pipeline_path = Path(study.pipeline)
     pipeline_path = pipeline_path if pipeline_path.is_absolute() else base / pipeline_path
     pipeline_raw = apply_overrides(read_toml(pipeline_path), sets)
     if pipeline_raw.get("pretrain"):
         raise FormatError(f"{pipeline_path} has a [pretrain] table: the study sets it per objective", where)
-    out = Path(raw["out"])
+    out = Path(study.out)
     out = out if out.is_absolute() else base / out
-    split_seed = raw.get("split_seed", pipeline_raw.get("seed", PipelineFile.model_fields["seed"].default))
+    split_seed = study.split_seed
+    if split_seed is None:
+        split_seed = pipeline_raw.get("seed", PipelineFile.model_fields["seed"].default)
     cells = []
     for objective in objectives:
         for seed in seeds:
@@ -150,7 +114,7 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
             if objective != NONE:
                 opts = {k: v for k, v in options.get(objective, {}).items() if k != "method"}
                 cell_raw["pretrain"] = {
-                    "method": methods[objective],
+                    "method": study.method(objective),
                     **budget,
                     "options": opts,
                 }
@@ -159,7 +123,7 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
                 Cell(objective, seed, validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell))
             )
     measures = list(cells[0].config.eval.measures)
-    return StudyConfig(out, list(objectives), list(seeds), cells, measures, until)
+    return StudyConfig(out, list(objectives), list(seeds), cells, measures, study.until)
 
 
 def run_study(
