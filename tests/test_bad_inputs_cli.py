@@ -152,9 +152,9 @@ CASES = [
         r"search: searching: started.*search: searching: done.*wrote .*run\.trec",
     ),
     # ---- bm25 ---------------------------------------------------------------------------------
-    Case("bm25: -k 0", [*BM25, "-k", "0"], 2, r"Invalid value for '-k'"),
-    Case("bm25: --b 7", [*BM25, "--b", "7"], 2, r"Invalid value for '--b'"),
-    Case("bm25: --k1 -2", [*BM25, "--k1", "-2"], 2, r"Invalid value for '--k1'"),
+    Case("bm25: -k 0", [*BM25, "-k", "0"], 2, r"dense-pt bm25: k: must be >= 1, got 0"),
+    Case("bm25: --b 7", [*BM25, "--b", "7"], 2, r"dense-pt bm25: b: must be <= 1, got 7\.0"),
+    Case("bm25: --k1 -2", [*BM25, "--k1", "-2"], 2, r"dense-pt bm25: k1: must be >= 0, got -2\.0"),
     Case(
         "bm25: a missing queries file, its path printed once",
         ["bm25", "{beir}/corpus.jsonl", "--queries", "{tmp}/nope.jsonl", "-o", "{tmp}/run.trec"],

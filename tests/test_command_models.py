@@ -43,6 +43,12 @@ def _py_train_distill(t: Path) -> None:
     train_distill(t / "m", t / "c", t / "q", t / "r", t / "s", t / "o", alpha=2.0)
 
 
+def _py_bm25(t: Path) -> None:
+    from dense_pt.retrieval.bm25 import bm25_run
+
+    bm25_run(iter(()), {}, k=0)
+
+
 def _py_mine(t: Path) -> None:
     from dense_pt.retrieval.negatives import mine_negatives
 
@@ -87,6 +93,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], list[str], str, Callable[[Pa
      ["--group-size", "1"], "group_size: must be >= 2, got 1", _py_train_reranker),
     ("train distill", lambda t: ["train", "distill", str(t / "m"), *_train_args(t), "--scores", str(t / "s")],
      ["--alpha", "2"], "alpha: must be <= 1, got 2.0", _py_train_distill),
+    ("bm25", lambda t: ["bm25", str(t / "c"), "--queries", str(t / "q"), "-o", str(t / "o")], ["-k", "0"],
+     "k: must be >= 1, got 0", _py_bm25),
     ("mine-negatives", lambda t: ["mine-negatives", str(t / "run"), "--qrels", str(t / "r"), "-o", str(t / "n")],
      ["--depth", "0"], "depth: must be >= 1, got 0", _py_mine),
     ("encode", lambda t: ["encode", str(t / "m"), str(t / "c"), "-o", str(t / "o")], ["--batch-size", "0"],
@@ -192,13 +200,14 @@ def test_every_field_is_an_option():
     from dense_pt.config.expand import ExpandSettings
     from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
     from dense_pt.config.pmi import PmiCounts
-    from dense_pt.config.retrieval import EncodeSettings, MineCommand, SearchSettings
+    from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
 
     for args, models in [
         (["train", "retriever"], (RetrieverCommand, TrainConfig)),
         (["train", "reranker"], (RerankerCommand, TrainConfig)),
         (["train", "distill"], (DistillCommand, TrainConfig)),
         (["mine-negatives"], (MineCommand,)),
+        (["bm25"], (BM25Settings,)),
         (["encode"], (EncodeSettings,)),
         (["search"], (SearchSettings,)),
         (["pmi", "build"], (PmiCounts,)),

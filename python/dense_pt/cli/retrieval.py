@@ -16,29 +16,28 @@ from dense_pt.cli.options import (
     split,
     with_model_options,
 )
-from dense_pt.config.retrieval import EncodeSettings, MineCommand, SearchSettings
+from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
 
 
-@app.command()
 def bm25(
     corpus: Path = typer.Argument(..., help="BEIR corpus.jsonl ({_id, title, text})."),
     queries: Path = typer.Option(..., help="Queries: BEIR jsonl or 'qid<TAB>text'."),
     out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
-    k: int = typer.Option(1000, "-k", "--k", min=1, help="Hits per query."),
-    k1: float = typer.Option(
-        0.9, min=0.0, help="Term-frequency saturation: 0 counts a term once, larger lets repeats count more."
-    ),
-    b: float = typer.Option(
-        0.4, min=0.0, max=1.0, help="Length normalisation: 0 none, 1 full (scores scaled by passage length)."
-    ),
-    stem: bool = typer.Option(True, help="English Snowball stemming (PyStemmer), if installed."),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """BM25 (bm25s, Lucene variant) over a corpus: a TREC run."""
     from dense_pt import logs
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
 
-    run_bm25(corpus, queries, out, k=k, k1=k1, b=b, stem=stem)
+    s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
+    run_bm25(corpus, queries, out, **s.model_dump())
     logs.status(f"wrote {out}")
+
+
+BM25 = [("top", BM25Settings)]
+app.command()(with_model_options(bm25, model_options(BM25, flags={"k": ["-k"]})))
 
 
 def encode(

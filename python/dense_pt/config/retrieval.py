@@ -19,6 +19,8 @@ Pooling = Literal["auto", "cls", "mean"]
 ENCODE_BATCH_SIZE = 64  # sequences per forward pass
 SHARD_SIZE = 100_000  # rows per embedding shard
 K = 1000  # hits per query
+# BM25's k1 and b: Anserini's defaults (Lin et al., the BEIR and MS MARCO baselines), not bm25s's 1.5 / 0.75
+BM25_K1, BM25_B = 0.9, 0.4
 
 
 class MineSettings(Model):
@@ -93,6 +95,26 @@ class EncodeSettings(Model):
     shard_size: int = Field(SHARD_SIZE, ge=1, description="Rows per shard file.")
     dtype: Dtype = Field("float16", description="float16 | float32.")
     device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
+
+
+class BM25Settings(Model):
+    """``dense-pt bm25`` and the pipeline's bm25 stage: bm25s's Lucene variant."""
+
+    k: int = Field(K, ge=1, description="Hits per query.")
+    k1: float = Field(
+        BM25_K1,
+        ge=0,
+        allow_inf_nan=False,
+        description="Term-frequency saturation: 0 counts a term once, larger lets repeats count more.",
+    )
+    b: float = Field(
+        BM25_B,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Length normalisation: 0 none, 1 full (scores scaled by passage length).",
+    )
+    stem: bool = Field(True, description="English Snowball stemming (PyStemmer), if installed.")
 
 
 class SearchSettings(Model):

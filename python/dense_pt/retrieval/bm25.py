@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from dense_pt.config.retrieval import BM25Settings
 from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.progress import Progress
 
 
-def check_params(k: int, k1: float, b: float) -> None:
-    """BM25's parameters as the formula needs them: k >= 1 hits, k1 >= 0 (term-frequency
-    saturation), 0 <= b <= 1 (length normalisation)."""
-    if not (isinstance(k, int) and k >= 1):
-        raise InvalidArgumentError(f"k (-k) must be at least 1, got {k}")
-    if not (math.isfinite(k1) and k1 >= 0):
-        raise InvalidArgumentError(f"k1 (--k1) must be a number >= 0, got {k1}")
-    if not (math.isfinite(b) and 0 <= b <= 1):
-        raise InvalidArgumentError(f"b (--b) must be between 0 and 1, got {b}")
-
-
 def bm25_run(
     corpus: Iterable[tuple[str, str]],
     queries: dict[str, str],
-    k: int = 1000,
-    k1: float = 0.9,
-    b: float = 0.4,
     method: str = "lucene",
     stopwords: str | None = "en",
-    stem: bool = True,
+    **settings: Any,
 ) -> dict[str, dict[str, float]]:
-    """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}``."""
+    """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}``; ``settings``
+    are ``BM25Settings``' fields (``k``, ``k1``, ``b``, ``stem``: defaults and checks there)."""
     import bm25s
 
-    check_params(k, k1, b)
+    s = BM25Settings(**settings)
+    k, k1, b, stem = s.k, s.k1, s.b, s.stem
     progress = Progress("bm25", "passages")
     progress.update("reading", 0)
     try:
@@ -76,9 +65,10 @@ def bm25_run(
     return run
 
 
-def bm25(corpus_path: str | Path, queries_path: str | Path, out: str | Path, k: int = 1000, **kw) -> Path:
+def bm25(corpus_path: str | Path, queries_path: str | Path, out: str | Path, **settings: Any) -> Path:
+    """``bm25_run`` over a corpus file and a queries file, written as a TREC run to ``out``."""
     from dense_pt.data.readers import corpus_texts, load_queries
 
-    run = bm25_run(corpus_texts(corpus_path), load_queries(queries_path), k=k, **kw)
+    run = bm25_run(corpus_texts(corpus_path), load_queries(queries_path), **settings)
     write_run(out, run, tag="bm25s")
     return Path(out)
