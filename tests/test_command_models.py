@@ -85,6 +85,12 @@ def _py_expand(t: Path) -> None:
     expand(t / "c", t / "o", "m", num_queries=0)
 
 
+def _py_evaluate(t: Path) -> None:
+    from dense_pt.evaluation import evaluate_run
+
+    evaluate_run({"q": {"d": 1.0}}, {"q": {"d": 1}}, rel_level=0)
+
+
 # command, its required arguments, a bad option, the message both refusals share, the Python call
 CASES: list[tuple[str, Callable[[Path], list[str]], list[str], str, Callable[[Path], None]]] = [
     ("train retriever", lambda t: ["train", "retriever", str(t / "m"), *_train_args(t)], ["--group-size", "0"],
@@ -107,6 +113,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], list[str], str, Callable[[Pa
      ["--batch-size", "0"], "batch_size: must be >= 1, got 0", _py_corpus),
     ("expand", lambda t: ["expand", "--model", "m", "--corpus", str(t / "c"), "-o", str(t / "o")],
      ["--num-queries", "0"], "num_queries: must be >= 1, got 0", _py_expand),
+    ("evaluate", lambda t: ["evaluate", str(t / "run"), "--qrels", str(t / "r")], ["--rel-level", "0"],
+     "rel_level: must be >= 1, got 0", _py_evaluate),
 ]  # fmt: skip
 IDS = [c[0] for c in CASES]
 
@@ -197,6 +205,7 @@ def test_every_field_is_an_option():
     """No setting of a converted command is left without its option."""
     from dense_pt.config import TrainConfig
     from dense_pt.config.corpus import CorpusSettings
+    from dense_pt.config.evaluation import EvalSettings
     from dense_pt.config.expand import ExpandSettings
     from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
     from dense_pt.config.pmi import PmiCounts
@@ -213,6 +222,7 @@ def test_every_field_is_an_option():
         (["pmi", "build"], (PmiCounts,)),
         (["corpus", "build"], (CorpusSettings,)),
         (["expand"], (ExpandSettings,)),
+        (["evaluate"], (EvalSettings,)),
     ]:
         text = _help(args)
         for model in models:
@@ -232,6 +242,9 @@ def test_the_pipeline_tables_are_the_commands_models():
     assert issubclass(P.RetrieverTable, RetrieverSettings) and issubclass(P.DistillTable, DistillSettings)
     assert issubclass(P.RerankerTable, RerankerSettings) and issubclass(P.MineTable, MineSettings)
     assert P.PmiTable is PmiSettings
+    from dense_pt.config.evaluation import EvalMeasures, EvalSettings
+
+    assert issubclass(P.EvalTable, EvalMeasures) and issubclass(EvalSettings, EvalMeasures)
 
 
 def test_pmi_defaults_are_written_once():

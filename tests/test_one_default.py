@@ -47,6 +47,7 @@ HOME: dict[float | int, str] = {
     0.7: "config/expand.py",  # LLM sampling temperature
     0.95: "config/expand.py",  # LLM nucleus top_p
     100_000: "config/retrieval.py",  # rows per embedding shard
+    10_000: "config/evaluation.py",  # bootstrap and randomization resamples
 }
 
 # (value, module): the same number written for another reason
@@ -71,6 +72,7 @@ SAME_NUMBER: dict[tuple[float | int, str], str] = {
     (32, "pmi/table.py"): "1 << 32: the u32 vocabulary limit",
     (32, "training/trainer.py"): "2**32: numpy's seed range",
     (0.95, "evaluation/significance.py"): "the confidence of an interval, not top_p",
+    (10_000, PAPERS): "SEED-Encoder's warm-up steps, not the evaluation's resamples",
 }
 
 

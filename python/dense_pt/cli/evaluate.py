@@ -9,30 +9,21 @@ from typing import Any
 import typer
 
 from dense_pt.cli import app
+from dense_pt.cli.options import (
+    config_option,
+    load_settings,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.config.evaluation import EvalSettings
 
 
-@app.command()
 def evaluate(
     run: Path = typer.Argument(..., help="TREC run file (qid Q0 docid rank score tag)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels: TREC 'qid 0 docid rel' or BEIR tsv."),
-    metrics: list[str] = typer.Option(
-        None,
-        "--metrics",
-        "-m",
-        help="ir-measures names, repeatable or comma-separated: -m nDCG@10,RR@10 -m R@100.",
-    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (measures + settings)."),
-    tie_break: str = typer.Option(
-        "docno", help="Order of equal scores: 'docno' (trec_eval) or 'score-only' (run-file order)."
-    ),
-    rel_level: int = typer.Option(
-        1,
-        help="Lowest grade counted as relevant by binary measures (RR, R@k, P@k, AP), as trec_eval -l. "
-        "TREC DL (graded 0-3): 2. nDCG uses the grades as they are.",
-    ),
-    drop_self_hits: bool = typer.Option(
-        False, "--drop-self-hits", help="Drop hits whose docid equals the query id (BEIR's habit)."
-    ),
     answers: Path | None = typer.Option(
         None, help="JSONL {_id, answers}: also report answer-string recall@k (needs --corpus)."
     ),
@@ -42,46 +33,35 @@ def evaluate(
         help="A second run to compare with, per judged query: the difference of each measure, its paired "
         "bootstrap interval and the paired randomization test's p-value.",
     ),
-    resamples: int = typer.Option(10_000, min=1, help="Resamples of the bootstrap and randomization test."),
+    config: Path | None = config_option(),
+    set_: list[str] = set_option(),
+    **values: Any,
 ) -> None:
     """Compute MRR@10, nDCG@10, R@k ... (ir-measures) and optionally answer recall@k."""
     from dense_pt.data import corpus_texts, load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.evaluation import (
-        DEFAULT_MEASURES,
-        answer_recall,
-        evaluate_run,
-        read_answers,
-    )
+    from dense_pt.evaluation import answer_recall, evaluate_run, read_answers
 
+    s = load_settings(EvalSettings, config, set_, split(values, EVAL), "dense-pt evaluate")
+    conventions = s.model_dump(include={"tie_break", "drop_self_hits", "rel_level"})
+    if answers is not None and corpus is None:
+        raise InvalidArgumentError("--answers needs --corpus for the passage texts")
     r = load_run(run)
-    result = evaluate_run(
-        r,
-        load_qrels(qrels),
-        measures=metrics or list(DEFAULT_MEASURES),
-        tie_break=tie_break,
-        drop_self_hits=drop_self_hits,
-        rel_level=rel_level,
-    )
-    if answers is not None:
-        if corpus is None:
-            raise InvalidArgumentError("--answers needs --corpus for the passage texts")
+    result = evaluate_run(r, load_qrels(qrels), measures=s.measures, **conventions)
+    if answers is not None and corpus is not None:
         result.measures.update(answer_recall(r, dict(corpus_texts(corpus)), read_answers(answers)))
     comparison = None
     if baseline is not None:
         from dense_pt.evaluation.significance import compare_runs
 
         comparison = compare_runs(
-            r,
-            load_run(baseline),
-            load_qrels(qrels),
-            metrics or list(DEFAULT_MEASURES),
-            resamples=resamples,
-            tie_break=tie_break,
-            drop_self_hits=drop_self_hits,
-            rel_level=rel_level,
+            r, load_run(baseline), load_qrels(qrels), s.measures, resamples=s.resamples, **conventions
         )
     _print_result(result, comparison, as_json)
+
+
+EVAL = [("top", EvalSettings)]
+app.command()(with_model_options(evaluate, model_options(EVAL, flags={"measures": ["--metrics", "-m"]})))
 
 
 def _print_result(result: Any, comparison: dict[str, Any] | None, as_json: bool) -> None:

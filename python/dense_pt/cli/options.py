@@ -38,9 +38,12 @@ def set_option(help: str = SET_HELP) -> Any:
 
 def cli_type(annotation: Any) -> type:
     """The click type of a model field: its non-None member; a choice (Literal) is a string and a
-    count-or-fraction (warm-up, epochs) a float, the model checking both."""
+    count-or-fraction (warm-up, epochs) a float, the model checking both; a list is a repeatable
+    option."""
     if typing.get_origin(annotation) is typing.Literal:
         return str
+    if typing.get_origin(annotation) is list:
+        return annotation
     args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     first = typing.get_origin(args[0]) or args[0]
     if first is typing.Literal:

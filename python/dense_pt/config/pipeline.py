@@ -15,13 +15,12 @@ from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import (
-    DEFAULT_TIE_BREAK,
     FUSION_METHODS,
     PRETRAIN_METHODS,
     RRF_K,
-    TIE_BREAKS,
 )
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.config.evaluation import PIPELINE_MEASURES, EvalMeasures
 from dense_pt.config.finetune import DistillSettings, Number, RerankerSettings, RetrieverSettings
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pmi import PmiSettings as PmiTable
@@ -49,20 +48,12 @@ class ModelTable(Model):
     pooling: str = "auto"
 
 
-class EvalTable(Model):
-    k: int = Field(100, ge=1)
-    measures: list[str] = Field(default_factory=lambda: ["nDCG@10", "R@100", "RR@10"])
-    rel_level: int = 1
-    tie_break: str = DEFAULT_TIE_BREAK
+class EvalTable(EvalMeasures):
+    """``[eval]``: ``dense-pt evaluate``'s measures, level and tie-break, the report's own default
+    measures, and the depth of each evaluated run."""
 
-    @model_validator(mode="after")
-    def check_known(self) -> EvalTable:
-        # the measure names are ir-measures' (not a config's list): dense_pt.pipeline.config checks them
-        if self.rel_level < 1:
-            raise ValueError(f"rel_level must be an integer >= 1, got {self.rel_level!r}")
-        if self.tie_break not in TIE_BREAKS:
-            raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
-        return self
+    k: int = Field(100, ge=1)
+    measures: list[str] = Field(default_factory=lambda: list(PIPELINE_MEASURES))
 
 
 def _refuse_moved(data: Any, moved: dict[str, str]) -> Any:

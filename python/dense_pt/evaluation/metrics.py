@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.config.evaluation import DEFAULT_MEASURES, DEFAULT_REL_LEVEL, EvalMeasures, EvalSettings
 from dense_pt.data.judgements import rank_hits
 from dense_pt.errors import InvalidArgumentError, MismatchError
 
-DEFAULT_MEASURES = ("nDCG@10", "RR@10", "R@10", "R@100", "R@1000", "AP")
-DEFAULT_REL_LEVEL = 1
 # Bumped whenever the numbers of a given setting change (2: RR@k cut at k, judged queries missing
 # from the run count as zero). Recorded in ``settings`` so stored metrics can be recomputed.
 EVALUATION_VERSION = 2
@@ -91,8 +90,7 @@ def parse_measures(names: Sequence[str], rel_level: int = DEFAULT_REL_LEVEL) -> 
     carries ``rel=rel_level`` when it is a binary measure that does not set its own level."""
     import ir_measures
 
-    if isinstance(rel_level, bool) or not isinstance(rel_level, int) or rel_level < 1:
-        raise InvalidArgumentError(f"rel_level must be an integer >= 1, got {rel_level!r}")
+    EvalMeasures(rel_level=rel_level)  # its check (ConfigError: "rel_level: must be >= 1, got 0")
     out: list[tuple[str, Any]] = []
     for name in split_measures(names):
         try:
@@ -124,8 +122,7 @@ def prepare_run(
     drop_self_hits: bool = False,
 ) -> tuple[dict[str, list[str]], int]:
     """Each query's passage ids in rank order under the chosen conventions, and the dropped-hit count."""
-    if tie_break not in TIE_BREAKS:
-        raise InvalidArgumentError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    EvalMeasures(tie_break=tie_break)
     out: dict[str, list[str]] = {}
     dropped = 0
     for qid, hits in run.items():
@@ -150,8 +147,11 @@ def evaluate_run(
     rel_level: int = DEFAULT_REL_LEVEL,
     per_query: bool = False,
 ) -> Evaluation:
-    """Mean of each measure over the judged queries (see the module docstring)."""
-    parsed = parse_measures(measures, rel_level)
+    """Mean of each measure over the judged queries (see the module docstring); the settings are
+    ``EvalSettings``' fields, checked there."""
+    names = [measures] if isinstance(measures, str) else list(measures)
+    EvalSettings(measures=names, tie_break=tie_break, drop_self_hits=drop_self_hits, rel_level=rel_level)
+    parsed = parse_measures(names, rel_level)
     ranked, dropped = prepare_run(run, tie_break, drop_self_hits)
     judged = list(qrels)
     if not any(q in ranked for q in judged):

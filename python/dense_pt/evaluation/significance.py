@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from dense_pt.config.evaluation import DEFAULT_RESAMPLES, EvalSettings
 from dense_pt.errors import InvalidArgumentError
 
 EXACT_MAX_QUERIES = 16
-DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
 
 __all__ = [
@@ -147,8 +147,12 @@ def compare_runs(
     **conventions: Any,
 ) -> dict[str, PairedComparison]:
     """Each measure of ``run`` against ``baseline`` on every judged query (missing ones count as
-    zero on either side, as in ``evaluate_run``, whose ``conventions`` keywords are passed on)."""
+    zero on either side, as in ``evaluate_run``, whose ``conventions`` keywords are passed on);
+    ``resamples`` and the conventions are ``EvalSettings``' fields, checked there first."""
     from dense_pt.evaluation.metrics import evaluate_run
+
+    names = [measures] if isinstance(measures, str) else list(measures)
+    EvalSettings(measures=names, resamples=resamples, **conventions)
 
     mine = evaluate_run(run, qrels, measures, per_query=True, **conventions).per_query
     theirs = evaluate_run(baseline, qrels, measures, per_query=True, **conventions).per_query
