@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two entry points of the README, on a fresh machine with a Rust toolchain and Python 3.11:
 #   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train] + the dev group, run `dense-pt demo`
-#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test and pytest
+#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test, pytest,
+#                              # and the fast tests again with every lower bound pinned (scripts/min-versions.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,11 @@ run_tests() {
     "$VENV/bin/python" -m mypy.stubtest dense_pt._native
     "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest -q "$@"
+    # The lower bounds of pyproject.toml, tested: a second venv with each bound pinned, the fast
+    # tests again (scripts/min-versions.sh; ~7 min, most of it pytest). MINV=0 skips it locally.
+    if [ "${MINV:-1}" != 0 ]; then
+        bash scripts/min-versions.sh -q
+    fi
 }
 
 cmd=${1:-}

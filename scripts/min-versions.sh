@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The minimum-versions job (issue 13 item 7): a fresh venv with every lower bound of pyproject.toml
 # pinned (`pkg==bound`), dense-pt installed editable on top, then the fast tests (-m "not slow").
-# Not part of `scripts/dev.sh test`: it downloads old wheels.
+# The last step of `scripts/dev.sh test` (what CI runs); MINV=0 there skips it.
 #   bash scripts/min-versions.sh [pytest args...]
 # MINV_VENV (default .venv-min) is the venv; MINV_PIN_TORCH=1 pins torch to its bound too (off by
 # default: a torch wheel is hundreds of MB, so the newest cached torch is used and said so).
