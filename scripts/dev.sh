@@ -36,7 +36,7 @@ run_tests() {
     # The lower bounds of pyproject.toml, tested: a second venv with each bound pinned, the fast
     # tests again (scripts/min-versions.sh; ~7 min, most of it pytest). MINV=0 skips it locally.
     if [ "${MINV:-1}" != 0 ]; then
-        bash scripts/min-versions.sh -q
+        bash scripts/min-versions.sh
     fi
 }
 
