@@ -49,6 +49,12 @@ def _py_bm25(t: Path) -> None:
     bm25_run(iter(()), {}, k=0)
 
 
+def _py_fuse(t: Path) -> None:
+    from dense_pt.retrieval.fusion import fuse_files
+
+    fuse_files(t / "a", t / "b", t / "o", k=0)
+
+
 def _py_mine(t: Path) -> None:
     from dense_pt.retrieval.negatives import mine_negatives
 
@@ -101,6 +107,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], list[str], str, Callable[[Pa
      ["--alpha", "2"], "alpha: must be <= 1, got 2.0", _py_train_distill),
     ("bm25", lambda t: ["bm25", str(t / "c"), "--queries", str(t / "q"), "-o", str(t / "o")], ["-k", "0"],
      "k: must be >= 1, got 0", _py_bm25),
+    ("fuse", lambda t: ["fuse", str(t / "a"), str(t / "b"), "-o", str(t / "o")], ["-k", "0"],
+     "k: must be >= 1, got 0", _py_fuse),
     ("mine-negatives", lambda t: ["mine-negatives", str(t / "run"), "--qrels", str(t / "r"), "-o", str(t / "n")],
      ["--depth", "0"], "depth: must be >= 1, got 0", _py_mine),
     ("encode", lambda t: ["encode", str(t / "m"), str(t / "c"), "-o", str(t / "o")], ["--batch-size", "0"],
@@ -212,6 +220,7 @@ def test_every_field_is_an_option():
     from dense_pt.config.evaluation import EvalSettings
     from dense_pt.config.expand import ExpandSettings
     from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
+    from dense_pt.config.fusion import FuseSettings
     from dense_pt.config.pmi import PmiCounts
     from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
 
@@ -221,6 +230,7 @@ def test_every_field_is_an_option():
         (["train", "distill"], (DistillCommand, TrainConfig)),
         (["mine-negatives"], (MineCommand,)),
         (["bm25"], (BM25Settings,)),
+        (["fuse"], (FuseSettings,)),
         (["encode"], (EncodeSettings,)),
         (["search"], (SearchSettings,)),
         (["pmi", "build"], (PmiCounts,)),
@@ -246,6 +256,9 @@ def test_the_pipeline_tables_are_the_commands_models():
     assert issubclass(P.RetrieverTable, RetrieverSettings) and issubclass(P.DistillTable, DistillSettings)
     assert issubclass(P.RerankerTable, RerankerSettings) and issubclass(P.MineTable, MineSettings)
     assert P.PmiTable is PmiSettings
+    from dense_pt.config.fusion import FuseSettings, FusionMethod
+
+    assert issubclass(P.FusionTable, FusionMethod) and issubclass(FuseSettings, FusionMethod)
     from dense_pt.config.evaluation import EvalMeasures, EvalSettings
 
     assert issubclass(P.EvalTable, EvalMeasures) and issubclass(EvalSettings, EvalMeasures)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from dense_pt.cli import app
+from dense_pt.cli import app, exit_code
 from dense_pt.data import load_run, write_run
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
@@ -153,3 +153,12 @@ def test_cli_fuse(tmp_path):
     assert info["method"] == "interpolation" and 0 <= info["weight"] <= 1
     r = runner.invoke(app, [*base, "--weight", "0.4", "--tune-qrels", str(qrels)])
     assert r.exit_code != 0 and "exactly one" in str(r.exception)
+    r = runner.invoke(app, [*base, "--method", "rrf", "--weight", "0.4"])
+    assert (
+        exit_code(r.exception) == 2
+        and str(r.exception) == "dense-pt fuse: weight is for method interpolation, not rrf"
+    )
+    r = runner.invoke(app, [*base, "--method", "borda"])
+    assert exit_code(r.exception) == 2 and str(r.exception).startswith(
+        "dense-pt fuse: method: must be one of"
+    )

@@ -14,14 +14,11 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import (
-    FUSION_METHODS,
-    PRETRAIN_METHODS,
-    RRF_K,
-)
+from dense_pt.config.choices import PRETRAIN_METHODS
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.evaluation import PIPELINE_MEASURES, EvalMeasures
 from dense_pt.config.finetune import DistillSettings, Number, RerankerSettings, RetrieverSettings
+from dense_pt.config.fusion import FusionMethod
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pmi import PmiSettings as PmiTable
 from dense_pt.config.pretrain import MIN_LENGTH
@@ -132,21 +129,17 @@ class DistillTable(DistillSettings):
     train: TrainTable = _train(FT.DISTILL_TRAIN)
 
 
-class FusionTable(Model):
+class FusionTable(FusionMethod):
     """``[fusion]``: BM25 + a dense run after the last dense stage (off by default: not part of the
     papers' pipeline). dense "auto": distill when it runs, else r2; weight "tune": chosen on the
-    training queries (dev stays unseen)."""
+    training queries (dev stays unseen). ``method`` and ``rrf_k`` are ``dense-pt fuse``'s."""
 
     enabled: bool = False
     dense: Literal["auto", "r1", "r2", "distill"] = "auto"
-    method: str = "interpolation"
     weight: Literal["tune"] | float = Field("tune", union_mode="left_to_right")
-    rrf_k: int = Field(RRF_K, ge=0)
 
     @model_validator(mode="after")
-    def check_choices(self) -> FusionTable:
-        if self.method not in FUSION_METHODS:
-            raise ValueError(f"method must be one of {', '.join(FUSION_METHODS)}, got {self.method!r}")
+    def check_weight(self) -> FusionTable:
         if self.weight != "tune" and not 0 <= float(self.weight) <= 1:
             raise ValueError(f"weight must be 'tune' or a number in [0, 1], got {self.weight!r}")
         return self

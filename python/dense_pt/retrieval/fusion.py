@@ -14,8 +14,11 @@ Runs are ``{qid: {docid: score}}``; the fused run holds each query's top ``depth
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, RRF_K
+from dense_pt.config.fusion import TUNE_MEASURE, FuseSettings
 from dense_pt.data.judgements import rank_hits
 from dense_pt.errors import InvalidArgumentError
 
@@ -69,7 +72,7 @@ def tune_weight(
     sparse: Run,
     dense: Run,
     qrels: Mapping[str, Mapping[str, int]],
-    measure: str = "nDCG@10",
+    measure: str = TUNE_MEASURE,
     weights: Sequence[float] = WEIGHT_GRID,
     depth: int | None = None,
     **eval_kw,
@@ -95,3 +98,38 @@ def tune_weight(
         table[w] = evaluate_run(fused, judged, [measure], **eval_kw).measures[measure]
     best = max(table, key=lambda w: (table[w], -w))
     return best, table
+
+
+def fuse_files(
+    sparse: str | Path,
+    dense: str | Path,
+    out: str | Path,
+    tune_qrels: str | Path | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """``dense-pt fuse``: two TREC runs fused into ``out``; ``settings`` are ``FuseSettings``' fields
+    (method, weight, tune_measure, rrf_k, k). Interpolation needs exactly one of ``weight`` and
+    ``tune_qrels`` (qrels of queries to choose the weight on, not the ones reported). Returns what
+    was done: the method, and the weight (with the tuning's measure and value) or RRF's k."""
+    from dense_pt.data import load_qrels, load_run, write_run
+
+    s = FuseSettings(**settings)
+    if s.method == "rrf" and tune_qrels is not None:
+        raise InvalidArgumentError("--tune-qrels is for --method interpolation")
+    if s.method == "interpolation" and (s.weight is None) == (tune_qrels is None):
+        raise InvalidArgumentError("interpolation needs exactly one of --weight W or --tune-qrels QRELS")
+    a, b = load_run(sparse), load_run(dense)
+    info: dict[str, Any] = {"method": s.method}
+    if s.method == "rrf":
+        fused = rrf([a, b], s.rrf_k, s.k)
+        info["rrf_k"] = s.rrf_k
+    else:
+        weight = s.weight
+        if weight is None and tune_qrels is not None:
+            weight, table = tune_weight(a, b, load_qrels(tune_qrels), s.tune_measure)
+            info["tuned_on"] = {"qrels": str(tune_qrels), "measure": s.tune_measure, "value": table[weight]}
+        assert weight is not None  # given, or tuned just above
+        fused = interpolate(a, b, weight, s.k)
+        info["weight"] = weight
+    write_run(out, fused, tag=f"fused-{s.method}")
+    return info
