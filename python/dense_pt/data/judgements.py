@@ -6,7 +6,9 @@ Qrels formats (auto-detected from the first line; ``format=`` overrides):
 - ``beir``: ``query-id<TAB>corpus-id<TAB>score`` with that header line (a headerless 3-column tsv is
   read the same way).
 
-Runs: the TREC run format ``qid Q0 pid rank score tag`` (6 whitespace-separated columns).
+Runs: the TREC run format ``qid Q0 pid rank score tag`` (6 whitespace-separated columns) or an
+Arrow run; ``dense_pt.data.runs`` holds both formats and the chunked reader and writer the stages
+use; ``read_run`` / ``load_run`` / ``write_run`` here are built on it.
 
 Judgements naming an id that is not among ``query_ids`` / ``corpus_ids`` (when given) are kept and
 counted; at the end a ``DataWarning`` reports the count. With ``strict=True`` the first such line is a
@@ -160,10 +162,25 @@ def load_qrels(
 
 
 def read_run(path: str | Path, max_record_bytes: int | None = None) -> Iterator[RunEntry]:
-    """Stream a TREC run file ``qid Q0 pid rank score tag``. Errors: wrong column count, a
+    """Stream a run entry by entry: a TREC run file ``qid Q0 pid rank score tag``, or an Arrow run
+    (``dense_pt.data.runs``; each entry carries the run's tag). Errors: wrong column count, a
     non-integer rank, a score that is not a finite number, a passage listed twice for one query
-    (reported when the stream ends; 8 bytes per line are kept, so 7M-line runs stream too)."""
+    (reported when the stream ends; 8 bytes per line are kept, so 7M-line runs stream too). Stages
+    read runs in query chunks instead (``dense_pt.data.runs.read_run_chunks``)."""
+    from dense_pt.data.runs import RunReader
+
     path = Path(path)
+    reader = RunReader(path, max_record_bytes)
+    if reader.format == "arrow":
+        tag = reader.tag
+        for chunk in reader.chunks():
+            qids, docs = chunk.qids.to_pylist(), chunk.docids.to_pylist()
+            rows = zip(
+                chunk.query_of_row.tolist(), docs, chunk.ranks.tolist(), chunk.scores.tolist(), strict=True
+            )
+            for qi, pid, rank, score in rows:
+                yield RunEntry(qids[qi], pid, rank, score, tag)
+        return
     pairs = UniqueIds()
     for _, e in _run_entries(path, max_record_bytes):
         pairs.add(e.qid + "\0" + e.pid)
@@ -202,10 +219,13 @@ def _run_entries(path: Path, max_record_bytes: int | None = None) -> Iterator[tu
 
 
 def load_run(path: str | Path, max_record_bytes: int | None = None) -> dict[str, dict[str, float]]:
-    """A run as ``{qid: {pid: score}}``."""
+    """A run (TREC or Arrow) as ``{qid: {pid: score}}``, each query's hits in the file's order.
+    For small runs: a stage streams ``dense_pt.data.runs.read_run_chunks`` instead."""
+    from dense_pt.data.runs import read_run_chunks
+
     out: dict[str, dict[str, float]] = {}
-    for e in read_run(path, max_record_bytes):
-        out.setdefault(e.qid, {})[e.pid] = e.score
+    for chunk in read_run_chunks(path, max_record_bytes=max_record_bytes):
+        out.update(chunk.to_dict())
     return out
 
 
@@ -229,27 +249,45 @@ def format_score(score: float) -> str:
 def write_run(
     path: str | Path, run: Mapping[str, Mapping[str, float]] | Iterable[RunEntry], tag: str = "dense-pt"
 ) -> int:
-    """Write a TREC run atomically. A ``{qid: {pid: score}}`` mapping is ranked by ``rank_hits``
-    (descending score, ties by passage id descending as the evaluation's default), so the rank
-    column is the order the evaluation uses and the file does not depend on dict order. Scores are
-    written exactly (``format_score``). Returns the line count."""
+    """Write a run atomically, TREC text or Arrow by the name (``dense_pt.data.runs.run_format``).
+    A ``{qid: {pid: score}}`` mapping is ranked by ``rank_hits``' rule (descending score, ties by
+    passage id descending as the evaluation's default), so the rank column is the order the
+    evaluation uses and the file does not depend on dict order; scores are kept exactly
+    (``format_score`` in text). ``RunEntry`` items are written as given (ranks and tags
+    included), to a TREC file only. Returns the line (row) count."""
+    from dense_pt.data.runs import CHUNK_ROWS, RunWriter, run_format
+
     if any(c.isspace() for c in tag) or not tag:
         raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
+    if isinstance(run, Mapping):
+        with RunWriter(path, tag=tag) as w:
+            qids: list[str] = []
+            offsets = [0]
+            docids: list[str] = []
+            scores: list[float] = []
+            for qid, hits in run.items():
+                qids.append(qid)
+                docids.extend(hits)
+                scores.extend(hits.values())
+                offsets.append(len(docids))
+                if len(docids) >= CHUNK_ROWS:
+                    w.write(qids, offsets, docids, scores)
+                    qids, offsets, docids, scores = [], [0], [], []
+            if qids:
+                w.write(qids, offsets, docids, scores)
+        return w.rows
+    if run_format(path, write=True) != "trec":
+        raise InvalidArgumentError(
+            f"{path}: RunEntry items carry their own ranks and tags, which only a TREC run holds; write "
+            "them to a .trec file, or write a {qid: {pid: score}} mapping"
+        )
     n = 0
-
-    def line(qid: str, pid: str, rank: int, score: float, tag: str) -> str:
-        if not math.isfinite(score):  # read_run refuses it: never write it
-            raise InvalidArgumentError(f"{path}: score of passage {pid!r} for query {qid!r} is {score}")
-        return f"{qid} Q0 {pid} {rank} {format_score(score)} {tag}\n"
-
     with atomic_file(path, "w", encoding="utf-8") as f:
-        if isinstance(run, Mapping):
-            for qid in run:
-                for rank, (pid, score) in enumerate(rank_hits(run[qid]), start=1):
-                    f.write(line(qid, pid, rank, score, tag))
-                    n += 1
-        else:
-            for e in run:
-                f.write(line(e.qid, e.pid, e.rank, e.score, e.tag))
-                n += 1
+        for e in run:
+            if not math.isfinite(e.score):  # read_run refuses it: never write it
+                raise InvalidArgumentError(
+                    f"{path}: score of passage {e.pid!r} for query {e.qid!r} is {e.score}"
+                )
+            f.write(f"{e.qid} Q0 {e.pid} {e.rank} {format_score(e.score)} {e.tag}\n")
+            n += 1
     return n
