@@ -255,26 +255,14 @@ def write_run(
     evaluation uses and the file does not depend on dict order; scores are kept exactly
     (``format_score`` in text). ``RunEntry`` items are written as given (ranks and tags
     included), to a TREC file only. Returns the line (row) count."""
-    from dense_pt.data.runs import CHUNK_ROWS, RunWriter, run_format
+    from dense_pt.data.runs import RunWriter, chunks_of_mapping, run_format
 
     if any(c.isspace() for c in tag) or not tag:
         raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
     if isinstance(run, Mapping):
         with RunWriter(path, tag=tag) as w:
-            qids: list[str] = []
-            offsets = [0]
-            docids: list[str] = []
-            scores: list[float] = []
-            for qid, hits in run.items():
-                qids.append(qid)
-                docids.extend(hits)
-                scores.extend(hits.values())
-                offsets.append(len(docids))
-                if len(docids) >= CHUNK_ROWS:
-                    w.write(qids, offsets, docids, scores)
-                    qids, offsets, docids, scores = [], [0], [], []
-            if qids:
-                w.write(qids, offsets, docids, scores)
+            for c in chunks_of_mapping(run):
+                w.write(c.qids, c.offsets, c.docids, c.scores)
         return w.rows
     if run_format(path, write=True) != "trec":
         raise InvalidArgumentError(

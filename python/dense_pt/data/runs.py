@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -514,6 +514,48 @@ def read_run_chunks(path: str | Path, chunk_rows: int = CHUNK_ROWS,
                     max_record_bytes: int | None = None) -> Iterator[RunChunk]:  # fmt: skip
     """``RunReader(path).chunks(chunk_rows)``: a run in chunks of whole queries."""
     return RunReader(path, max_record_bytes).chunks(chunk_rows)
+
+
+def chunks_of_mapping(
+    run: Mapping[str, Mapping[str, float]], chunk_rows: int = CHUNK_ROWS
+) -> Iterator[RunChunk]:
+    """A ``{qid: {docid: score}}`` run as chunks, in its order (ranks: the position in each
+    query's mapping). A query without hits stays, with no rows."""
+    qids: list[str] = []
+    offsets = [0]
+    docids: list[str] = []
+    scores: list[float] = []
+
+    def chunk() -> RunChunk:
+        off = np.asarray(offsets, dtype=np.int64)
+        counts = np.diff(off)
+        ranks = np.arange(int(off[-1]), dtype=np.int64) - np.repeat(off[:-1], counts) + 1
+        return RunChunk(pa.array(qids, pa.utf8()), off, pa.array(docids, pa.utf8()),
+                        np.asarray(scores, dtype=np.float64), ranks)  # fmt: skip
+
+    for qid, hits in run.items():
+        qids.append(qid)
+        docids.extend(hits)
+        scores.extend(float(s) for s in hits.values())
+        offsets.append(len(docids))
+        if len(docids) >= chunk_rows:
+            yield chunk()
+            qids, offsets, docids, scores = [], [0], [], []
+    if qids:
+        yield chunk()
+
+
+RunSource: TypeAlias = str | Path | Mapping[str, Mapping[str, float]] | Iterable[RunChunk]
+
+
+def run_chunks(run: RunSource, chunk_rows: int = CHUNK_ROWS) -> Iterator[RunChunk]:
+    """Chunks of a run given as a file (either format), a ``{qid: {docid: score}}`` mapping, or
+    chunks already: what every stage that reads a run accepts."""
+    if isinstance(run, str | Path):
+        return read_run_chunks(run, chunk_rows)
+    if isinstance(run, Mapping):
+        return chunks_of_mapping(run, chunk_rows)
+    return iter(run)
 
 
 def convert_run(src: str | Path, out: str | Path, tag: str | None = None) -> dict[str, Any]:

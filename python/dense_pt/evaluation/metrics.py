@@ -24,14 +24,17 @@ pytrec_eval would be the uncut reciprocal rank). The provider of each measure is
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
 from dense_pt.config.evaluation import DEFAULT_MEASURES, DEFAULT_REL_LEVEL, EvalMeasures, EvalSettings
-from dense_pt.data.judgements import rank_hits
+from dense_pt.data.runs import RunChunk, RunSource, rank_order, run_chunks
 from dense_pt.errors import InvalidArgumentError, MismatchError
 
 # Bumped whenever the numbers of a given setting change (2: RR@k cut at k, judged queries missing
@@ -116,8 +119,21 @@ def _provider(measure: Any) -> Any:
     raise InvalidArgumentError(f"no installed ir-measures provider computes {measure}")
 
 
+def _ranked_chunk(chunk: RunChunk, tie_break: str) -> tuple[list[str], np.ndarray, list[str]]:
+    """The chunk's query ids, offsets, and its passage ids in rank order under ``tie_break``
+    (``rank_hits``' rule, vectorised over the chunk)."""
+    bad = np.flatnonzero(~np.isfinite(chunk.scores))
+    qids = chunk.qids.to_pylist()
+    if len(bad):
+        r = int(bad[0])
+        q = qids[int(np.searchsorted(chunk.offsets, r, side="right")) - 1]
+        raise InvalidArgumentError(f"query {q!r}: score of {chunk.docids[r].as_py()!r} is {chunk.scores[r]}")
+    order = rank_order(chunk.query_of_row, chunk.scores, chunk.docids, tie_break)
+    return qids, chunk.offsets, chunk.docids.take(pa.array(order)).to_pylist()
+
+
 def prepare_run(
-    run: Mapping[str, Mapping[str, float]],
+    run: RunSource,
     tie_break: str = DEFAULT_TIE_BREAK,
     drop_self_hits: bool = False,
 ) -> tuple[dict[str, list[str]], int]:
@@ -125,21 +141,40 @@ def prepare_run(
     EvalMeasures(tie_break=tie_break)
     out: dict[str, list[str]] = {}
     dropped = 0
-    for qid, hits in run.items():
-        for d, s in hits.items():
-            if not math.isfinite(s):
-                raise InvalidArgumentError(f"query {qid!r}: score of {d!r} is {s}")
-        ranked = [d for d, _ in rank_hits(hits, tie_break)]
-        if drop_self_hits:
-            kept = [d for d in ranked if d != qid]
-            dropped += len(ranked) - len(kept)
-            ranked = kept
-        out[qid] = ranked
+    for chunk in run_chunks(run):
+        qids, offsets, docs = _ranked_chunk(chunk, tie_break)
+        for i, qid in enumerate(qids):
+            ranked = docs[offsets[i] : offsets[i + 1]]
+            if drop_self_hits:
+                kept = [d for d in ranked if d != qid]
+                dropped += len(ranked) - len(kept)
+                ranked = kept
+            out[qid] = ranked
     return out, dropped
 
 
+class _Overlap:
+    """Is any passage of the run judged for any of its judged queries (the "qrels for another
+    corpus" check), in memory bounded by the judgements: the run's passages that some judgement
+    names are kept, and compared at the end with the passages judged for the queries that had hits."""
+
+    def __init__(self, qrels: Mapping[str, Mapping[str, int]]):
+        self.judged = pa.array(sorted({d for ds in qrels.values() for d in ds}), pa.utf8())
+        self.candidates: set[str] = set()
+        self.any_hit = False
+
+    def add(self, docs: list[str]) -> None:
+        if docs:
+            self.any_hit = True
+            hit = pc.is_in(pa.array(docs, pa.utf8()), value_set=self.judged).to_numpy(zero_copy_only=False)
+            self.candidates.update(d for d, h in zip(docs, hit, strict=True) if h)
+
+    def none(self, qrels: Mapping[str, Mapping[str, int]], with_hits: list[str]) -> bool:
+        return self.any_hit and not any(d in self.candidates for q in with_hits for d in qrels[q])
+
+
 def evaluate_run(
-    run: Mapping[str, Mapping[str, float]],
+    run: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
     measures: Sequence[str] = DEFAULT_MEASURES,
     tie_break: str = DEFAULT_TIE_BREAK,
@@ -148,51 +183,90 @@ def evaluate_run(
     per_query: bool = False,
 ) -> Evaluation:
     """Mean of each measure over the judged queries (see the module docstring); the settings are
-    ``EvalSettings``' fields, checked there."""
+    ``EvalSettings``' fields, checked there. ``run``: a run file (TREC or Arrow), a
+    ``{qid: {pid: score}}`` mapping, or ``RunChunk`` s; files and chunks are evaluated a chunk of
+    queries at a time, so memory is bounded by a chunk and the judgements."""
     names = [measures] if isinstance(measures, str) else list(measures)
     EvalSettings(measures=names, tie_break=tie_break, drop_self_hits=drop_self_hits, rel_level=rel_level)
     parsed = parse_measures(names, rel_level)
-    ranked, dropped = prepare_run(run, tie_break, drop_self_hits)
-    judged = list(qrels)
-    if not any(q in ranked for q in judged):
-        raise MismatchError(
-            "the run and the qrels share no query id (is the qrels file for another collection?)"
-        )
-    with_hits = [q for q in judged if ranked.get(q) and qrels[q]]
-    run_docs = {d for q in with_hits for d in ranked[q]}
-    qrel_docs = {d for q in with_hits for d in qrels[q]}
-    if run_docs and not (run_docs & qrel_docs) and len(with_hits) >= 5:
-        raise MismatchError(
-            "no document of the run is judged for any of its queries (is the qrels file for another corpus?)"
-        )
-    # Strictly decreasing surrogate scores: the rank order above is the only order a provider sees.
-    surrogate = {q: {d: float(len(ranked[q]) - i) for i, d in enumerate(ranked[q])} for q in with_hits}
-    sub_qrels = {q: {d: int(r) for d, r in qrels[q].items()} for q in with_hits}
+    labels = [label for label, _ in parsed]
     by_provider: dict[Any, list[tuple[str, Any]]] = {}
     for label, m in parsed:
         by_provider.setdefault(_provider(m), []).append((label, m))
+    providers = {label: p.NAME for p, pairs in by_provider.items() for label, _ in pairs}
+    judged = list(qrels)
+    row_of = {q: i for i, q in enumerate(judged)}
     # Every judged query starts at zero: missing from the run, or no hits, is a zero.
-    pq: dict[str, dict[str, float]] = {q: {label: 0.0 for label, _ in parsed} for q in judged}
-    providers: dict[str, str] = {}
-    for provider, pairs in by_provider.items():
-        label_of = {m: label for label, m in pairs}
-        for label, _ in pairs:
-            providers[label] = provider.NAME
-        if not with_hits:
-            continue
-        for metric in provider.iter_calc([m for _, m in pairs], sub_qrels, surrogate):
-            if metric.query_id in sub_qrels:
-                pq[metric.query_id][label_of[metric.measure]] = float(metric.value)
-    values = {label: sum(pq[q][label] for q in judged) / len(judged) for label, _ in parsed}
+    values = np.zeros((len(judged), len(parsed)))
+    in_run = np.zeros(len(judged), dtype=bool)
+    ranked_any = np.zeros(len(judged), dtype=bool)  # in the run with hits left after dropping
+    with_hits: list[str] = []
+    overlap = _Overlap(qrels)
+    dropped = unjudged = 0
+    for chunk in run_chunks(run):
+        qids, offsets, docs = _ranked_chunk(chunk, tie_break)
+        surrogate: dict[str, dict[str, float]] = {}
+        for i, q in enumerate(qids):
+            ranked = docs[offsets[i] : offsets[i + 1]]
+            if drop_self_hits:
+                kept = [d for d in ranked if d != q]
+                dropped += len(ranked) - len(kept)
+                ranked = kept
+            if q not in row_of:
+                unjudged += 1
+                continue
+            in_run[row_of[q]] = True
+            ranked_any[row_of[q]] = bool(ranked)
+            if ranked and qrels[q]:
+                with_hits.append(q)
+                overlap.add(ranked)
+                # Strictly decreasing surrogate scores: the rank order is the only order a provider sees.
+                surrogate[q] = {d: float(len(ranked) - j) for j, d in enumerate(ranked)}
+        _score_chunk(by_provider, surrogate, qrels, values, row_of, labels)
+    if not in_run.any():
+        raise MismatchError(
+            "the run and the qrels share no query id (is the qrels file for another collection?)"
+        )
+    if len(with_hits) >= 5 and overlap.none(qrels, with_hits):
+        raise MismatchError(
+            "no document of the run is judged for any of its queries (is the qrels file for another corpus?)"
+        )
+    # Python's left-to-right sum over the judged queries, as before: the same float to the bit.
+    means = {label: sum(values[:, j].tolist()) / len(judged) for j, label in enumerate(labels)}
     settings = {
         "tie_break": tie_break,
         "rel_level": rel_level,
         "drop_self_hits": drop_self_hits,
         "dropped_self_hits": dropped,
         "queries_evaluated": len(judged),
-        "judged_queries_without_results": sum(1 for q in judged if not ranked.get(q)),
-        "run_queries_without_judgements": sum(1 for q in ranked if q not in qrels),
+        "judged_queries_without_results": int(len(judged) - ranked_any.sum()),
+        "run_queries_without_judgements": unjudged,
         "providers": providers,
         "version": EVALUATION_VERSION,
     }
-    return Evaluation(values, settings, pq if per_query else None)
+    pq = (
+        {q: dict(zip(labels, values[i].tolist(), strict=True)) for i, q in enumerate(judged)}
+        if per_query
+        else None
+    )
+    return Evaluation(means, settings, pq)
+
+
+def _score_chunk(
+    by_provider: dict[Any, list[tuple[str, Any]]],
+    surrogate: dict[str, dict[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    values: np.ndarray,
+    row_of: dict[str, int],
+    labels: list[str],
+) -> None:
+    """Each provider's measures of the chunk's queries with hits, into ``values``."""
+    if not surrogate:
+        return
+    sub_qrels = {q: {d: int(r) for d, r in qrels[q].items()} for q in surrogate}
+    col = {label: j for j, label in enumerate(labels)}
+    for provider, pairs in by_provider.items():
+        label_of = {m: label for label, m in pairs}
+        for metric in provider.iter_calc([m for _, m in pairs], sub_qrels, surrogate):
+            if metric.query_id in sub_qrels:
+                values[row_of[metric.query_id], col[label_of[metric.measure]]] = float(metric.value)
