@@ -23,8 +23,10 @@ __all__ = [
     "mask_span_crop",
     "merge_ngrams",
     "negatives_read",
+    "negatives_read_buffers",
     "negatives_to_text",
     "negatives_write",
+    "negatives_write_buffers",
     "peak_rss_bytes",
     "temp_owner_tag",
 ]
@@ -229,3 +231,24 @@ def negatives_read(
     npt.NDArray[np.float32] | None,
 ]: ...
 def negatives_to_text(path: str) -> str: ...
+def negatives_write_buffers(
+    path: str,
+    query_offsets: npt.NDArray[np.int64],
+    query_bytes: npt.NDArray[np.uint8],
+    passage_offsets: npt.NDArray[np.int64],
+    passage_bytes: npt.NDArray[np.uint8],
+    offsets: npt.NDArray[np.uint64],
+    negatives: npt.NDArray[np.uint32],
+    scores: npt.NDArray[np.float32] | None = None,
+) -> None: ...
+def negatives_read_buffers(
+    path: str,
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.float32] | None,
+]: ...

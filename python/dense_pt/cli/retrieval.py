@@ -80,7 +80,7 @@ app.command()(with_model_options(search, model_options(SEARCH, flags={"k": ["-k"
 
 
 def mine_negatives(
-    run: Path = typer.Argument(..., help="TREC run to mine from (BM25 or dense)."),
+    run: Path = typer.Argument(..., help="Run to mine from (BM25 or dense; Arrow or TREC text)."),
     qrels: Path = typer.Option(..., help="Judgements; every positive is excluded by id."),
     out: Path = typer.Option(
         ..., "--out", "-o", help="Negatives file (.dpneg); a manifest is written beside it."
@@ -100,19 +100,17 @@ def mine_negatives(
     """Mine hard negatives from a run, excluding judged positives. With a margin, a positive that
     the run does not contain is scored from --query-embeddings / --passage-embeddings."""
     from dense_pt import logs
-    from dense_pt.data import load_qrels, load_run
+    from dense_pt.data import load_qrels
     from dense_pt.errors import InvalidArgumentError
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
-    params = load_settings(
-        MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives"
-    ).model_dump()
+    settings = load_settings(MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives")
     known = None
     if corpus is not None:
         from dense_pt.data.store import CorpusStore
 
-        known = set(CorpusStore.open(corpus).ids.to_pylist())
+        known = CorpusStore.open(corpus).ids  # an Arrow array: no Python string per passage
     if (query_embeddings is None) != (passage_embeddings is None):
         raise InvalidArgumentError("give both --query-embeddings and --passage-embeddings, or neither")
     scorer = None
@@ -121,16 +119,16 @@ def mine_negatives(
 
         scorer = PairScorer.open(query_embeddings, passage_embeddings)
     with Progress("mine-negatives", "queries") as progress:
-        progress.update("reading the run", 0)
-        run_map, qrels_map = load_run(run), load_qrels(qrels)
-        progress.update("mining", 0, len(run_map))
-        table = neg.mine_negatives(run_map, qrels_map, known_ids=known, scorer=scorer, **params)
-        progress.update("mining", len(run_map), len(run_map))
-    neg.write_negatives(out, table)
-    neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, params, table.stats)
+        progress.update("reading the judgements", 0)
+        qrels_map = load_qrels(qrels)
+        progress.update("mining", 0)
+        mined = neg.mine(run, qrels_map, settings, known_ids=known, scorer=scorer,
+                         on_chunk=lambda n: progress.update("mining", n))  # fmt: skip
+    neg.write_negatives(out, mined)
+    neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, settings.model_dump(), mined.stats)
     if text is not None:
         neg.export_text(out, text)
-    logs.status(mining_summary(out, table.stats))
+    logs.status(mining_summary(out, mined.stats))
 
 
 MINE = [("top", MineCommand)]

@@ -116,8 +116,9 @@ def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: 
     """Negatives from a run. ``dense``: the stage folder holding the run's embeddings; the
     [mine] filters apply to dense runs only (a margin in cosine units means nothing for BM25
     scores), and positives missing from the run are scored from those embeddings."""
-    from dense_pt.data import load_qrels, load_run
-    from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.config.retrieval import MineCommand
+    from dense_pt.data import load_qrels
+    from dense_pt.retrieval.negatives import mine, write_negatives
     from dense_pt.retrieval.search import PairScorer
 
     m = ctx.cfg.mine
@@ -127,11 +128,11 @@ def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: 
         filters = {k: getattr(m, k) for k in MINE_FILTERS}
         if m.absolute_margin is not None or m.relative_margin is not None:
             scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
-    table = mine_negatives(load_run(run_path), load_qrels(split_file(ctx, "train.qrels")), depth=depth, num=num,
-                           skip_top=m.skip_top, pool=m.pool, sampling=m.sampling, seed=ctx.seed,
-                           scorer=scorer, **filters)  # fmt: skip
-    write_negatives(out, table)
-    return table.stats
+    settings = MineCommand(depth=depth, num=num, skip_top=m.skip_top, pool=m.pool, sampling=m.sampling,
+                           seed=ctx.seed, **filters)  # fmt: skip
+    mined = mine(run_path, load_qrels(split_file(ctx, "train.qrels")), settings, scorer=scorer)
+    write_negatives(out, mined)
+    return mined.stats
 
 
 # --- training ----------------------------------------------------------------------------------

@@ -30,28 +30,29 @@ skip the filter.
 
 from __future__ import annotations
 
-import hashlib
-import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dense_pt import __version__
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS  # noqa: F401  (the miner's choices, re-exported)
 from dense_pt.config.defaults import finetune as FT
-from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.config.retrieval import MineCommand
+from dense_pt.data.runs import RunSource, run_chunks
+from dense_pt.errors import MismatchError
 from dense_pt.fsutil import sha256_file, write_json_atomic
-
-# (query id, passage id) pairs -> their scores, NaN for a pair it cannot score.
-Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float] | np.ndarray]
+from dense_pt.retrieval.miner import MinedNegatives, Miner, Scorer, mined_query_ids
 
 
 @dataclass
 class NegativesTable:
-    """Negatives of each query: ``rows[qid] = [(pid, score), ...]`` in rank order."""
+    """Negatives of each query: ``rows[qid] = [(pid, score), ...]`` in rank order (Python objects:
+    for small tables; mining and training at scale use ``MinedNegatives``, the same in CSR arrays)."""
 
     rows: dict[str, list[tuple[str, float]]]
     stats: dict[str, Any] = field(default_factory=dict)
@@ -60,51 +61,8 @@ class NegativesTable:
         return [p for p, _ in self.rows.get(qid, [])]
 
 
-def _query_rng(seed: int, qid: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}\x00{qid}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
-def _positive_reference(
-    run: Mapping[str, Mapping[str, float]],
-    positives: Mapping[str, set[str]],
-    positive_scores: Mapping[str, Mapping[str, float]] | None,
-    scorer: Scorer | None,
-    known_ids: Collection[str] | None,
-) -> dict[str, float | None]:
-    """s+ of every mined query: the lowest score among its positives (None: none can be scored)."""
-    given = positive_scores or {}
-    scores: dict[str, list[float]] = {}
-    missing: list[tuple[str, str]] = []
-    for q, pos in positives.items():
-        hits = run[q]
-        mine = scores.setdefault(q, [])
-        for d in sorted(pos):
-            if d in given.get(q, {}):
-                mine.append(float(given[q][d]))
-            elif d in hits:
-                mine.append(float(hits[d]))
-            elif known_ids is None or d in known_ids:
-                missing.append((q, d))
-    if missing:
-        if scorer is None:
-            q, d = missing[0]
-            raise InvalidArgumentError(
-                f"query {q!r}: positive {d!r} is not in the run ({len(missing)} such positives), so the margin "
-                "has no positive score to compare with: give a scorer (e.g. PairScorer over the run's "
-                "embeddings; --query-embeddings/--passage-embeddings on the command line) or positive_scores"
-            )
-        got = scorer(missing)
-        if len(got) != len(missing):
-            raise InvalidArgumentError(f"the scorer returned {len(got)} scores for {len(missing)} pairs")
-        for (q, _), s in zip(missing, got, strict=True):
-            if not math.isnan(float(s)):
-                scores[q].append(float(s))
-    return {q: (min(v) if v else None) for q, v in scores.items()}
-
-
 def mine_negatives(
-    run: Mapping[str, Mapping[str, float]],
+    run: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
     depth: int = FT.NEGATIVES_DEPTH,
     skip_top: int = 0,
@@ -119,122 +77,90 @@ def mine_negatives(
     min_score: float | None = None,
     positive_scores: Mapping[str, Mapping[str, float]] | None = None,
     scorer: Scorer | None = None,
-    known_ids: Collection[str] | None = None,
+    known_ids: Collection[str] | pa.Array | None = None,
 ) -> NegativesTable:
-    """Mine negatives (see the module docstring). ``known_ids``: the corpus ids; a run naming
-    any other id is refused. The settings are checked by ``dense_pt.config.retrieval.MineCommand``
-    (the CLI's and the pipeline's model), errors naming the key."""
-    from dense_pt.config.retrieval import MineCommand
-
-    MineCommand(depth=depth, num=num, skip_top=skip_top, pool=pool, sampling=sampling, seed=seed,
-                absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
-                max_score=max_score, min_score=min_score)  # fmt: skip
-    mined = _mined_queries(run, qrels, known_ids)
-    positives = {q: {d for d, r in qrels[q].items() if r > 0} for q in mined}
-    margins = absolute_margin is not None or relative_margin is not None
-    reference = _positive_reference(run, positives, positive_scores, scorer, known_ids) if margins else {}
-    # sentence-transformers widens its pool by the largest positive count so that range_max
-    # non-positives remain even where the positives rank first.
-    widen = max((len(p) for p in positives.values()), default=0) if pool == "rank+positives" else 0
-    rows: dict[str, list[tuple[str, float]]] = {}
-    excluded = filtered = short = no_pos_score = 0
-    for qid in mined:
-        ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
-        if pool != "filtered":
-            ranked = ranked[: depth + widen]
-        cand = [(d, s) for d, s in ranked if d not in positives[qid]]
-        excluded += len(ranked) - len(cand)
-        if margins:
-            ref = reference[qid]
-            if ref is None:  # no positive of this query can be scored: its negatives cannot be vetted
-                no_pos_score += 1
-                continue
-            keep = _within_margins(cand, ref, absolute_margin, relative_margin, relative_form)
-            filtered += len(cand) - len(keep)
-            cand = keep
-        if max_score is not None or min_score is not None:
-            keep = [(d, s) for d, s in cand if (max_score is None or s <= max_score)
-                    and (min_score is None or s >= min_score)]  # fmt: skip
-            filtered += len(cand) - len(keep)
-            cand = keep
-        cand = _draw(cand[:depth][skip_top:], num, sampling, seed, qid)
-        if num and len(cand) < num:
-            short += 1
-        rows[qid] = cand
-    stats = {
-        "queries": len(rows),
-        "negatives": sum(len(v) for v in rows.values()),
-        "excluded_positives": excluded,
-        "filtered_by_margin_or_score": filtered,
-        "queries_with_fewer_than_num": short,
-        "queries_without_positive_score": no_pos_score,
-    }
-    return NegativesTable(rows, stats)
+    """Mine negatives (see the module docstring) as a ``NegativesTable``. ``run``: a run file
+    (TREC or Arrow), a ``{qid: {pid: score}}`` mapping or ``RunChunk`` s, read a chunk of queries
+    at a time; ``known_ids``: the corpus ids (a set, or an Arrow array such as
+    ``CorpusStore.ids``); a run naming any other id is refused. The settings are checked by
+    ``dense_pt.config.retrieval.MineCommand`` (the CLI's and the pipeline's model), errors naming
+    the key. ``mine`` returns the same as arrays (what a 500k-query run needs)."""
+    s = MineCommand(depth=depth, num=num, skip_top=skip_top, pool=pool, sampling=sampling, seed=seed,
+                    absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
+                    max_score=max_score, min_score=min_score)  # fmt: skip
+    mined = mine(run, qrels, s, positive_scores=positive_scores, scorer=scorer, known_ids=known_ids)
+    return NegativesTable(mined.rows(), mined.stats)
 
 
-def _mined_queries(
-    run: Mapping[str, Mapping[str, float]],
+def mine(
+    run: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
-    known_ids: Collection[str] | None,
-) -> list[str]:
-    """The judged queries the run has hits for; a run or qrels for another collection is refused."""
-    if not any(q in run for q in qrels):
+    settings: MineCommand,
+    positive_scores: Mapping[str, Mapping[str, float]] | None = None,
+    scorer: Scorer | None = None,
+    known_ids: Collection[str] | pa.Array | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+) -> MinedNegatives:
+    """``mine_negatives`` with the settings as one ``MineCommand``, returning ``MinedNegatives``
+    (CSR arrays; ``write_negatives`` writes them). Streams ``run``; memory: a chunk of the run,
+    the judgements, and 8 bytes per negative kept. ``on_chunk(queries read so far)`` after each
+    chunk (progress)."""
+    if known_ids is not None:
+        _check_qrels_corpus(qrels, known_ids)
+    widen = 0
+    if settings.pool == "rank+positives":
+        # sentence-transformers widens its pool by the largest positive count (of a mined query) so
+        # that range_max non-positives remain even where the positives rank first: one pass first
+        run = run if isinstance(run, str | Path | Mapping) else list(run)
+        mined = mined_query_ids(run_chunks(run), qrels)
+        widen = max((sum(1 for r in qrels[q].values() if r > 0) for q in mined), default=0)
+    miner = Miner(settings, qrels, widen, positive_scores, scorer, known_ids)
+    done = 0
+    for chunk in run_chunks(run):
+        miner.add(chunk)
+        done += len(chunk)
+        if on_chunk is not None:
+            on_chunk(done)
+    if not miner.any_shared:
         raise MismatchError("the run and the qrels share no query id (qrels for another collection?)")
-    if known_ids is not None:
-        unknown_q = [d for q in qrels for d in qrels[q] if d not in known_ids]
-        if unknown_q and len(unknown_q) == sum(len(v) for v in qrels.values()):
-            raise MismatchError(
-                f"no judged document of the qrels is in the corpus (e.g. {unknown_q[0]!r}): "
-                "is the qrels file for another corpus?"
-            )
-    mined = [q for q in qrels if run.get(q)]
-    if known_ids is not None:
-        for q in mined:
-            for d in run[q]:
-                if d not in known_ids:
-                    raise MismatchError(f"the run names document {d!r} (query {q!r}), not in the corpus")
-    return mined
+    return miner.finish()
 
 
-def _within_margins(
-    cand: list[tuple[str, float]],
-    ref: float,
-    absolute_margin: float | None,
-    relative_margin: float | None,
-    relative_form: str,
-) -> list[tuple[str, float]]:
-    """The candidates scored far enough below the positive's score ``ref``."""
-    rel = math.inf
-    if relative_margin is not None:
-        rel = ref * (1 - relative_margin) if relative_form == "signed" else ref - abs(ref) * relative_margin
-    return [(d, s) for d, s in cand if (absolute_margin is None or s + absolute_margin <= ref) and s <= rel]
+def _check_qrels_corpus(
+    qrels: Mapping[str, Mapping[str, int]], known_ids: Collection[str] | pa.Array
+) -> None:
+    """A qrels file none of whose judged documents is in the corpus is for another corpus."""
+    docs = [d for q in qrels for d in qrels[q]]
+    if not docs:
+        return
+    if isinstance(known_ids, pa.Array | pa.ChunkedArray):
+        known = pc.is_in(pa.array(docs, pa.utf8()), value_set=known_ids).to_numpy(zero_copy_only=False)
+    else:
+        known = np.array([d in known_ids for d in docs], dtype=bool)
+    if not known.any():
+        raise MismatchError(
+            f"no judged document of the qrels is in the corpus (e.g. {docs[0]!r}): is the qrels file for another corpus?"
+        )
 
 
-def _draw(
-    cand: list[tuple[str, float]], num: int, sampling: str, seed: int, qid: str
-) -> list[tuple[str, float]]:
-    """At most ``num`` of the candidates (0: all): the top ones, or a seeded draw kept in rank order."""
-    if not num or len(cand) <= num:
-        return cand
-    if sampling == "top":
-        return cand[:num]
-    pick = np.sort(_query_rng(seed, qid).choice(len(cand), size=num, replace=False))
-    return [cand[i] for i in pick]
-
-
-def write_negatives(path: str | Path, table: NegativesTable) -> None:
+def write_negatives(path: str | Path, table: NegativesTable | MinedNegatives) -> None:
     """Write the binary negatives file (Rust writer: versioned header, CRC32, atomic)."""
     from dense_pt import _native
 
+    if isinstance(table, MinedNegatives):
+        _native.negatives_write_buffers(str(path), *_buffers(pa.array(table.qids, pa.utf8())), *_buffers(table.pids),
+                                        table.offsets.astype(np.uint64), table.negatives.astype(np.uint32),
+                                        None if table.scores is None else table.scores.astype(np.float32))  # fmt: skip
+        return
     qids = list(table.rows)
     pid_index: dict[str, int] = {}
     negs: list[int] = []
     scores: list[float] = []
     offsets = [0]
     for q in qids:
-        for p, s in table.rows[q]:
+        for p, sc in table.rows[q]:
             negs.append(pid_index.setdefault(p, len(pid_index)))
-            scores.append(s)
+            scores.append(sc)
         offsets.append(len(negs))
     _native.negatives_write(
         str(path),
@@ -244,6 +170,32 @@ def write_negatives(path: str | Path, table: NegativesTable) -> None:
         np.asarray(negs, dtype=np.uint32),
         np.asarray(scores, dtype=np.float32),
     )
+
+
+def read_mined(path: str | Path) -> MinedNegatives:
+    """A negatives file as ``MinedNegatives`` (CSR arrays; what the training data path reads)."""
+    from dense_pt import _native
+
+    qo, qb, po, pb, offsets, negs, scores = _native.negatives_read_buffers(str(path))
+    return MinedNegatives(_strings(qo, qb).to_pylist(), offsets, _strings(po, pb), negs, scores)
+
+
+def _buffers(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """An Arrow string array as (int64 offsets from 0, UTF-8 bytes), what the Rust side reads."""
+    arr = ids.cast(pa.large_string())
+    if len(arr) == 0:
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    _, off_buf, data = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    return np.ascontiguousarray(offsets - offsets[0]), np.ascontiguousarray(data_np[offsets[0] : offsets[-1]])
+
+
+def _strings(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """The inverse of ``_buffers``: a utf8 Arrow array over the Rust side's buffers."""
+    n = len(offsets) - 1
+    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+    return arr.cast(pa.utf8()) if len(data) < (1 << 31) else arr
 
 
 def read_negatives(path: str | Path, known_ids: Collection[str] | None = None) -> NegativesTable:

@@ -206,6 +206,41 @@ impl Negatives {
     }
 }
 
+/// Strings from Arrow-style buffers: string `i` is `bytes[offsets[i]..offsets[i + 1]]` (UTF-8).
+/// How the bindings take id tables from Python without one Python string per id.
+pub fn strings_from_buffers(offsets: &[i64], bytes: &[u8]) -> Result<Vec<String>> {
+    if offsets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bad = |m: &str| Error::invalid(format!("id buffers: {m}"));
+    if offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err(bad("offsets must be non-decreasing from 0"));
+    }
+    if *offsets.last().unwrap() as usize != bytes.len() {
+        return Err(bad("offsets must end at the byte count"));
+    }
+    offsets
+        .windows(2)
+        .map(|w| {
+            std::str::from_utf8(&bytes[w[0] as usize..w[1] as usize])
+                .map(str::to_owned)
+                .map_err(|_| bad("an id is not valid UTF-8"))
+        })
+        .collect()
+}
+
+/// The inverse of `strings_from_buffers`: (offsets from 0, concatenated UTF-8 bytes).
+pub fn strings_to_buffers(items: &[String]) -> (Vec<i64>, Vec<u8>) {
+    let mut offsets = Vec::with_capacity(items.len() + 1);
+    let mut bytes = Vec::with_capacity(items.iter().map(String::len).sum());
+    offsets.push(0);
+    for s in items {
+        bytes.extend_from_slice(s.as_bytes());
+        offsets.push(bytes.len() as i64);
+    }
+    (offsets, bytes)
+}
+
 fn put_strings(out: &mut Vec<u8>, items: &[String]) {
     let mut off = 0u64;
     out.extend_from_slice(&off.to_le_bytes());
@@ -312,6 +347,19 @@ mod tests {
         let back = Negatives::decode(&n.encode().unwrap(), Path::new("x")).unwrap();
         assert_eq!(back, n);
         assert_eq!(n.to_text(), "q1\ta\t0.5\nq1\tc\t0.25\nq3\tbé\t-1\n");
+    }
+
+    #[test]
+    fn string_buffers_roundtrip_and_refusals() {
+        let ids: Vec<String> = vec!["a".into(), "".into(), "bé".into()];
+        let (o, b) = strings_to_buffers(&ids);
+        assert_eq!(o, vec![0, 1, 1, 4]);
+        assert_eq!(strings_from_buffers(&o, &b).unwrap(), ids);
+        assert!(strings_from_buffers(&[0, 2], b"a").is_err());
+        assert!(strings_from_buffers(&[1, 1], b"a").is_err());
+        assert!(strings_from_buffers(&[0, 1, 0], b"a").is_err());
+        assert!(strings_from_buffers(&[0, 1], &[0xff]).is_err());
+        assert!(strings_from_buffers(&[], b"").unwrap().is_empty());
     }
 
     #[test]
