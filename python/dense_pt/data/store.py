@@ -185,6 +185,14 @@ class CorpusStore:
         return name in self.column_names
 
     # ---- row access ----------------------------------------------------------------------
+    def rows_of(self, pids: Sequence[str] | pa.Array) -> np.ndarray:
+        """The rows of many passage ids at once (int64, -1 for an id the store lacks): one
+        vectorised lookup over the Arrow id column, no Python string per stored passage."""
+        import pyarrow.compute as pc
+
+        arr = pids if isinstance(pids, pa.Array) else pa.array(list(pids), pa.utf8())
+        return pc.fill_null(pc.index_in(arr, value_set=self.ids), -1).to_numpy().astype(np.int64)
+
     def index_of(self, pid: str) -> int:
         if self._index is None:
             self._index = {p: i for i, p in enumerate(self.ids.to_pylist())}

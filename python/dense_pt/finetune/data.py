@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.retrieval.miner import MinedNegatives
 
 
 def row_rng(seed: int, epoch: int, key: str) -> np.random.Generator:
@@ -32,7 +34,8 @@ class GroupSampler:
     qids: list[str]
     query_tokens: list[np.ndarray]
     positives: list[np.ndarray]  # store rows of each query's judged positives
-    negatives: list[np.ndarray]  # store rows of each query's candidate negatives (rank order)
+    negatives: list[np.ndarray]  # store rows of each query's candidate negatives (rank order; int32
+    # views into one array when read from a negatives file)
     num_passages: int
     group_size: int
     seed: int
@@ -66,23 +69,22 @@ def build_sampler(
     store: Any,
     queries: Mapping[str, str],
     qrels: Mapping[str, Mapping[str, int]],
-    negatives: Mapping[str, Sequence[str]] | None,
+    negatives: MinedNegatives | Mapping[str, Sequence[str]] | None,
     tokenize: Any,
     group_size: int,
     seed: int,
     restrict_to: Sequence[str] | None = None,
 ) -> GroupSampler:
-    """Resolve ids against the store; refuse files that name unknown passages or another corpus."""
+    """Resolve ids against the store; refuse files that name unknown passages or another corpus.
+    ``negatives``: a negatives file as arrays (``read_mined``: the passage-id table is resolved
+    once, and each query's negatives are a slice of one array: 500k queries x 200 negatives cost
+    4 bytes each, not a Python object each) or ``{qid: [pid, ...]}``."""
     if group_size < 1:
         raise InvalidArgumentError(f"group_size must be >= 1, got {group_size}")
-    index = {pid: i for i, pid in enumerate(store.ids.to_pylist())}
-    judged = [(q, d) for q in qrels for d in qrels[q]]
-    if judged and not any(d in index for _, d in judged):
-        raise MismatchError(
-            "no judged document of the qrels is in the corpus store (qrels for another corpus?)"
-        )
+    judged_rows = _judged_rows(store, qrels)
+    neg_of = _negative_rows(store, negatives)
     keep = set(restrict_to) if restrict_to is not None else None
-    qids, toks, poss, negs = [], [], [], []
+    qids, poss, negs = [], [], []
     skipped = {"no_text": 0, "no_positive_in_store": 0, "filled_negatives": 0}
     for q, ds in qrels.items():
         if keep is not None and q not in keep:
@@ -90,28 +92,82 @@ def build_sampler(
         if q not in queries:
             skipped["no_text"] += 1
             continue
-        pos = [index[d] for d, r in ds.items() if r > 0 and d in index]
+        rows = judged_rows[q]
+        pos = [r for (d, rel), r in zip(ds.items(), rows, strict=True) if rel > 0 and r >= 0]
         if not pos:
             skipped["no_positive_in_store"] += 1
             continue
-        neg_rows = []
-        for d in (negatives or {}).get(q, []):
-            if d not in index:
-                raise MismatchError(f"negatives name passage {d!r} (query {q!r}), which is not in the store")
-            if d not in ds or ds[d] <= 0:
-                neg_rows.append(index[d])
-        if len(neg_rows) < group_size - 1:
+        cand = neg_of(q)
+        # a negative judged relevant for this query (another tool's file) is not a negative
+        judged_pos = np.asarray(
+            [r for (d, rel), r in zip(ds.items(), rows, strict=True) if rel > 0 and r >= 0]
+        )
+        if len(cand) and (cand[:, None] == judged_pos[None, :]).any():
+            cand = cand[~(cand[:, None] == judged_pos[None, :]).any(axis=1)]
+        if len(cand) < group_size - 1:
             skipped["filled_negatives"] += 1
         qids.append(q)
         poss.append(np.asarray(pos, dtype=np.int64))
-        negs.append(np.asarray(neg_rows, dtype=np.int64))
+        negs.append(cand)
     if not qids:
         raise InvalidArgumentError("no training query: none has text and a judged positive in the store")
     enc = tokenize([queries[q] for q in qids])
     toks = [np.asarray(t, dtype=np.int64) for t in enc]
     return GroupSampler(
-        qids, toks, poss, negs, len(index), group_size, seed, {"queries": len(qids), **skipped}
+        qids, toks, poss, negs, len(store), group_size, seed, {"queries": len(qids), **skipped}
     )
+
+
+def _judged_rows(store: Any, qrels: Mapping[str, Mapping[str, int]]) -> dict[str, list[int]]:
+    """Each query's judged passages as store rows (-1 where the store lacks one), in qrels order."""
+    docs = [d for ds in qrels.values() for d in ds]
+    rows = store.rows_of(docs).tolist() if docs else []
+    if docs and max(rows) < 0:
+        raise MismatchError(
+            "no judged document of the qrels is in the corpus store (qrels for another corpus?)"
+        )
+    out, at = {}, 0
+    for q, ds in qrels.items():
+        out[q] = rows[at : at + len(ds)]
+        at += len(ds)
+    return out
+
+
+def _negative_rows(store: Any, negatives: Any) -> Any:
+    """``neg_of(qid)``: the query's negatives as store rows (int32, rank order), refusing a passage
+    the store lacks."""
+    empty = np.zeros(0, dtype=np.int32)
+    if negatives is None:
+        return lambda q: empty
+    if not isinstance(negatives, MinedNegatives):
+        qids = list(negatives)
+        counts = [len(negatives[q]) for q in qids]
+        table = pa.array([d for q in qids for d in negatives[q]], pa.utf8())
+        negatives = MinedNegatives(qids, np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64), table,
+                                   np.arange(len(table), dtype=np.uint32), None)  # fmt: skip
+    table_rows = store.rows_of(negatives.pids)
+    missing = np.flatnonzero(table_rows < 0)
+    used = np.zeros(len(table_rows), dtype=bool)
+    used[negatives.negatives] = True
+    missing = missing[used[missing]]
+    if len(missing):
+        p = negatives.pids[int(missing[0])].as_py()
+        q = _query_naming(negatives, int(missing[0]))
+        raise MismatchError(f"negatives name passage {p!r} (query {q!r}), which is not in the store")
+    rows = table_rows.astype(np.int32)[negatives.negatives]
+    offsets = negatives.offsets.astype(np.int64)
+    index = {q: i for i, q in enumerate(negatives.qids)}
+
+    def neg_of(q: str) -> np.ndarray:
+        i = index.get(q)
+        return empty if i is None else rows[offsets[i] : offsets[i + 1]]
+
+    return neg_of
+
+
+def _query_naming(negatives: MinedNegatives, pid_index: int) -> str:
+    at = int(np.flatnonzero(negatives.negatives == pid_index)[0])
+    return negatives.qids[int(np.searchsorted(negatives.offsets.astype(np.int64), at, side="right")) - 1]
 
 
 def pad_pairs(

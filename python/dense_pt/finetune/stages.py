@@ -74,18 +74,15 @@ def _specials(tok: Any) -> tuple[int, int, int]:
 
 
 def _read_inputs(corpus, queries, qrels, negatives):
+    """The store, the query texts, the judgements and the negatives file as arrays
+    (``MinedNegatives``: ``build_sampler`` resolves its ids against the store, vectorised)."""
     from dense_pt.data import load_qrels, load_queries
     from dense_pt.data.store import CorpusStore
-    from dense_pt.retrieval.negatives import read_negatives
+    from dense_pt.retrieval.negatives import read_mined
 
     store = CorpusStore.open(corpus)
-    known = set(store.ids.to_pylist())
-    negs = None
-    table = None
-    if negatives is not None:
-        table = read_negatives(negatives, known_ids=known)
-        negs = {q: [p for p, _ in rows] for q, rows in table.rows.items()}
-    return store, load_queries(queries), load_qrels(qrels), negs, table
+    negs = read_mined(negatives) if negatives is not None else None
+    return store, load_queries(queries), load_qrels(qrels), negs
 
 
 def _train_config(train: TrainConfig | dict[str, Any] | None) -> TrainConfig:
@@ -158,7 +155,7 @@ def _teacher(
     are not judged positives); the training queries (those with scores)."""
     from dense_pt.retrieval.negatives import read_negatives
 
-    ttable = read_negatives(teacher_scores, known_ids=set(store.ids.to_pylist()))
+    ttable = read_negatives(teacher_scores, known_ids=store)
     teacher = {q: dict(rows) for q, rows in ttable.rows.items()}
     negs = {q: [p for p in t if judged.get(q, {}).get(p, 0) <= 0] for q, t in teacher.items()}
     restrict = set(teacher) if restrict_to is None else set(restrict_to) & set(teacher)
@@ -172,7 +169,8 @@ def _retriever_batches(sampler: Any, store: Any, specials: tuple[int, int, int],
     epoch), padded; with a teacher, its scores of the group (``TEACHER_MISSING`` where unscored)."""
     from dense_pt.retrieval.encoder import pad_arrays as pad
 
-    passage, ids = _passages(store), store.ids.to_pylist()
+    passage = _passages(store)
+    ids = store.ids.to_pylist() if teacher is not None else []  # the teacher's scores are by passage id
     cls, sep, pad_id = specials
 
     def make_batch(rows: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
@@ -234,7 +232,7 @@ def train_retriever(
     cfg = _train_config(train)
     _check_retriever_args(teacher_scores, alpha, loss=loss, group_size=group_size, tau=tau,
                           query_max_length=query_max_length, passage_max_length=passage_max_length)  # fmt: skip
-    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
+    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
     teacher: dict[str, dict[str, float]] | None = None
     if teacher_scores is not None:
         teacher, negs, restrict_to = _teacher(teacher_scores, store, judged, restrict_to)
@@ -329,7 +327,7 @@ def train_reranker(
     RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length)
     out = Path(out)
     cfg = _train_config(train)
-    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
+    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
     tok = hf_tokenizer(model, store)
     sampler = build_sampler(
         store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
@@ -437,11 +435,13 @@ def score(
     layout, scores = logits) with a manifest stating their meaning."""
     from dense_pt.retrieval.negatives import NegativesTable, write_negatives
 
-    store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
-    known = set(store.ids.to_pylist())
+    store, qtexts, judged, mined = _read_inputs(corpus, queries, qrels, negatives)
+    negs = {q: [p for p, _ in rows] for q, rows in mined.rows().items()} if mined is not None else {}
+    judged_docs = sorted({d for ds in judged.values() for d in ds})
+    known = {d for d, r in zip(judged_docs, store.rows_of(judged_docs).tolist(), strict=True) if r >= 0}
     keep = set(restrict_to) if restrict_to is not None else None
     pairs: list[tuple[str, str]] = []
-    for q, cands in (negs or {}).items():
+    for q, cands in negs.items():
         if q not in qtexts or q not in judged or (keep is not None and q not in keep):
             continue
         pos = [d for d, r in judged[q].items() if r > 0 and d in known]

@@ -198,15 +198,19 @@ def _strings(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     return arr.cast(pa.utf8()) if len(data) < (1 << 31) else arr
 
 
-def read_negatives(path: str | Path, known_ids: Collection[str] | None = None) -> NegativesTable:
-    """Read a negatives file (refuses corrupt files); with ``known_ids``, refuse unknown passage ids."""
+def read_negatives(path: str | Path, known_ids: Collection[str] | Any | None = None) -> NegativesTable:
+    """Read a negatives file (refuses corrupt files); with ``known_ids`` (a set of ids, or a
+    ``CorpusStore``, checked in one vectorised lookup), refuse unknown passage ids."""
     from dense_pt import _native
 
     qids, pids, offsets, negs, scores = _native.negatives_read(str(path))
     if known_ids is not None:
-        for p in pids:
-            if p not in known_ids:
-                raise MismatchError(f"{path}: names passage {p!r}, which is not in the corpus")
+        if hasattr(known_ids, "rows_of"):
+            unknown = [p for p, r in zip(pids, known_ids.rows_of(pids).tolist(), strict=True) if r < 0]
+        else:
+            unknown = [p for p in pids if p not in known_ids]
+        if unknown:
+            raise MismatchError(f"{path}: names passage {unknown[0]!r}, which is not in the corpus")
     rows = {}
     for i, q in enumerate(qids):
         a, b = int(offsets[i]), int(offsets[i + 1])
