@@ -69,7 +69,7 @@ def test_killed_pipeline_resumes(tmp_path: Path):
     assert "distilled retriever" in report and (out / "pipeline" / "report" / "stages.png").stat().st_size > 0
     assert res["bm25"]["metrics"]["nDCG@10"] > 0.2
     # Each stage against BM25 per dev query: the difference is the one of the stages' own metrics,
-    # so every row read the stage's own dev run (the re-ranker's is dev_reranked.trec).
+    # so every row read the stage's own dev run (the re-ranker's is dev_reranked.arrow).
     from dense_pt.pipeline.report import LABELS
 
     for stage in ("zeroshot", "r1", "r2", "reranker", "distill"):

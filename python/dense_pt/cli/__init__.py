@@ -49,6 +49,7 @@ GROUPS = [
     "dense_pt.cli.pretrain",
     "dense_pt.cli.retrieval",
     "dense_pt.cli.fusion",
+    "dense_pt.cli.runs",
     "dense_pt.cli.finetune",
     "dense_pt.cli.evaluate",
     "dense_pt.cli.pipeline",

@@ -21,7 +21,7 @@ from dense_pt.config.evaluation import EvalSettings
 
 
 def evaluate(
-    run: Path = typer.Argument(..., help="TREC run file (qid Q0 docid rank score tag)."),
+    run: Path = typer.Argument(..., help="Run file: Arrow, or TREC text (qid Q0 docid rank score tag)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels: TREC 'qid 0 docid rel' or BEIR tsv."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (measures + settings)."),
     answers: Path | None = typer.Option(
@@ -46,16 +46,18 @@ def evaluate(
     conventions = s.model_dump(include={"tie_break", "drop_self_hits", "rel_level"})
     if answers is not None and corpus is None:
         raise InvalidArgumentError("--answers needs --corpus for the passage texts")
-    r = load_run(run)
-    result = evaluate_run(r, load_qrels(qrels), measures=s.measures, **conventions)
+    # the run is streamed a chunk of queries at a time; answer recall still reads it as a dict
+    result = evaluate_run(run, load_qrels(qrels), measures=s.measures, **conventions)
     if answers is not None and corpus is not None:
-        result.measures.update(answer_recall(r, dict(corpus_texts(corpus)), read_answers(answers)))
+        result.measures.update(
+            answer_recall(load_run(run), dict(corpus_texts(corpus)), read_answers(answers))
+        )
     comparison = None
     if baseline is not None:
         from dense_pt.evaluation.significance import compare_runs
 
         comparison = compare_runs(
-            r, load_run(baseline), load_qrels(qrels), s.measures, resamples=s.resamples, **conventions
+            run, baseline, load_qrels(qrels), s.measures, resamples=s.resamples, **conventions
         )
     _print_result(result, comparison, as_json)
 

@@ -22,9 +22,11 @@ from dense_pt.config.fusion import FuseSettings
 
 
 def fuse(
-    sparse: Path = typer.Argument(..., help="The lexical run (TREC), e.g. from `dense-pt bm25`."),
-    dense: Path = typer.Argument(..., help="The dense run (TREC), e.g. from `dense-pt search`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Where to write the fused TREC run."),
+    sparse: Path = typer.Argument(..., help="The lexical run (Arrow or TREC), e.g. from `dense-pt bm25`."),
+    dense: Path = typer.Argument(..., help="The dense run (Arrow or TREC), e.g. from `dense-pt search`."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Where to write the fused run (.arrow: Arrow; else TREC)."
+    ),
     tune_qrels: Path | None = typer.Option(
         None, help="interpolation: qrels of queries to choose the weight on (not the ones you report)."
     ),

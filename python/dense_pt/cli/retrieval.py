@@ -60,14 +60,16 @@ def encode(
 def search(
     queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
     passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
-    out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Run to write (.arrow: Arrow; any other name: TREC text)."
+    ),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
-    from dense_pt.retrieval.search import search as run_search
+    from dense_pt.retrieval.search import search_file as run_search
 
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
     run_search(queries, passages, out, **s.model_dump())

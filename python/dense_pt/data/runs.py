@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -93,6 +93,33 @@ class RunChunk:
         """The query index (into ``qids``) of every row."""
         return np.repeat(np.arange(len(self.qids), dtype=np.int64), np.diff(self.offsets))
 
+    def take(self, queries: np.ndarray | Sequence[int]) -> RunChunk:
+        """The chunk's queries at positions ``queries`` (in that order), with all their rows."""
+        idx = np.asarray(queries, dtype=np.int64)
+        counts = np.diff(self.offsets)[idx]
+        starts = self.offsets[:-1][idx]
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        rows = np.repeat(starts - offsets[:-1], counts) + np.arange(int(offsets[-1]), dtype=np.int64)
+        return RunChunk(self.qids.take(pa.array(idx)), offsets, self.docids.take(pa.array(rows)),
+                        self.scores[rows], self.ranks[rows])  # fmt: skip
+
+    def select(self, keep: Container[str]) -> RunChunk:
+        """Only the queries in ``keep`` (e.g. the dev split), in the chunk's order."""
+        return self.take([i for i, q in enumerate(self.qids.to_pylist()) if q in keep])
+
+    @staticmethod
+    def concat(chunks: Sequence[RunChunk]) -> RunChunk:
+        """One chunk of several (their queries in order)."""
+        if not chunks:
+            return empty_chunk()
+        sizes = np.cumsum([0] + [c.num_rows for c in chunks[:-1]])
+        offsets = np.concatenate(
+            [[0]] + [c.offsets[1:] + base for c, base in zip(chunks, sizes, strict=True)]
+        )
+        return RunChunk(pa.concat_arrays([c.qids for c in chunks]), offsets.astype(np.int64),
+                        pa.concat_arrays([c.docids for c in chunks]), np.concatenate([c.scores for c in chunks]),
+                        np.concatenate([c.ranks for c in chunks]))  # fmt: skip
+
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}`` in rank order (for small runs)."""
         docs, scores = self.docids.to_pylist(), self.scores.tolist()
@@ -101,6 +128,11 @@ class RunChunk:
             a, b = int(self.offsets[i]), int(self.offsets[i + 1])
             out[q] = dict(zip(docs[a:b], scores[a:b], strict=True))
         return out
+
+
+def empty_chunk() -> RunChunk:
+    return RunChunk(pa.array([], pa.utf8()), np.zeros(1, np.int64), pa.array([], pa.utf8()),
+                    np.zeros(0, np.float64), np.zeros(0, np.int64))  # fmt: skip
 
 
 def _utf8(values: Any, what: str) -> pa.Array:
@@ -316,6 +348,7 @@ class RunReader:
         self.path = Path(path)
         self.format = run_format(self.path)
         self.max_record_bytes = max_record_bytes
+        self.batch_rows: list[int] = []  # rows of each Arrow record batch read so far (RunIndex)
 
     @property
     def tag(self) -> str:
@@ -415,6 +448,7 @@ class RunReader:
                 except (pa.ArrowInvalid, OSError) as exc:
                     raise FormatError(f"record batch {i} cannot be read ({exc})", path=self.path) from None
                 batch = self._check_batch(batch.select(cols), row0 + held)
+                self.batch_rows.append(batch.num_rows)
                 pending.append(batch)
                 held += batch.num_rows
                 if held >= chunk_rows:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt.config.evaluation import DEFAULT_RESAMPLES, EvalSettings
+from dense_pt.data.runs import RunSource
 from dense_pt.errors import InvalidArgumentError
 
 EXACT_MAX_QUERIES = 16
@@ -137,8 +138,8 @@ def compare_per_query(system: Mapping[str, float], baseline: Mapping[str, float]
 
 
 def compare_runs(
-    run: Mapping[str, Mapping[str, float]],
-    baseline: Mapping[str, Mapping[str, float]],
+    run: RunSource,
+    baseline: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
     measures: Sequence[str],
     resamples: int = DEFAULT_RESAMPLES,
@@ -146,7 +147,8 @@ def compare_runs(
     seed: int = 0,
     **conventions: Any,
 ) -> dict[str, PairedComparison]:
-    """Each measure of ``run`` against ``baseline`` on every judged query (missing ones count as
+    """Each measure of ``run`` against ``baseline`` (run files, streamed, or mappings) on every
+    judged query (missing ones count as
     zero on either side, as in ``evaluate_run``, whose ``conventions`` keywords are passed on);
     ``resamples`` and the conventions are ``EvalSettings``' fields, checked there first."""
     from dense_pt.evaluation.metrics import evaluate_run

@@ -10,6 +10,7 @@ from typing import Any
 
 from dense_pt.config.pipeline import DistillTable, RerankerTable, RetrieverTable
 from dense_pt.config.train import TrainConfig
+from dense_pt.data.runs import RunSource
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import C, Context, fingerprint
@@ -76,15 +77,29 @@ def train_ids(ctx: Ctx) -> list[str]:
 # --- evaluation, retrieval, mining -------------------------------------------------------------
 
 
-def evaluate(ctx: Context[C], run: dict, dev_qrels: Path | None = None) -> dict[str, float]:
-    """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored)."""
+def evaluate(ctx: Context[C], run: RunSource, dev_qrels: Path | None = None) -> dict[str, float]:
+    """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored); ``run``
+    a run file (streamed a chunk of queries at a time), a mapping or chunks."""
     from dense_pt.data import load_qrels
+    from dense_pt.data.runs import run_chunks
     from dense_pt.evaluation import evaluate_run
 
     dev = load_qrels(dev_qrels or split_file(ctx, "dev.qrels"))
-    sub = {q: h for q, h in run.items() if q in dev}
+    sub = (c.select(dev) for c in run_chunks(run))
     ev = ctx.cfg.eval
     return evaluate_run(sub, dev, ev.measures, tie_break=ev.tie_break, rel_level=ev.rel_level).measures
+
+
+RUN_FILE = "run.arrow"  # every stage's run (the re-ranker's dev run: RERANKED_FILE)
+RERANKED_FILE = "dev_reranked.arrow"
+
+
+def run_file(folder: Path, name: str = RUN_FILE) -> Path:
+    """The run a finished stage left in ``folder`` (a ``.trec`` one in a folder finished before
+    runs were Arrow files: ``runner.existing_run``)."""
+    from dense_pt.pipeline.runner import existing_run
+
+    return existing_run(folder / name)
 
 
 def encode_lengths(sec: Trained) -> dict[str, int]:
@@ -92,21 +107,18 @@ def encode_lengths(sec: Trained) -> dict[str, int]:
     return {"query_max_length": sec.query_max_length, "passage_max_length": sec.passage_max_length}
 
 
-def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> dict:
-    """Encode corpus + queries with ``model`` (resumable) and search: the run for all queries, with
-    the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
-    from dense_pt.data import write_run
+def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> Path:
+    """Encode corpus + queries with ``model`` (resumable) and search: the run file for all queries,
+    with the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
     from dense_pt.retrieval.encode import encode
-    from dense_pt.retrieval.search import search
+    from dense_pt.retrieval.search import search_file
 
     batch_size = ctx.cfg.encode.batch_size
     encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
            max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
     encode(model, queries, folder / "emb_queries", batch_size=batch_size,
            max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
-    run = search(folder / "emb_queries", folder / "emb_passages", None, k=k)
-    write_run(folder / "run.trec", run)
-    return run
+    return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k)
 
 
 MINE_FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")

@@ -72,22 +72,23 @@ def write_report(folder: Path, results: dict[str, dict[str, Any]], cfg: Resolved
     return folder / "report.md"
 
 
-RUN_FILES = {"reranker": "dev_reranked.trec"}  # every other stage's dev run is its run.trec
+RUN_FILES = {"reranker": "dev_reranked.arrow"}  # every other stage's dev run is its run.arrow
 
 
 def _versus_bm25(root: Path, stages: list[str], cfg: ResolvedPipeline) -> list[str]:
     """Each stage against BM25 per dev query: is the difference more than the split's noise?"""
-    from dense_pt.data import load_qrels, load_run
+    from dense_pt.data import load_qrels
     from dense_pt.evaluation.significance import compare_runs
+    from dense_pt.pipeline.runner import existing_run
 
     ev = cfg.eval
     measure = ev.measures[0]
-    base, dev = root / "bm25" / "run.trec", root / "split" / "dev.qrels"
-    runs = [(n, root / n / RUN_FILES.get(n, "run.trec")) for n in stages if n != "bm25"]
+    base, dev = existing_run(root / "bm25" / "run.arrow"), root / "split" / "dev.qrels"
+    runs = [(n, existing_run(root / n / RUN_FILES.get(n, "run.arrow"))) for n in stages if n != "bm25"]
     runs = [(n, p) for n, p in runs if p.is_file()]
     if not (base.is_file() and dev.is_file() and runs):
         return []
-    qrels, bm25 = load_qrels(dev), load_run(base)
+    qrels = load_qrels(dev)
     lines = [
         "",
         f"{measure} against BM25 on the same dev queries: the mean difference, its paired bootstrap 95% "
@@ -97,7 +98,7 @@ def _versus_bm25(root: Path, stages: list[str], cfg: ResolvedPipeline) -> list[s
         "|---|---:|---:|---:|",
     ]
     for name, path in runs:
-        c = compare_runs(load_run(path), bm25, qrels, [measure], tie_break=ev.tie_break,
+        c = compare_runs(path, base, qrels, [measure], tie_break=ev.tie_break,
                          rel_level=ev.rel_level)[measure]  # fmt: skip
         lines.append(
             f"| {LABELS[name]} | {c.delta:+.4f} | [{c.ci_low:+.4f}, {c.ci_high:+.4f}] | {c.p_value:.3g} |"

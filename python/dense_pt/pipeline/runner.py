@@ -77,7 +77,7 @@ class Stage(Generic[C]):
     run: Callable[[Context[C], Path], Manifest]
     # None when the configuration runs the stage, else the reason it does not
     disabled: Callable[[C], str | None] = _enabled
-    run_file: str | None = None  # its TREC run, from which its metrics can be recomputed
+    run_file: str | None = None  # its run (Arrow), from which its metrics can be recomputed
     card: str | None = None  # the model (relative to ``out``) whose card gets its dev metrics
     tracked: bool = True  # False: no manifest, rewritten every time (the report)
 
@@ -268,17 +268,24 @@ def _card_metrics(ctx: Context[C], stage: Stage[C], metrics: dict[str, float]) -
 def refresh_metrics(ctx: Context[C], stage: Stage[C], folder: Path, manifest: Manifest) -> Manifest:
     """A finished stage's metrics, recomputed from its run file when they were computed with
     other evaluation settings or an older version of the metrics."""
-    run_file = folder / (stage.run_file or "-")
+    run_file = existing_run(folder / (stage.run_file or "-"))
     if "metrics" not in manifest or manifest.get("evaluation") == ctx.eval_key or not run_file.is_file():
         return manifest
-    from dense_pt.data import load_run
     from dense_pt.pipeline.common import evaluate
 
-    metrics = evaluate(ctx, load_run(run_file))
+    metrics = evaluate(ctx, run_file)
     manifest = {**manifest, "metrics": metrics, "evaluation": ctx.eval_key}
     write_json_atomic(folder / "manifest.json", manifest)
     ctx.log(f"[{stage.name}] metrics recomputed from {run_file.name} (evaluation settings changed)")
     return manifest
+
+
+def existing_run(path: Path) -> Path:
+    """A stage's run file: ``path`` (``run.arrow``), or, in a folder finished before runs were
+    Arrow files, the ``.trec`` file it holds instead (the same run: its fingerprint is unchanged,
+    and every reader reads both formats)."""
+    legacy = path.with_suffix(".trec")
+    return legacy if not path.exists() and legacy.exists() else path
 
 
 def check_only(ctx: Context[C], steps: list[Step[C]], only: str) -> None:

@@ -13,13 +13,17 @@ Runs are ``{qid: {docid: score}}``; the fused run holds each query's top ``depth
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, RRF_K
 from dense_pt.config.fusion import TUNE_MEASURE, FuseSettings
-from dense_pt.data.judgements import rank_hits
+from dense_pt.data.run_index import AlignedRuns, no_rows
+from dense_pt.data.runs import RunChunk, RunWriter, chunks_of_mapping, rank_order
 from dense_pt.errors import InvalidArgumentError
 
 Run = Mapping[str, Mapping[str, float]]
@@ -27,45 +31,95 @@ Run = Mapping[str, Mapping[str, float]]
 WEIGHT_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 
 
-def _top(scores: dict[str, float], depth: int | None) -> dict[str, float]:
-    order = rank_hits(scores, DEFAULT_TIE_BREAK)
-    return dict(order if depth is None else order[:depth])
+def _fuse(chunks: Sequence[RunChunk], contribution: Callable[[int, RunChunk], np.ndarray],
+          depth: int | None) -> RunChunk:  # fmt: skip
+    """The chunks (one per run, the same queries in the same order) fused: each passage's fused
+    score is the sum of its rows' ``contribution(run, chunk)``, added run by run in run order from
+    0.0 (the order of the per-query definitions above it, so the sums are the same floats); each
+    query's top ``depth`` by ``rank_hits``' rule."""
+    n = len(chunks[0])
+    groups = np.concatenate([c.query_of_row for c in chunks])
+    docs = pa.concat_arrays([c.docids for c in chunks])
+    contrib = np.concatenate([contribution(i, c) for i, c in enumerate(chunks)])
+    if len(docs) == 0:
+        return no_rows(chunks[0].qids.to_pylist())
+    enc = docs.dictionary_encode()
+    codes = enc.indices.to_numpy().astype(np.int64)
+    width = len(enc.dictionary)
+    uniq, inv = np.unique(groups * width + codes, return_inverse=True)
+    fused = np.zeros(len(uniq))
+    np.add.at(fused, inv, contrib)  # in row order: run 0's contribution first, as the dict sums
+    g, ids = uniq // width, enc.dictionary.take(pa.array(uniq % width))
+    order = rank_order(g, fused, ids, DEFAULT_TIE_BREAK)
+    g, ids, fused = g[order], ids.take(pa.array(order)), fused[order]
+    starts = np.searchsorted(g, np.arange(n))
+    pos = np.arange(len(g)) - starts[g]
+    keep = np.ones(len(g), bool) if depth is None else pos < depth
+    counts = np.bincount(g[keep], minlength=n)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return RunChunk(chunks[0].qids, offsets, ids.filter(pa.array(keep)), fused[keep], pos[keep] + 1)
+
+
+def _rrf_of(k: int) -> Callable[[int, RunChunk], np.ndarray]:
+    """1 / (k + rank), the rank by ``rank_hits``' rule within the run."""
+
+    def contribution(_: int, c: RunChunk) -> np.ndarray:
+        g = c.query_of_row
+        order = rank_order(g, c.scores, c.docids, DEFAULT_TIE_BREAK)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order)) - c.offsets[g[order]] + 1
+        return 1.0 / (k + rank)
+
+    return contribution
+
+
+def _interpolation_of(weight: float) -> Callable[[int, RunChunk], np.ndarray]:
+    """(1 - weight) * the sparse run's (run 0) min-max normalised score, weight * the dense run's."""
+
+    def contribution(i: int, c: RunChunk) -> np.ndarray:
+        g = c.query_of_row
+        nonempty = np.flatnonzero(np.diff(c.offsets) > 0)
+        lo = np.zeros(len(c))
+        hi = np.zeros(len(c))
+        if len(nonempty):
+            lo[nonempty] = np.minimum.reduceat(c.scores, c.offsets[nonempty])
+            hi[nonempty] = np.maximum.reduceat(c.scores, c.offsets[nonempty])
+        span = (hi - lo)[g]
+        safe = np.where(span > 0, span, 1.0)
+        norm = np.where(span > 0, (c.scores - lo[g]) / safe, 1.0)
+        return (weight if i == 1 else 1.0 - weight) * norm
+
+    return contribution
+
+
+def _dict_chunks(runs: Sequence[Run]) -> list[RunChunk]:
+    """Dict runs as one aligned chunk each, over the sorted union of their queries."""
+    qids = sorted({q for r in runs for q in r})
+    return [next(chunks_of_mapping({q: r.get(q, {}) for q in qids}, chunk_rows=1 << 62)) for r in runs]
 
 
 def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> dict[str, dict[str, float]]:
     """Reciprocal rank fusion of ``runs`` over the union of their queries."""
     if k < 0:
         raise InvalidArgumentError(f"rrf k must be >= 0, got {k}")
-    out: dict[str, dict[str, float]] = {}
-    for q in sorted({q for r in runs for q in r}):
-        fused: dict[str, float] = {}
-        for run in runs:
-            for rank, (d, _) in enumerate(rank_hits(run.get(q, {}), DEFAULT_TIE_BREAK), start=1):
-                fused[d] = fused.get(d, 0.0) + 1.0 / (k + rank)
-        out[q] = _top(fused, depth)
-    return out
-
-
-def _minmax(scores: Mapping[str, float]) -> dict[str, float]:
-    if not scores:
+    if not any(runs):
         return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    span = hi - lo
-    return {d: (s - lo) / span if span > 0 else 1.0 for d, s in scores.items()}
+    return _fuse(_dict_chunks(runs), _rrf_of(k), depth).to_dict()
 
 
 def interpolate(
     sparse: Run, dense: Run, weight: float, depth: int | None = None
 ) -> dict[str, dict[str, float]]:
     """``weight`` * dense + (1 - ``weight``) * sparse, each min-max normalised per query."""
+    _check_weight(weight)
+    if not sparse and not dense:
+        return {}
+    return _fuse(_dict_chunks([sparse, dense]), _interpolation_of(weight), depth).to_dict()
+
+
+def _check_weight(weight: float) -> None:
     if not 0.0 <= weight <= 1.0:
         raise InvalidArgumentError(f"the interpolation weight must lie in [0, 1], got {weight}")
-    out: dict[str, dict[str, float]] = {}
-    for q in sorted(set(sparse) | set(dense)):
-        s, d = _minmax(sparse.get(q, {})), _minmax(dense.get(q, {}))
-        fused = {p: weight * d.get(p, 0.0) + (1.0 - weight) * s.get(p, 0.0) for p in set(s) | set(d)}
-        out[q] = _top(fused, depth)
-    return out
 
 
 def tune_weight(
@@ -100,6 +154,64 @@ def tune_weight(
     return best, table
 
 
+def tune_aligned(
+    runs: AlignedRuns,
+    qrels: Mapping[str, Mapping[str, int]],
+    measure: str = TUNE_MEASURE,
+    weights: Sequence[float] = WEIGHT_GRID,
+    depth: int | None = None,
+    **eval_kw: Any,
+) -> tuple[float, dict[float, float]]:
+    """``tune_weight`` over two run files (``AlignedRuns([sparse, dense])``), streamed: each
+    weight's fused run is evaluated a chunk of queries at a time, never held."""
+    from dense_pt.evaluation import evaluate_run
+
+    sparse, dense = runs.indexes
+    judged = {q: h for q, h in qrels.items() if q in sparse.position and q in dense.position}
+    if not judged:
+        raise InvalidArgumentError(
+            f"none of the {len(qrels)} tuning queries is in both runs (the sparse run has "
+            f"{sum(q in sparse.position for q in qrels)}, the dense run {sum(q in dense.position for q in qrels)}): "
+            "tune on queries both runs retrieved for, or pass a fixed weight"
+        )
+    table = {}
+    for w in weights:
+        fused = fused_chunks(runs, _interpolation_of(w), depth, only=judged)
+        table[w] = evaluate_run(fused, judged, [measure], **eval_kw).measures[measure]
+    best = max(table, key=lambda w: (table[w], -w))
+    return best, table
+
+
+def method_of(
+    method: str, weight: float | None = None, rrf_k: int = RRF_K
+) -> Callable[[int, RunChunk], np.ndarray]:
+    """A fusion method's per-row contribution (``"rrf"``, or ``"interpolation"`` with ``weight``)."""
+    if method == "rrf":
+        if rrf_k < 0:
+            raise InvalidArgumentError(f"rrf k must be >= 0, got {rrf_k}")
+        return _rrf_of(rrf_k)
+    if weight is None:
+        raise InvalidArgumentError("interpolation needs a weight")
+    _check_weight(weight)
+    return _interpolation_of(weight)
+
+
+def fused_chunks(runs: AlignedRuns, contribution: Callable[[int, RunChunk], np.ndarray], depth: int | None,
+                 only: Container[str] | None = None) -> Iterator[RunChunk]:  # fmt: skip
+    """The fused run of two run files, a chunk of queries at a time (``only``: just these queries)."""
+    for chunks in runs.chunks(only=only):
+        yield _fuse(chunks, contribution, depth)
+
+
+def write_fused(runs: AlignedRuns, out: str | Path, contribution: Callable[[int, RunChunk], np.ndarray],
+                depth: int | None, tag: str) -> int:  # fmt: skip
+    """Write the fused run (Arrow or TREC by ``out``'s name); the rows written."""
+    with RunWriter(out, tag=tag) as w:
+        for f in fused_chunks(runs, contribution, depth):
+            w.write(f.qids, f.offsets, f.docids, f.scores)
+    return w.rows
+
+
 def fuse_files(
     sparse: str | Path,
     dense: str | Path,
@@ -107,29 +219,30 @@ def fuse_files(
     tune_qrels: str | Path | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
-    """``dense-pt fuse``: two TREC runs fused into ``out``; ``settings`` are ``FuseSettings``' fields
-    (method, weight, tune_measure, rrf_k, k). Interpolation needs exactly one of ``weight`` and
-    ``tune_qrels`` (qrels of queries to choose the weight on, not the ones reported). Returns what
-    was done: the method, and the weight (with the tuning's measure and value) or RRF's k."""
-    from dense_pt.data import load_qrels, load_run, write_run
+    """``dense-pt fuse``: two runs (TREC or Arrow) fused into ``out``, streamed a chunk of queries at
+    a time; ``settings`` are ``FuseSettings``' fields (method, weight, tune_measure, rrf_k, k).
+    Interpolation needs exactly one of ``weight`` and ``tune_qrels`` (qrels of queries to choose the
+    weight on, not the ones reported). Returns what was done: the method, and the weight (with the
+    tuning's measure and value) or RRF's k. The queries come in the sparse run's order, then those
+    only the dense run has."""
+    from dense_pt.data import load_qrels
 
     s = FuseSettings(**settings)
     if s.method == "rrf" and tune_qrels is not None:
         raise InvalidArgumentError("--tune-qrels is for --method interpolation")
     if s.method == "interpolation" and (s.weight is None) == (tune_qrels is None):
         raise InvalidArgumentError("interpolation needs exactly one of --weight W or --tune-qrels QRELS")
-    a, b = load_run(sparse), load_run(dense)
     info: dict[str, Any] = {"method": s.method}
-    if s.method == "rrf":
-        fused = rrf([a, b], s.rrf_k, s.k)
-        info["rrf_k"] = s.rrf_k
-    else:
+    with AlignedRuns([sparse, dense]) as runs:
+        if s.method == "rrf":
+            info["rrf_k"] = s.rrf_k
+            write_fused(runs, out, method_of("rrf", rrf_k=s.rrf_k), s.k, f"fused-{s.method}")
+            return info
         weight = s.weight
         if weight is None and tune_qrels is not None:
-            weight, table = tune_weight(a, b, load_qrels(tune_qrels), s.tune_measure)
+            weight, table = tune_aligned(runs, load_qrels(tune_qrels), s.tune_measure)
             info["tuned_on"] = {"qrels": str(tune_qrels), "measure": s.tune_measure, "value": table[weight]}
         assert weight is not None  # given, or tuned just above
-        fused = interpolate(a, b, weight, s.k)
+        write_fused(runs, out, method_of("interpolation", weight), s.k, f"fused-{s.method}")
         info["weight"] = weight
-    write_run(out, fused, tag=f"fused-{s.method}")
     return info

@@ -9,7 +9,9 @@ faiss scores in float32, and its rounding depends on the kernel it picks for a c
 on the CPU or GPU), so two near-equal passages can swap places between a chunked and a one-shot
 search. The result must not depend on the memory budget or the machine, so faiss only proposes
 candidates (``k`` plus a margin per chunk) and the final candidates are rescored in float64 from the
-stored vectors, one fixed-order dot product per pair, then ranked by (score desc, corpus row asc).
+stored vectors, one fixed-order dot product per pair, then ranked by (score desc, corpus row asc)
+in ``search_arrays``; ``search`` / ``search_file`` break ties by passage id descending instead (the
+run file's rule), so that searches of passage shards merge into exactly the whole corpus's top-k.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from dense_pt.config.retrieval import K
-from dense_pt.data.judgements import write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.progress import Progress
 from dense_pt.retrieval.encode import Embeddings
@@ -102,8 +104,10 @@ def rescore(
     k: int,
     metric: str = "ip",
     max_block_bytes: int = 1 << 27,
+    tie_key: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of the candidate ``rows`` [nq, m] (-1 = none) by exact float64 scores, ties by row.
+    """Top-k of the candidate ``rows`` [nq, m] (-1 = none) by exact float64 scores, ties by row
+    (or by ``tie_key[row]`` ascending).
 
     Each score is one dot product over the dimension in a fixed order, so it depends only on the
     two vectors, not on how the candidates were found."""
@@ -125,7 +129,8 @@ def rescore(
         if metric == "cosine":
             vecs /= np.maximum(_norms(vecs), 1e-12)
         s = np.where(valid, _dot_pairs(vecs[inv.reshape(r.shape)], q[a : a + block]), -np.inf)
-        key = np.where(valid, r, np.iinfo(np.int64).max)
+        tie = r if tie_key is None else tie_key[np.where(valid, r, 0)]
+        key = np.where(valid, tie, np.iinfo(np.int64).max)
         order = np.lexsort((key, -s), axis=-1)[:, : out_s.shape[1]]
         out_s[a : a + block] = np.take_along_axis(s, order, 1)
         out_r[a : a + block] = np.take_along_axis(np.where(valid, r, -1), order, 1)
@@ -139,8 +144,11 @@ def search_arrays(
     metric: str = "ip",
     max_memory_gb: float | None = None,
     use_gpu: bool | None = None,
+    tie_key: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k (float64 scores, global row indices) of each query over the concatenated ``shards``."""
+    """Top-k (float64 scores, global row indices) of each query over the concatenated ``shards``;
+    equal scores are ordered by row, or by ``tie_key[row]`` ascending (``id_tie_key``: by passage
+    id descending, the evaluation's rule, which makes the top-k of passage shards merge exactly)."""
     if metric not in METRICS:
         raise InvalidArgumentError(f"metric must be one of {METRICS}, got {metric!r}")
     if k < 1:
@@ -169,7 +177,7 @@ def search_arrays(
                 progress.update("searching", base + a + len(chunk), total)
             base += len(sh)
         progress.update("rescoring", 0, len(q), unit="queries")
-        result = rescore(queries, shards, best_r, k, metric)
+        result = rescore(queries, shards, best_r, k, metric, tie_key=tie_key)
         progress.update("rescoring", len(q), len(q))
     return result
 
@@ -181,17 +189,11 @@ def check_memory(max_memory_gb: float | None) -> None:
         )
 
 
-def search(
-    query_emb: str | Path,
-    passage_emb: str | Path,
-    out: str | Path | None,
-    k: int = K,
-    metric: str | None = None,
-    max_memory_gb: float | None = None,
-    tag: str = "dense-pt",
-) -> dict[str, dict[str, float]]:
-    """Search encode outputs; write a TREC run to ``out`` (if given) and return it. ``k``, ``metric``
-    and ``max_memory_gb`` are checked by ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
+def _searched(
+    query_emb: str | Path, passage_emb: str | Path, k: int, metric: str | None, max_memory_gb: float | None
+) -> tuple[list[str], pa.Array, np.ndarray, np.ndarray]:
+    """(query ids, passage ids, scores [nq, k], passage rows [nq, k]) of a search of two encode
+    folders; the settings are checked by ``SearchSettings``."""
     from dense_pt.config.retrieval import SearchSettings
 
     SearchSettings.load(dict(k=k, metric=metric, max_memory_gb=max_memory_gb))
@@ -202,21 +204,79 @@ def search(
     if metric is None:
         metric = "cosine" if pe.normalized else "ip"
     qids, q = qe.load_all()
-    pids: list[str] = []
+    pids: list[pa.Array] = []
     shards = []
     for i in range(pe.num_shards):
         ids, emb = pe.shard(i)
-        pids.extend(ids)
+        pids.append(pa.array(ids, pa.utf8()))
         shards.append(emb)
-    scores, rows = search_arrays(q, shards, k, metric, max_memory_gb)
-    run = run_from_arrays(qids, pids, scores, rows)
+    ids = pa.concat_arrays(pids) if pids else pa.array([], pa.utf8())
+    scores, rows = search_arrays(q, shards, k, metric, max_memory_gb, tie_key=id_tie_key(ids))
+    return qids, ids, scores, rows
+
+
+def id_tie_key(ids: pa.Array) -> np.ndarray:
+    """Per row, a key that orders rows by passage id descending (``rank_hits``' rule): a search cut
+    at k this way keeps, among passages tied at the cut, the ones a run file ranks first, so the
+    top-k of passage shards merged (``dense-pt runs merge``) is the top-k of the whole corpus."""
+    import pyarrow.compute as pc
+
+    key = np.empty(len(ids), dtype=np.int64)
+    key[pc.sort_indices(ids).to_numpy()] = -np.arange(len(ids), dtype=np.int64)
+    return key
+
+
+def search(
+    query_emb: str | Path,
+    passage_emb: str | Path,
+    out: str | Path | None,
+    k: int = K,
+    metric: str | None = None,
+    max_memory_gb: float | None = None,
+    tag: str = "dense-pt",
+) -> dict[str, dict[str, float]]:
+    """Search encode outputs; write the run to ``out`` (if given: Arrow or TREC by its name) and
+    return it as ``{qid: {pid: score}}`` (for small runs: ``search_file`` writes without building
+    the dict). ``k``, ``metric`` and ``max_memory_gb`` are checked by
+    ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
+    qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
     if out is not None:
-        write_run(out, run, tag)
-    return run
+        write_arrays(out, qids, pids, scores, rows, tag)
+    return run_from_arrays(qids, pids.to_pylist(), scores, rows)
+
+
+def search_file(
+    query_emb: str | Path,
+    passage_emb: str | Path,
+    out: str | Path,
+    k: int = K,
+    metric: str | None = None,
+    max_memory_gb: float | None = None,
+    tag: str = "dense-pt",
+) -> Path:
+    """``search`` that only writes the run (``dense-pt search``, the pipeline): the hits go from
+    the score arrays to the file a chunk of queries at a time, never through Python objects."""
+    qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
+    write_arrays(out, qids, pids, scores, rows, tag)
+    return Path(out)
+
+
+def write_arrays(out: str | Path, qids: list[str], pids: pa.Array, scores: np.ndarray, rows: np.ndarray,
+                 tag: str = "dense-pt", chunk_queries: int = 4096) -> int:  # fmt: skip
+    """``search_arrays``' output written as a run (rows of -1 dropped; ranked as ``rank_hits``)."""
+    from dense_pt.data.runs import RunWriter
+
+    with RunWriter(out, tag=tag, ids=pids) as w:
+        for a in range(0, len(qids), chunk_queries):
+            r, sc = rows[a : a + chunk_queries], scores[a : a + chunk_queries]
+            valid = r >= 0
+            offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))])
+            w.write(qids[a : a + chunk_queries], offsets, r[valid], sc[valid])
+    return w.rows
 
 
 def run_from_arrays(
-    qids: list[str], pids: list[str], scores: np.ndarray, rows: np.ndarray
+    qids: list[str], pids: Sequence[str], scores: np.ndarray, rows: np.ndarray
 ) -> dict[str, dict[str, float]]:
     """``{qid: {pid: score}}`` from search_arrays' output (rows of -1 dropped)."""
     return {

@@ -23,7 +23,7 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
     k = max(C.k_search(ctx.cfg), ctx.cfg.mine.bm25_depth + 10)
     run = bm25_run(corpus_texts(ctx.cfg.data.corpus),
                    load_queries(C.split_file(ctx, "judged_queries.jsonl")), k=k)  # fmt: skip
-    write_run(folder / "run.trec", run, tag="bm25s")
+    write_run(folder / C.RUN_FILE, run, tag="bm25s")
     return {"metrics": C.evaluate(ctx, run)}
 
 
@@ -32,9 +32,9 @@ STAGE = Stage(
     doc="BM25 for every judged query",
     reads=("split",),
     config=("data", "eval", "mine", "reranker"),
-    outputs=("run.trec",),
+    outputs=(C.RUN_FILE,),
     inputs=inputs,
     params=params,
     run=run,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
 )

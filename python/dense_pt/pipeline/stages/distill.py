@@ -40,11 +40,11 @@ STAGE = Stage(
     doc="distil the re-ranker's scores into a retriever",
     reads=("store", "split", "pretrain", "r2", "score"),
     config=("distill", "model", "encode", "eval"),
-    outputs=("train/model", "run.trec", "emb_queries", "emb_passages"),
+    outputs=("train/model", C.RUN_FILE, "emb_queries", "emb_passages"),
     inputs=inputs,
     params=params,
     run=run,
     disabled=disabled,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
     card="distill/train/model",
 )

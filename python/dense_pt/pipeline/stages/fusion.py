@@ -30,27 +30,31 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
-    from dense_pt.data import load_qrels, load_run, write_run
-    from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
+    from dense_pt.data import load_qrels
+    from dense_pt.data.run_index import AlignedRuns
+    from dense_pt.retrieval.fusion import fused_chunks, method_of, tune_aligned, write_fused
 
     fu, ev, dense, k = ctx.cfg.fusion, ctx.cfg.eval, _dense(ctx), C.k_eval(ctx.cfg)
-    sparse, dense_run = load_run(ctx.out / "bm25" / "run.trec"), load_run(ctx.out / dense / "run.trec")
     tuning: dict | None = None
     weight: float
-    if fu.weight == "tune":
-        measure = ev.measures[0]
-        weight, table = tune_weight(sparse, dense_run, load_qrels(C.split_file(ctx, "train.qrels")), measure,
-                                    depth=k, tie_break=ev.tie_break, rel_level=ev.rel_level)  # fmt: skip
-        tuning = {"measure": measure, "on": "train split", "table": {str(w): v for w, v in table.items()}}
-    else:
-        weight = fu.weight
-    runs = {
-        "interpolation": interpolate(sparse, dense_run, weight, k),
-        "rrf": rrf([sparse, dense_run], fu.rrf_k, k),
-    }
-    write_run(folder / "run.trec", runs[fu.method], tag=f"fused-{fu.method}")
-    other = {m: C.evaluate(ctx, r) for m, r in runs.items() if m != fu.method}
-    return {"metrics": C.evaluate(ctx, runs[fu.method]), "dense_stage": dense, "method": fu.method,
+    # both runs are read a chunk of queries at a time, aligned by query (data/run_index.py)
+    with AlignedRuns([C.run_file(ctx.out / "bm25"), C.run_file(ctx.out / dense)]) as runs:
+        if fu.weight == "tune":
+            measure = ev.measures[0]
+            weight, table = tune_aligned(runs, load_qrels(C.split_file(ctx, "train.qrels")), measure, depth=k,
+                                         tie_break=ev.tie_break, rel_level=ev.rel_level)  # fmt: skip
+            tuning = {"measure": measure, "on": "train split", "table": {str(w): v for w, v in table.items()}}
+        else:
+            weight = fu.weight
+        methods = {m: method_of(m, weight, fu.rrf_k) for m in ("interpolation", "rrf")}
+        write_fused(runs, folder / C.RUN_FILE, methods[fu.method], k, tag=f"fused-{fu.method}")
+        dev = load_qrels(C.split_file(ctx, "dev.qrels"))
+        other = {
+            m: C.evaluate(ctx, fused_chunks(runs, f, k, only=dev))
+            for m, f in methods.items()
+            if m != fu.method
+        }
+    return {"metrics": C.evaluate(ctx, folder / C.RUN_FILE), "dense_stage": dense, "method": fu.method,
             "weight": weight, "rrf_k": fu.rrf_k, "tuning": tuning, "other_methods": other}  # fmt: skip
 
 
@@ -59,10 +63,10 @@ STAGE = Stage(
     doc="fuse BM25 with the last dense retriever's run",
     reads=("split", "bm25", "r1", "r2", "distill"),
     config=("fusion", "eval"),
-    outputs=("run.trec",),
+    outputs=(C.RUN_FILE,),
     inputs=inputs,
     params=params,
     run=run,
     disabled=disabled,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
 )

@@ -21,7 +21,7 @@ def params(ctx: C.Ctx) -> dict:
 def run(ctx: C.Ctx, folder: Path) -> dict:
     m = ctx.cfg.mine
     r1 = ctx.out / "r1"
-    stats = C.mine_from(ctx, r1 / "run.trec", folder / "negatives.dpneg", m.depth, m.num, r1)
+    stats = C.mine_from(ctx, C.run_file(r1), folder / "negatives.dpneg", m.depth, m.num, r1)
     return {"negatives": stats}
 
 

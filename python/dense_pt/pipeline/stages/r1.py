@@ -26,7 +26,7 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
     neg, stats = folder / "negatives.dpneg", None
     if not neg.exists():  # resuming: mined before the interruption
         m = ctx.cfg.mine
-        stats = C.mine_from(ctx, ctx.out / "bm25" / "run.trec", neg, m.bm25_depth, m.num, None)
+        stats = C.mine_from(ctx, C.run_file(ctx.out / "bm25"), neg, m.bm25_depth, m.num, None)
     return C.train_retriever_stage(ctx, folder, ctx.cfg.r1, C.base_model(ctx)[0], negatives=neg, mined=stats)
 
 
@@ -35,10 +35,10 @@ STAGE = Stage(
     doc="train retriever 1 on BM25 negatives",
     reads=("store", "split", "pretrain", "bm25"),
     config=("r1", "mine", "model", "encode", "eval"),
-    outputs=("negatives.dpneg", "train/model", "run.trec", "emb_queries", "emb_passages"),
+    outputs=("negatives.dpneg", "train/model", C.RUN_FILE, "emb_queries", "emb_passages"),
     inputs=inputs,
     params=params,
     run=run,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
     card="r1/train/model",
 )

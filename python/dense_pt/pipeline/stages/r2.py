@@ -28,10 +28,10 @@ STAGE = Stage(
     doc="train retriever 2 on R1-mined negatives",
     reads=("store", "split", "pretrain", "mine"),
     config=("r2", "model", "encode", "eval"),
-    outputs=("negatives.dpneg", "train/model", "run.trec", "emb_queries", "emb_passages"),
+    outputs=("negatives.dpneg", "train/model", C.RUN_FILE, "emb_queries", "emb_passages"),
     inputs=inputs,
     params=params,
     run=run,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
     card="r2/train/model",
 )

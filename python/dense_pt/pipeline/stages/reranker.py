@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+
+from dense_pt.data.runs import RunChunk
 from dense_pt.pipeline import common as C
 from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import Stage
@@ -31,23 +35,39 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
-    from dense_pt.data import load_qrels, load_run, write_run
+    from dense_pt.data import load_qrels, write_run
     from dense_pt.finetune.stages import rerank_run, train_reranker
 
     sec, r2, neg = ctx.cfg.reranker, ctx.out / "r2", folder / "negatives.dpneg"
-    stats = C.mine_from(ctx, r2 / "run.trec", neg, sec.depth, sec.num, r2)
+    stats = C.mine_from(ctx, C.run_file(r2), neg, sec.depth, sec.num, r2)
     m = train_reranker(_model(ctx)[0], C.store(ctx), ctx.cfg.data.queries,
                        C.split_file(ctx, "train.qrels"), neg, folder / "train", group_size=sec.group_size,
                        query_max_length=sec.query_max_length, max_length=sec.max_length,
                        train=C.train_config(sec, ctx.seed), restrict_to=C.train_ids(ctx), progress=ctx.progress,
                        epochs=sec.epochs)  # fmt: skip
     dev = set(load_qrels(C.split_file(ctx, "dev.qrels")))
-    r2run = {q: h for q, h in load_run(r2 / "run.trec").items() if q in dev}
+    r2run = _top_of(C.run_file(r2), dev, sec.rerank_depth)
     reranked = rerank_run(folder / "train" / "model", C.store(ctx), ctx.cfg.data.queries, r2run,
                           sec.rerank_depth)  # fmt: skip
-    write_run(folder / "dev_reranked.trec", reranked)
+    write_run(folder / C.RERANKED_FILE, reranked)
     return {"metrics": C.evaluate(ctx, reranked), "negatives": stats, "train_steps": m["steps"],
             "train_wall_s": m["wall_s"]}  # fmt: skip
+
+
+def _top_of(run: Path, queries: set[str], depth: int) -> dict[str, dict[str, float]]:
+    """The top ``depth`` hits (``rank_hits``' order, what ``rerank_run`` re-scores) of the run's
+    ``queries``, read a chunk at a time: only what is re-ranked is held."""
+    from dense_pt.data.runs import rank_order, read_run_chunks
+
+    out: dict[str, dict[str, float]] = {}
+    for chunk in read_run_chunks(run):
+        c = chunk.select(queries)
+        g = c.query_of_row
+        order = rank_order(g, c.scores, c.docids, "docno")
+        keep = order[(np.arange(len(order)) - c.offsets[g[order]]) < depth]
+        out.update(RunChunk(c.qids, np.concatenate([[0], np.cumsum(np.bincount(g[keep], minlength=len(c)))]),
+                            c.docids.take(pa.array(keep)), c.scores[keep], c.ranks[keep]).to_dict())  # fmt: skip
+    return out
 
 
 STAGE = Stage(
@@ -55,11 +75,11 @@ STAGE = Stage(
     doc="train a re-ranker on R2's negatives and re-rank R2's dev run",
     reads=("store", "split", "pretrain", "r2"),
     config=("reranker", "mine", "eval"),
-    outputs=("negatives.dpneg", "train/model", "dev_reranked.trec"),
+    outputs=("negatives.dpneg", "train/model", C.RERANKED_FILE),
     inputs=inputs,
     params=params,
     run=run,
     disabled=disabled,
-    run_file="dev_reranked.trec",
+    run_file=C.RERANKED_FILE,
     card="reranker/train/model",
 )

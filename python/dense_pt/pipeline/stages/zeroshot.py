@@ -29,10 +29,10 @@ STAGE = Stage(
     doc="retrieve with the starting model as it is",
     reads=("store", "split", "pretrain"),
     config=("encode", "r1", "eval"),
-    outputs=("run.trec",),
+    outputs=(C.RUN_FILE,),
     inputs=inputs,
     params=params,
     run=run,
-    run_file="run.trec",
+    run_file=C.RUN_FILE,
     card="pretrain/run/encoder",
 )

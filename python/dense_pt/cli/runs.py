@@ -1,0 +1,56 @@
+"""`dense-pt runs convert | merge`: run files between formats, and shard runs merged into one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dense_pt.cli import app
+
+runs_app = typer.Typer(
+    help="Run files: convert between Arrow and TREC text, merge the runs of query or passage shards.",
+    no_args_is_help=True,
+)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("convert")
+def convert(
+    run: Path = typer.Argument(..., help="A run: Arrow or TREC text (sniffed)."),
+    out: Path = typer.Argument(
+        ..., help="Where to write it: .arrow for Arrow, any other name for TREC text."
+    ),
+    tag: str | None = typer.Option(None, help="The run tag to write (default: the run's own)."),
+) -> None:
+    """Copy a run into another format (e.g. the TREC text trec_eval reads), rows and scores unchanged."""
+    from dense_pt import logs
+    from dense_pt.data.runs import convert_run
+
+    info = convert_run(run, out, tag)
+    logs.status(f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['format']})")
+
+
+@runs_app.command("merge")
+def merge(
+    runs: list[Path] = typer.Argument(..., help="The shard runs (Arrow or TREC text), in shard order."),
+    out: Path = typer.Option(..., "--out", "-o", help="The merged run (.arrow: Arrow; else TREC text)."),
+    k: int | None = typer.Option(
+        None, "-k", help="Passage shards: hits kept per query (default: the shards' depth)."
+    ),
+    mode: str = typer.Option(
+        "auto",
+        help="queries (concatenate) | passages (top-k of the union) | auto (queries when no query repeats).",
+    ),
+    tag: str | None = typer.Option(None, help="The run tag to write (default: the first run's)."),
+) -> None:
+    """Merge the runs of query shards (concatenated) or passage shards (per query, the top-k of the
+    union by score, ties by passage id as every run is ranked): the run one machine would write."""
+    from dense_pt import logs
+    from dense_pt.data.run_merge import merge_runs
+
+    info = merge_runs(runs, out, k=k, mode=mode, tag=tag)
+    depth = f", top {info['k']}" if info["k"] else ""
+    logs.status(
+        f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['mode']} shards{depth})"
+    )
