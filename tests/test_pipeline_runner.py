@@ -209,6 +209,8 @@ def test_cli_dry_run_until_and_only_on_the_real_stages(tmp_path: Path):
     assert res.exit_code != 0 and "--only r1: it reads stage 'bm25', which has not run" in str(res.exception)
     res = runner.invoke(app, ["pipeline", "run", str(path), "--quiet", "--only", "bm25"])
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "out" / "bm25" / "run.arrow").is_file() and not (tmp_path / "out" / "zeroshot").exists()
+    assert (tmp_path / "out" / "bm25" / "run.arrow").is_file() and not (
+        tmp_path / "out" / "zeroshot"
+    ).exists()
     res = runner.invoke(app, ["pipeline", "run", str(path), "--only", "bm25", "--until", "r1"])
     assert res.exit_code != 0 and "not both" in str(res.exception)
