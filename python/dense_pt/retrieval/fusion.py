@@ -8,7 +8,11 @@
 - ``tune_weight``: the interpolation weight from a grid, chosen on judged queries the caller gives
   (the pipeline: the training split, so the dev split it reports on stays unseen).
 
-Runs are ``{qid: {docid: score}}``; the fused run holds each query's top ``depth`` passages.
+The fused run holds each query's top ``depth`` passages. One vectorised core (``_fuse``) fuses
+aligned chunks of queries: ``fuse_files`` / ``fused_chunks`` / ``tune_aligned`` stream two run files
+(``data/run_index.AlignedRuns``: a chunk of queries at a time, any query order), ``rrf`` /
+``interpolate`` / ``tune_weight`` take ``{qid: {docid: score}}`` dicts for small runs. Each fused
+score is summed in the per-query definition's order, so both give the same floats to the bit.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def _first_appearance(table: pa.Array, codes: np.ndarray) -> tuple[pa.Array, np.
     if n == 0:
         return table, codes
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    step = 1 << 24
+    step = 1 << 22  # ids per np.minimum.at call: bounds the arange it needs
     for a in range(0, len(codes), step):
         np.minimum.at(first, codes[a : a + step], np.arange(a, min(a + step, len(codes))))
     used = np.flatnonzero(first != np.iinfo(np.int64).max)
