@@ -156,21 +156,29 @@ def prepare_run(
 class _Overlap:
     """Is any passage of the run judged for any of its judged queries (the "qrels for another
     corpus" check), in memory bounded by the judgements: the run's passages that some judgement
-    names are kept, and compared at the end with the passages judged for the queries that had hits."""
+    names are kept (one vectorised lookup per chunk) and compared with the passages judged for the
+    queries that had hits; once one is found, the rest of the run is not looked at."""
 
     def __init__(self, qrels: Mapping[str, Mapping[str, int]]):
+        self.qrels = qrels
         self.judged = pa.array(sorted({d for ds in qrels.values() for d in ds}), pa.utf8())
-        self.candidates: set[str] = set()
-        self.any_hit = False
+        self.candidates: set[str] = set()  # run passages some judgement names
+        self.wanted: set[str] = set()  # passages judged for a query with hits
+        self.any_hit = self.found = False
 
-    def add(self, docs: list[str]) -> None:
-        if docs:
-            self.any_hit = True
-            hit = pc.is_in(pa.array(docs, pa.utf8()), value_set=self.judged).to_numpy(zero_copy_only=False)
-            self.candidates.update(d for d, h in zip(docs, hit, strict=True) if h)
+    def add(self, docs: list[str], queries: list[str]) -> None:
+        """A chunk's ranked passages (of its judged queries with hits) and those queries."""
+        if self.found or not docs:
+            self.any_hit = self.any_hit or bool(docs)
+            return
+        self.any_hit = True
+        hit = pc.is_in(pa.array(docs, pa.utf8()), value_set=self.judged).to_numpy(zero_copy_only=False)
+        self.candidates.update(d for d, h in zip(docs, hit, strict=True) if h)
+        self.wanted.update(d for q in queries for d in self.qrels[q])
+        self.found = not self.candidates.isdisjoint(self.wanted)
 
-    def none(self, qrels: Mapping[str, Mapping[str, int]], with_hits: list[str]) -> bool:
-        return self.any_hit and not any(d in self.candidates for q in with_hits for d in qrels[q])
+    def none(self) -> bool:
+        return self.any_hit and not self.found
 
 
 def evaluate_run(
@@ -206,6 +214,7 @@ def evaluate_run(
     for chunk in run_chunks(run):
         qids, offsets, docs = _ranked_chunk(chunk, tie_break)
         surrogate: dict[str, dict[str, float]] = {}
+        seen_docs: list[str] = []
         for i, q in enumerate(qids):
             ranked = docs[offsets[i] : offsets[i + 1]]
             if drop_self_hits:
@@ -219,15 +228,16 @@ def evaluate_run(
             ranked_any[row_of[q]] = bool(ranked)
             if ranked and qrels[q]:
                 with_hits.append(q)
-                overlap.add(ranked)
+                seen_docs.extend(ranked)
                 # Strictly decreasing surrogate scores: the rank order is the only order a provider sees.
                 surrogate[q] = {d: float(len(ranked) - j) for j, d in enumerate(ranked)}
+        overlap.add(seen_docs, list(surrogate))
         _score_chunk(by_provider, surrogate, qrels, values, row_of, labels)
     if not in_run.any():
         raise MismatchError(
             "the run and the qrels share no query id (is the qrels file for another collection?)"
         )
-    if len(with_hits) >= 5 and overlap.none(qrels, with_hits):
+    if len(with_hits) >= 5 and overlap.none():
         raise MismatchError(
             "no document of the run is judged for any of its queries (is the qrels file for another corpus?)"
         )
