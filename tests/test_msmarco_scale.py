@@ -19,13 +19,26 @@ BENCH = Path(__file__).resolve().parent.parent / "benches" / "bench_msmarco_scal
 def test_scale_001_runs_every_stage(shared_data: Path, tmp_path: Path) -> None:
     env = {**os.environ, "DENSE_PT_SHARED": str(shared_data)}
     r = subprocess.run(
-        [sys.executable, str(BENCH), "--scale", "0.01", "--out", str(tmp_path), "--threads", "1", "--batches", "3"],
+        [
+            sys.executable,
+            str(BENCH),
+            "--scale",
+            "0.01",
+            "--out",
+            str(tmp_path),
+            "--threads",
+            "1",
+            "--batches",
+            "3",
+        ],
         capture_output=True,
         text=True,
         env=env,
         timeout=1800,
     )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + (tmp_path / "stages.log").read_text()[-3000:]
+    assert r.returncode == 0, (
+        r.stdout[-3000:] + r.stderr[-3000:] + (tmp_path / "stages.log").read_text()[-3000:]
+    )
     out = json.loads((tmp_path / "bench.json").read_text())
     stages = {s["stage"]: s for s in out["stages"]}
     assert list(stages) == [
