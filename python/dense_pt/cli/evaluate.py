@@ -38,20 +38,19 @@ def evaluate(
     **values: Any,
 ) -> None:
     """Compute MRR@10, nDCG@10, R@k ... (ir-measures) and optionally answer recall@k."""
-    from dense_pt.data import corpus_texts, load_qrels, load_run
+    from dense_pt.data import load_qrels
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.evaluation import answer_recall, evaluate_run, read_answers
+    from dense_pt.evaluation import evaluate_run, read_answers
+    from dense_pt.evaluation.answers import answer_recall_files
 
     s = load_settings(EvalSettings, config, set_, split(values, EVAL), "dense-pt evaluate")
     conventions = s.model_dump(include={"tie_break", "drop_self_hits", "rel_level"})
     if answers is not None and corpus is None:
         raise InvalidArgumentError("--answers needs --corpus for the passage texts")
-    # the run is streamed a chunk of queries at a time; answer recall still reads it as a dict
+    # the run is streamed a chunk of queries at a time; answer recall keeps only the texts it reads
     result = evaluate_run(run, load_qrels(qrels), measures=s.measures, **conventions)
     if answers is not None and corpus is not None:
-        result.measures.update(
-            answer_recall(load_run(run), dict(corpus_texts(corpus)), read_answers(answers))
-        )
+        result.measures.update(answer_recall_files(run, corpus, read_answers(answers)))
     comparison = None
     if baseline is not None:
         from dense_pt.evaluation.significance import compare_runs

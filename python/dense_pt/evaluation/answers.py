@@ -83,3 +83,25 @@ def answer_recall(
             if first is not None and first <= k:
                 hits_at[k] += 1
     return {f"AnswerRecall@{k}": hits_at[k] / len(qids) for k in ks}
+
+
+def answer_recall_files(
+    run: str | Path,
+    corpus: str | Path,
+    answers: Mapping[str, Sequence[str]],
+    ks: Sequence[int] = (1, 5, 20, 100),
+) -> dict[str, float]:
+    """``answer_recall`` of a run file over a corpus file, holding only what it reads: the top
+    ``max(ks)`` hits of the queries with answers (the run streamed a chunk of queries at a time)
+    and the texts of those passages (the corpus streamed once)."""
+    from dense_pt.data.readers import corpus_texts
+    from dense_pt.data.runs import read_run_chunks
+
+    depth = max(ks)
+    top: dict[str, dict[str, float]] = {}
+    for chunk in read_run_chunks(run):
+        for q, hits in chunk.select(answers).to_dict().items():
+            top[q] = dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:depth])
+    needed = {p for hits in top.values() for p in hits}
+    passages = {p: t for p, t in corpus_texts(corpus) if p in needed}
+    return answer_recall(top, passages, answers, ks)
