@@ -102,3 +102,37 @@ def test_overlap_check_streams(tmp_path):
         evaluate_run(read_run_chunks(tmp_path / "r.arrow", chunk_rows=1), qrels, ["RR@10"]).measures["RR@10"]
         == 0
     )
+
+
+def test_answer_recall_from_files_equals_the_dict_version(tmp_path):
+    """`evaluate --answers` streams the run and keeps only the passages it reads."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dense_pt.cli import app
+    from dense_pt.evaluation import answer_recall
+    from dense_pt.evaluation.answers import answer_recall_files
+
+    texts = {
+        f"d{i}": f"passage {i} about topic {i % 4}" + (" the answer is blue" if i % 5 == 0 else "")
+        for i in range(30)
+    }
+    (tmp_path / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in texts.items())
+    )
+    run = {f"q{j}": {f"d{(j + i) % 30}": float(10 - i) for i in range(8)} for j in range(6)}
+    answers = {f"q{j}": ["blue"] for j in range(5)} | {"q5": ["topic 3"]}
+    write_run(tmp_path / "r.arrow", run)
+    (tmp_path / "a.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "answers": a}) + "\n" for q, a in answers.items())
+    )
+    want = answer_recall(run, texts, answers, ks=(1, 5))
+    assert answer_recall_files(tmp_path / "r.arrow", tmp_path / "corpus.jsonl", answers, ks=(1, 5)) == want
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t0\td{j}\t1\n" for j, q in enumerate(run)))
+    r = CliRunner().invoke(app, ["evaluate", str(tmp_path / "r.arrow"), "--qrels", str(tmp_path / "qrels.tsv"), "-m",
+                                 "RR@10", "--answers", str(tmp_path / "a.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"),
+                                 "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["AnswerRecall@5"] == answer_recall(run, texts, answers)["AnswerRecall@5"]
