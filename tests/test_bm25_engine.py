@@ -115,6 +115,7 @@ def test_each_new_word_is_stemmed_once():
 
 
 # ---- against bm25s -----------------------------------------------------------------------------
+@pytest.mark.slow  # ~6 s: bm25s indexes the 5,183 passages
 def test_top_k_equals_bm25s_on_scifact(shared_data, tmp_path):
     sci = shared_data / "beir-scifact"
     docs = list(corpus_texts(sci / "corpus.jsonl"))
@@ -131,6 +132,7 @@ def test_top_k_equals_bm25s_on_scifact(shared_data, tmp_path):
     assert_same_but_ties(ours, reference(docs, queries, 100), 100)
 
 
+@pytest.mark.slow  # ~5 s: 8,842 passages and 503 queries, generated, then both engines
 def test_top_k_equals_bm25s_on_the_synthetic_msmarco(shared_data, tmp_path):
     from test_msmarco_synth import synth
 
@@ -280,3 +282,16 @@ def test_bm25_index_api_and_a_refused_method(tmp_path):
     assert all(p.startswith("p") for p in idx.pids(docs))
     with pytest.raises(InvalidArgumentError, match="lucene"):
         bm25_run([("a", "b c")], {"q": "b"}, method="robertson")
+
+
+def test_the_streamed_run_is_write_runs_bytes(tmp_path):
+    from dense_pt.data import write_run
+    from dense_pt.retrieval.bm25 import TAG, retrieve, write_hits
+
+    corpus = _corpus(tmp_path / "c.tsv", 200)
+    idx = bm25_index(corpus, tmp_path / "idx")
+    queries = [("q1", "vaccine trial"), ("q 2", "zebra"), ("q3", "cell cell disease"), ("q4", "elderly")]
+    chunks = list(retrieve(idx, queries, k=50))
+    n = write_hits(tmp_path / "a.trec", chunks)
+    m = write_run(tmp_path / "b.trec", (e for c in chunks for e in c.entries()), tag=TAG)
+    assert n == m > 0 and (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()

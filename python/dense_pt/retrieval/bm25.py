@@ -14,13 +14,17 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dense_pt.config.retrieval import BM25Settings
-from dense_pt.data.judgements import RunEntry, write_run
+from dense_pt.data.judgements import RunEntry
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.fsutil import atomic_file
 from dense_pt.progress import Progress
 from dense_pt.retrieval.bm25_index import (
     Analysis,
@@ -65,31 +69,60 @@ def shard_range(count: int, shard: tuple[int, int]) -> range:
     return range(i * count // n, (i + 1) * count // n)
 
 
+@dataclass
+class HitChunk:
+    """The hits of a chunk of queries, column by column: query ``qids[i]``'s are
+    ``pids[offsets[i]:offsets[i + 1]]`` with their ``scores``, best first."""
+
+    qids: list[str]
+    pids: list[str]
+    scores: np.ndarray
+    offsets: np.ndarray
+
+    def entries(self) -> Iterator[RunEntry]:
+        scores, bounds = self.scores.tolist(), self.offsets.tolist()
+        for i, qid in enumerate(self.qids):
+            for rank, j in enumerate(range(bounds[i], bounds[i + 1]), start=1):
+                yield RunEntry(qid, self.pids[j], rank, scores[j], TAG)
+
+    def trec(self) -> str:
+        """TREC lines, exactly as ``write_run`` writes these entries (``{s!r}`` is ``format_score``)."""
+        scores, bounds, pids = self.scores.tolist(), self.offsets.tolist(), self.pids
+        return "".join(
+            f"{qid} Q0 {pids[j]} {j - bounds[i] + 1} {scores[j]!r} {TAG}\n"
+            for i, qid in enumerate(self.qids)
+            for j in range(bounds[i], bounds[i + 1])
+        )
+
+
 def retrieve(
     index: BM25Index,
     queries: Iterable[tuple[str, str]],
     k: int,
     threads: int = 1,
     progress: Progress | None = None,
-) -> Iterator[RunEntry]:
-    """The run of ``(qid, text)`` queries, in chunks: each query's hits best first (ranks from 1;
-    a query without any matching term has none)."""
+) -> Iterator[HitChunk]:
+    """The run of ``(qid, text)`` queries, chunk by chunk: each query's hits best first (a query
+    without any matching term has none)."""
     chunk = max(1, min(4096, HITS_PER_CHUNK // k))
     it, done = iter(queries), 0
     while batch := list(islice(it, chunk)):
         docs, scores, offsets = index.search([t for _, t in batch], k, threads)
-        pids, values, bounds = index.pids(docs), scores.tolist(), offsets.tolist()
-        for i, (qid, _) in enumerate(batch):
-            for rank, j in enumerate(range(bounds[i], bounds[i + 1]), start=1):
-                yield RunEntry(qid, pids[j], rank, values[j], TAG)
+        yield HitChunk([q for q, _ in batch], index.pids(docs), scores, offsets)
         done += len(batch)
         if progress is not None:
             progress.update("retrieving", done, progress.total, unit="queries")
 
 
-def write_hits(out: str | Path, entries: Iterable[RunEntry]) -> int:
-    """Write a run as it is produced (the one place ``bm25`` writes; returns the line count)."""
-    return write_run(out, entries, tag=TAG)
+def write_hits(out: str | Path, chunks: Iterable[HitChunk]) -> int:
+    """Write a run as it is produced, atomically (the one place ``bm25`` writes a run: TREC text,
+    the same bytes as ``write_run``); returns the line count."""
+    n = 0
+    with atomic_file(out, "w", encoding="utf-8") as f:
+        for c in chunks:
+            f.write(c.trec())
+            n += len(c.pids)
+    return n
 
 
 def _analysis(stopwords: str | Iterable[str] | None, stem: bool) -> Analysis:
@@ -169,7 +202,8 @@ def bm25_run(
                 corpus, Path(tmp) / "index", analysis=analysis, k1=s.k1, b=s.b, key=key, progress=progress
             )
             progress.update("retrieving", 0, len(queries), unit="queries")
-            for e in retrieve(idx, queries.items(), s.k, 1, progress):
-                run[e.qid][e.pid] = e.score
+            for chunk in retrieve(idx, queries.items(), s.k, 1, progress):
+                for e in chunk.entries():
+                    run[e.qid][e.pid] = e.score
         del idx
     return run
