@@ -265,10 +265,19 @@ def write_queries(out: Path, c: Counts, vocab: Vocabulary, plan: QueryPlan) -> N
             os.replace(out / f"{fname}.tmp", out / fname)
 
 
-def generate(out: str | Path, scale: float, seed: int = 0, source: Path = DEFAULT_SOURCE, log=None) -> Path:
+def generate(
+    out: str | Path,
+    scale: float,
+    seed: int = 0,
+    source: Path = DEFAULT_SOURCE,
+    log=None,
+    sizes: Counts | None = None,
+) -> Path:
     """Write the synthetic collection into ``out`` (created if needed); returns ``out``. Query ids
-    are ``0 .. train-1`` (train) then ``train .. train+dev-1`` (dev); passage ids ``0 .. n-1``."""
-    c = counts(scale)
+    are ``0 .. train-1`` (train) then ``train .. train+dev-1`` (dev); passage ids ``0 .. n-1``.
+    ``sizes`` overrides the row counts of ``scale`` (a benchmark's own shape, e.g. 150k passages
+    and 20k queries)."""
+    c = sizes or counts(scale)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "synth.json").unlink(missing_ok=True)  # a folder without it is incomplete
@@ -282,17 +291,24 @@ def generate(out: str | Path, scale: float, seed: int = 0, source: Path = DEFAUL
     return out
 
 
-def ensure(out: str | Path, scale: float, seed: int = 0, source: Path = DEFAULT_SOURCE, log=None) -> Path:
-    """``generate`` unless ``out`` already holds this scale, seed and generator version."""
+def ensure(
+    out: str | Path,
+    scale: float,
+    seed: int = 0,
+    source: Path = DEFAULT_SOURCE,
+    log=None,
+    sizes: Counts | None = None,
+) -> Path:
+    """``generate`` unless ``out`` already holds this scale (or sizes), seed and generator version."""
     out = Path(out)
     try:
         meta = json.loads((out / "synth.json").read_text())
     except (OSError, ValueError):
         meta = None
-    want = {"version": VERSION, "scale": scale, "seed": seed, **asdict(counts(scale))}
+    want = {"version": VERSION, "scale": scale, "seed": seed, **asdict(sizes or counts(scale))}
     if meta == want and all((out / f).is_file() for f in FILES):
         return out
-    return generate(out, scale, seed, source, log)
+    return generate(out, scale, seed, source, log, sizes)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -312,12 +312,29 @@ def checksum_entry(path: str | Path) -> dict[str, Any]:
     return {"bytes": Path(path).stat().st_size, "xxh3_128": digest}
 
 
-def _cache_dir() -> Path | None:
+def cache_root() -> Path | None:
+    """dense-pt's cache folder: ``$DENSE_PT_CACHE_DIR`` (empty: none), else ``~/.cache/dense-pt``."""
     env = os.environ.get(CACHE_ENV)
     if env is not None:
-        return Path(env) / "verified" if env else None
+        return Path(env) if env else None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dense-pt" / "verified"
+    return Path(base) / "dense-pt"
+
+
+def _cache_dir() -> Path | None:
+    root = cache_root()
+    return root / "verified" if root is not None else None
+
+
+def file_checksum_cached(path: str | Path) -> str:
+    """``file_checksum``, or the digest remembered for this very file (same inode, size, mtime and
+    ctime: see ``remember_verified``) without reading it again."""
+    known = _remembered(os.stat(path))
+    if known is not None:
+        return known
+    digest = file_checksum(path)
+    remember_verified(path, digest)
+    return digest
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int]:

@@ -20,19 +20,46 @@ from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand,
 
 
 def bm25(
-    corpus: Path = typer.Argument(..., help="BEIR corpus.jsonl ({_id, title, text})."),
-    queries: Path = typer.Option(..., help="Queries: BEIR jsonl or 'qid<TAB>text'."),
-    out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    corpus: Path = typer.Argument(
+        ..., help="Corpus: BEIR corpus.jsonl ({_id, title, text}) or 'pid<TAB>text'."
+    ),
+    queries: Path | None = typer.Option(
+        None,
+        help="Queries: BEIR jsonl or 'qid<TAB>text' (without --queries and --out: build the index only).",
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="TREC run to write."),
+    index: Path | None = typer.Option(
+        None,
+        "--index",
+        help="Index folder, built once and reused while the corpus and settings match "
+        "(default: CORPUS.bm25 beside the corpus, or dense-pt's cache if that folder is read-only).",
+    ),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, help="Search threads (default: all available cores)."
+    ),
+    query_shard: str | None = typer.Option(
+        None,
+        "--query-shard",
+        help="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
+        "array; the shards' runs, concatenated in order, are the whole run.",
+    ),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
-    """BM25 (bm25s, Lucene variant) over a corpus: a TREC run."""
+    """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a TREC run."""
     from dense_pt import logs
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
+    from dense_pt.retrieval.bm25 import bm25_index
 
     s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
-    run_bm25(corpus, queries, out, **s.model_dump())
+    if queries is None and out is None:
+        idx = bm25_index(corpus, index, **s.model_dump())
+        logs.status(f"index ready at {idx.path} ({idx.num_docs:,} passages)")
+        return
+    if queries is None or out is None:
+        raise typer.BadParameter("give both --queries and --out (or neither, to build the index only)")
+    run_bm25(corpus, queries, out, index=index, threads=threads, query_shard=query_shard, **s.model_dump())
     logs.status(f"wrote {out}")
 
 

@@ -2,6 +2,7 @@
 //!
 //! Everything here takes slices and returns plain structs; `rust/py` converts to and from numpy.
 pub mod atomic;
+pub mod bm25;
 mod choice;
 pub mod collate;
 pub mod error;

@@ -3,12 +3,13 @@
 use pyo3::prelude::*;
 
 mod arrays;
+mod bm25;
 mod collate;
 mod errors;
 mod masking;
 mod negatives;
 mod pmi;
-// Used by the binding submodules (masking, pmi, collate, negatives).
+// Used by the binding submodules (masking, pmi, collate, negatives, bm25).
 #[allow(unused_imports)]
 pub(crate) use errors::IntoPyResult;
 
@@ -77,5 +78,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     collate::register(m)?;
     negatives::register(m)?;
     pmi::register(m)?;
+    bm25::register(m)?;
     Ok(())
 }

@@ -1,0 +1,292 @@
+"""The BM25 index on disk (the engine is rust/core/src/bm25): built once per corpus and settings,
+kept in a folder, memory-mapped by every later search.
+
+The folder holds the engine's arrays and ``manifest.json``: the index's key and the size and
+xxh3-128 checksum of every file (checked when it is opened; see ``dense_pt.fsutil.verify_file``).
+The key is what the postings depend on: the corpus file's checksum and size, the analysis (bm25s's
+token pattern and lower-casing, the stopword list, the stemmer and its version, Python's Unicode
+version, which decides ``\\w`` and ``str.lower``) and the scoring (k1, b). ``index_for`` reuses a
+folder only when its key equals the one wanted; otherwise it rebuilds it, saying why, and never
+silently serves a stale index. A folder that is not a dense-pt BM25 index is never replaced.
+
+Analysis follows ``bm25s.tokenize`` (what the previous ``dense-pt bm25`` ran): Python lower-cases
+(``str.lower``), the engine splits on Python's own ``\\w`` (a table of code points made here, so
+``(?u)\\b\\w\\w+\\b`` gives the same tokens), drops the stopwords and asks PyStemmer for the stem of
+each word it has not seen before (once per distinct word).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dense_pt import __version__, logs
+from dense_pt.data.readers import DEFAULT_TITLE_SEP, corpus_texts, resolve_beir
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
+from dense_pt.fsutil import (
+    atomic_dir,
+    cache_root,
+    checksum_entry,
+    file_checksum_cached,
+    verify_file,
+    write_json_atomic,
+)
+from dense_pt.progress import Progress
+
+FORMAT_VERSION = 1
+KIND = "dense-pt bm25 index"
+MANIFEST = "manifest.json"
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's default pattern, which the engine implements
+# bm25s's English stopwords (bm25s.stopwords.STOPWORDS_EN, Lucene's English stop set; a test checks
+# they are equal), so that bm25s is not needed to build or search.
+STOPWORDS_EN = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with",
+)  # fmt: skip
+BUILD_BATCH = 8192  # passages analyzed and added at once
+BUILD_MEMORY = 1 << 30  # bytes of postings one inversion pass holds (8 per posting)
+DEFAULT_SUFFIX = ".bm25"
+
+
+@functools.cache
+def word_chars() -> bytes:
+    """One bit per code point (little-endian), set where Python's ``re`` matches ``\\w``: every code
+    point decoded into one string, the regex run over it once."""
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    found = "".join(re.findall(r"\w+", every)).encode("utf-32-le")
+    is_word = np.zeros(0x110000, dtype=bool)
+    is_word[np.frombuffer(found, dtype="<u4")] = True
+    return np.packbits(is_word, bitorder="little").tobytes()
+
+
+def stopword_list(stopwords: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``"en"`` / ``"english"``: bm25s's English list; None: none; else the words given."""
+    if stopwords is None:
+        return ()
+    if isinstance(stopwords, str):
+        if stopwords in ("en", "english"):
+            return STOPWORDS_EN
+        raise InvalidArgumentError(f"stopwords must be 'en', None or a list of words, got {stopwords!r}")
+    return tuple(stopwords)
+
+
+@functools.cache
+def _pystemmer() -> tuple[Callable[[list[str]], list[str]], str] | None:
+    try:
+        import Stemmer
+    except ImportError:
+        return None
+    from importlib.metadata import version
+
+    return Stemmer.Stemmer("english").stemWords, f"PyStemmer {version('PyStemmer')} english"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """How text becomes terms: the stopwords and whether words are stemmed (English Snowball by
+    PyStemmer, when installed: without it words are not stemmed, and the key says so)."""
+
+    stopwords: tuple[str, ...] = STOPWORDS_EN
+    stem: bool = True
+
+    def stemmer(self) -> Callable[[list[str]], list[str]] | None:
+        found = _pystemmer() if self.stem else None
+        return found[0] if found else None
+
+    def key(self) -> dict[str, Any]:
+        found = _pystemmer() if self.stem else None
+        return {
+            "lower": True,
+            "token_pattern": TOKEN_PATTERN,
+            "stopwords": list(self.stopwords),
+            "stemmer": found[1] if found else None,
+            "unicode": unicodedata.unidata_version,
+        }
+
+
+def index_key(corpus: Path | None, analysis: Analysis, k1: float, b: float) -> dict[str, Any]:
+    """What an index's postings depend on (None for a corpus that is not a file)."""
+    source = None
+    if corpus is not None:
+        source = {
+            "bytes": corpus.stat().st_size,
+            "xxh3_128": file_checksum_cached(corpus),
+            "title_sep": DEFAULT_TITLE_SEP,
+        }
+    scoring = {"method": "lucene", "k1": k1, "b": b}
+    return {"format": FORMAT_VERSION, "corpus": source, "analysis": analysis.key(), "scoring": scoring}
+
+
+class BM25Index:
+    """An open index: analyze query texts and search them."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], analysis: Analysis):
+        from dense_pt import _native
+
+        self.path, self.manifest, self.analysis = path, manifest, analysis
+        self.native = _native.Bm25Index.open(str(path))
+        self._analyzer = self.native.analyzer(word_chars(), list(analysis.stopwords))
+        self._stem = analysis.stemmer()
+
+    @property
+    def num_docs(self) -> int:
+        return self.native.num_docs
+
+    def search(self, texts: list[str], k: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top ``k`` of each query text: (passage indices, scores, offsets), best first; ties to
+        the passage earlier in the corpus."""
+        ids, offsets = self._analyzer.analyze([t.lower() for t in texts], self._stem)
+        return self.native.search(ids, offsets, k, threads)
+
+    def pids(self, docs: np.ndarray) -> list[str]:
+        return self.native.pids(np.ascontiguousarray(docs, dtype=np.uint32))
+
+
+def default_index_path(corpus: Path) -> Path:
+    """``<corpus>.bm25`` beside the corpus file, or (a read-only folder) in dense-pt's cache."""
+    beside = corpus.with_name(corpus.name + DEFAULT_SUFFIX)
+    if os.access(corpus.parent, os.W_OK) or beside.exists():
+        return beside
+    root = cache_root()
+    if root is None:
+        raise InvalidArgumentError(
+            f"{corpus.parent} is read-only and the cache is off ($DENSE_PT_CACHE_DIR is empty): "
+            "give the index a folder with --index"
+        )
+    return root / "bm25" / f"{file_checksum_cached(corpus)[:16]}-{corpus.name}{DEFAULT_SUFFIX}"
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest of an index folder, None when ``path`` does not exist; a folder that is not an
+    index is refused (it is never replaced)."""
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
+        raise InvalidArgumentError(
+            f"{path} exists and is not a dense-pt BM25 index: refusing to replace it (give --index "
+            "a new folder, or remove this one)"
+        )
+    return manifest
+
+
+def open_index(
+    path: str | Path, analysis: Analysis | None = None, key: dict[str, Any] | None = None
+) -> BM25Index:
+    """Open an index folder, checking its files against the manifest (and its key, when given)."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    if manifest is None:
+        raise not_found(path, f"{path}: no BM25 index there")
+    if key is not None and manifest.get("key") != key:
+        raise MismatchError(f"{path}: the index was built for {_differences(manifest.get('key'), key)}")
+    for name, entry in manifest.get("files", {}).items():
+        verify_file(path / name, entry)
+    stored = manifest["key"]["analysis"]
+    want = analysis or Analysis(tuple(stored["stopwords"]), stored["stemmer"] is not None)
+    if want.key()["stemmer"] != stored["stemmer"]:
+        raise MismatchError(f"{path}: built with stemmer {stored['stemmer']}, here {want.key()['stemmer']}")
+    return BM25Index(path, manifest, want)
+
+
+def _differences(have: Any, want: dict[str, Any]) -> str:
+    if not isinstance(have, dict):
+        return "another format"
+    parts = [k for k in want if have.get(k) != want[k]]
+    return "another " + " and ".join(parts or ["key"])
+
+
+def _batches(passages: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    it = iter(passages)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def build_index(
+    passages: Iterable[tuple[str, str]],
+    path: str | Path,
+    *,
+    analysis: Analysis,
+    k1: float,
+    b: float,
+    key: dict[str, Any],
+    memory_bytes: int = BUILD_MEMORY,
+    progress: Progress | None = None,
+) -> BM25Index:
+    """Build an index from ``(pid, text)`` pairs (streamed in batches, never held) into ``path``,
+    atomically: an interrupted build leaves no folder (or the previous one)."""
+    from dense_pt import _native
+
+    path = Path(path)
+    read_manifest(path)  # refuses a folder that is not an index
+    analyzer = _native.Bm25Analyzer(word_chars(), list(analysis.stopwords))
+    stem = analysis.stemmer()
+    with atomic_dir(path, force=True) as tmp:
+        builder = _native.Bm25Builder(str(tmp))
+        done = 0
+        if progress is not None:
+            progress.update("indexing", 0)
+        for batch in _batches(passages, BUILD_BATCH):
+            ids, offsets = analyzer.analyze([t.lower() for _, t in batch], stem)
+            builder.add([p for p, _ in batch], ids, offsets)
+            done += len(batch)
+            if progress is not None:
+                progress.update("indexing", done)
+        stats = builder.finish(analyzer, k1, b, memory_bytes)
+        files = {f.name: checksum_entry(f) for f in sorted(tmp.iterdir())}
+        manifest = {
+            "kind": KIND,
+            "key": key,
+            "stats": stats,
+            "files": files,
+            "dense_pt_version": __version__,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
+        write_json_atomic(tmp / MANIFEST, manifest)
+    return open_index(path, analysis)
+
+
+def index_for(
+    corpus: str | Path,
+    *,
+    index: str | Path | None = None,
+    analysis: Analysis,
+    k1: float,
+    b: float,
+    progress: Progress | None = None,
+) -> BM25Index:
+    """The index of a corpus file for these settings: opened from ``index`` (default: beside the
+    corpus, see ``default_index_path``) when its key matches, else built there."""
+    corpus = resolve_beir(corpus, "corpus")
+    if not corpus.is_file():
+        raise not_found(corpus, f"{corpus}: no such corpus file")
+    key = index_key(corpus, analysis, k1, b)
+    path = Path(index) if index is not None else default_index_path(corpus)
+    manifest = read_manifest(path)
+    if manifest is not None and manifest.get("key") == key:
+        try:
+            return open_index(path, analysis, key)
+        except (FormatError, MismatchError) as e:
+            logs.status(f"bm25: rebuilding the index at {path}: {e}")
+    elif manifest is not None:
+        logs.status(
+            f"bm25: rebuilding the index at {path}: it was built for {_differences(manifest['key'], key)}"
+        )
+    else:
+        logs.status(f"bm25: building the index at {path}")
+    return build_index(corpus_texts(corpus), path, analysis=analysis, k1=k1, b=b, key=key, progress=progress)
