@@ -88,8 +88,11 @@ class Miner:
         if not mined.any():
             return
         groups = chunk.query_of_row
-        rows = np.flatnonzero(mined[groups])
-        g, docs, scores = groups[rows], chunk.docids.take(pa.array(rows)), chunk.scores[rows]
+        if mined.all():  # a training run: every query judged (no copy)
+            g, docs, scores = groups, chunk.docids, chunk.scores
+        else:
+            rows = np.flatnonzero(mined[groups])
+            g, docs, scores = groups[rows], chunk.docids.take(pa.array(rows)), chunk.scores[rows]
         if self.known is not None:
             self._run_ids.append(pc.unique(docs))
         order = rank_order(g, scores, docs, "docno", ascending_ids=True)  # the miner's order: ids ascending
@@ -124,8 +127,10 @@ class Miner:
         code = pc.fill_null(pc.index_in(docs, value_set=table), -1).to_numpy().astype(np.int64)
         pos_code = pc.index_in(pa.array(pos_d, pa.utf8()), value_set=table).to_numpy().astype(np.int64)
         width = len(table)
-        keys = np.asarray(pos_q, dtype=np.int64) * width + pos_code
-        is_pos = (code >= 0) & np.isin(g * width + code, keys)
+        keys = np.sort(np.asarray(pos_q, dtype=np.int64) * width + pos_code)
+        hit = g * width + code
+        at = np.minimum(np.searchsorted(keys, hit), len(keys) - 1)
+        is_pos = (code >= 0) & (keys[at] == hit)
         found: dict[tuple[int, str], float] = {}
         if self.margins:
             at = np.flatnonzero(is_pos)
