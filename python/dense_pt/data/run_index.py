@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dense_pt.data.runs import CHUNK_ROWS, RunChunk, RunReader, convert_run, run_format
+from dense_pt.data.runs import CHUNK_ROWS, RunChunk, RunReader, convert_run, no_rows, run_format
 
 CACHED_BATCHES = 4
 
@@ -98,12 +98,6 @@ class RunIndex:
             return no_rows(qids)
         return RunChunk(pa.array(list(qids), pa.utf8()), offsets, pa.concat_arrays(docs).take(pa.array(back)),
                         np.concatenate(scores)[back], np.concatenate(ranks)[back])  # fmt: skip
-
-
-def no_rows(qids: Sequence[str]) -> RunChunk:
-    """A chunk naming ``qids`` with no hits for any of them."""
-    return RunChunk(pa.array(list(qids), pa.utf8()), np.zeros(len(qids) + 1, np.int64), pa.array([], pa.utf8()),
-                    np.zeros(0, np.float64), np.zeros(0, np.int64))  # fmt: skip
 
 
 class AlignedRuns:

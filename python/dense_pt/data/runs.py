@@ -111,7 +111,7 @@ class RunChunk:
     def concat(chunks: Sequence[RunChunk]) -> RunChunk:
         """One chunk of several (their queries in order)."""
         if not chunks:
-            return empty_chunk()
+            return no_rows()
         sizes = np.cumsum([0] + [c.num_rows for c in chunks[:-1]])
         offsets = np.concatenate(
             [[0]] + [c.offsets[1:] + base for c, base in zip(chunks, sizes, strict=True)]
@@ -130,8 +130,9 @@ class RunChunk:
         return out
 
 
-def empty_chunk() -> RunChunk:
-    return RunChunk(pa.array([], pa.utf8()), np.zeros(1, np.int64), pa.array([], pa.utf8()),
+def no_rows(qids: Sequence[str] = ()) -> RunChunk:
+    """A chunk naming ``qids`` with no hits for any of them."""
+    return RunChunk(pa.array(list(qids), pa.utf8()), np.zeros(len(qids) + 1, np.int64), pa.array([], pa.utf8()),
                     np.zeros(0, np.float64), np.zeros(0, np.int64))  # fmt: skip
 
 

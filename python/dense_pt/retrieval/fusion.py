@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, RRF_K
 from dense_pt.config.fusion import TUNE_MEASURE, FuseSettings
-from dense_pt.data.run_index import AlignedRuns, no_rows
-from dense_pt.data.runs import RunChunk, RunWriter, chunks_of_mapping, rank_order
+from dense_pt.data.run_index import AlignedRuns
+from dense_pt.data.runs import RunChunk, RunWriter, chunks_of_mapping, no_rows, rank_order
 from dense_pt.errors import InvalidArgumentError
 
 Run = Mapping[str, Mapping[str, float]]
