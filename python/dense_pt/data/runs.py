@@ -292,7 +292,7 @@ class RunWriter:
         self._emit(chunk.qids, chunk.offsets, chunk.docids, chunk.scores, chunk.ranks)
 
     def _docids(self, docids: Any) -> pa.Array:
-        if self.ids is not None:
+        if self.ids is not None and not isinstance(docids, pa.Array | pa.ChunkedArray | list):
             rows = np.asarray(docids)
             if rows.dtype.kind in "iu":
                 if len(rows) and (rows.min() < 0 or rows.max() >= len(self.ids)):
