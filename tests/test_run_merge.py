@@ -179,3 +179,33 @@ def test_a_pipeline_folder_finished_with_a_trec_run_is_still_read(tmp_path):
     assert run_file(tmp_path) == tmp_path / "run.trec"
     write_run(tmp_path / "run.arrow", {"q": {"d": 1.0}})
     assert run_file(tmp_path) == tmp_path / "run.arrow"
+
+
+def test_bm25_query_shards_merge_into_the_unsharded_run(tmp_path):
+    """`dense-pt bm25 --query-shard I/N` per task, then `runs merge`: the run of one machine."""
+    import json
+
+    from dense_pt.retrieval.bm25 import bm25
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(words, 12))}) + "\n"
+                              for i in range(60)))  # fmt: skip
+    (tmp_path / "q.tsv").write_text("".join(f"q{i}\t{' '.join(rng.choice(words, 3))}\n" for i in range(9)))
+    for suffix in (".arrow", ".trec"):
+        bm25(corpus, tmp_path / "q.tsv", tmp_path / f"all{suffix}", k=10, index=tmp_path / "idx")
+        for i in range(2):
+            bm25(
+                corpus,
+                tmp_path / "q.tsv",
+                tmp_path / f"s{i}{suffix}",
+                k=10,
+                index=tmp_path / "idx",
+                query_shard=f"{i}/2",
+            )
+        info = merge_runs([tmp_path / f"s0{suffix}", tmp_path / f"s1{suffix}"], tmp_path / f"m{suffix}")
+        assert info["mode"] == "queries"
+        assert content(tmp_path / f"m{suffix}") == content(tmp_path / f"all{suffix}")
+        if suffix == ".trec":
+            assert (tmp_path / "m.trec").read_bytes() == (tmp_path / "all.trec").read_bytes()
