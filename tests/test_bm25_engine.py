@@ -285,13 +285,22 @@ def test_bm25_index_api_and_a_refused_method(tmp_path):
 
 
 def test_the_streamed_run_is_write_runs_bytes(tmp_path):
-    from dense_pt.data import write_run
+    from dense_pt.data import read_run, write_run
     from dense_pt.retrieval.bm25 import TAG, retrieve, write_hits
 
     corpus = _corpus(tmp_path / "c.tsv", 200)
     idx = bm25_index(corpus, tmp_path / "idx")
-    queries = [("q1", "vaccine trial"), ("q 2", "zebra"), ("q3", "cell cell disease"), ("q4", "elderly")]
+    queries = [("q1", "vaccine trial"), ("q2", "zebra"), ("q3", "cell cell disease"), ("q4", "elderly")]
     chunks = list(retrieve(idx, queries, k=50))
     n = write_hits(tmp_path / "a.trec", chunks)
-    m = write_run(tmp_path / "b.trec", (e for c in chunks for e in c.entries()), tag=TAG)
+    as_dict: dict[str, dict[str, float]] = {q: {} for q, _ in queries}
+    for e in (e for c in chunks for e in c.entries()):
+        as_dict[e.qid][e.pid] = e.score
+    # the same bytes as the dict through write_run: ties in trec_eval's order like every run
+    m = write_run(tmp_path / "b.trec", as_dict, tag=TAG)
     assert n == m > 0 and (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
+    # the Arrow run holds the same rows, scores to the bit
+    assert write_hits(tmp_path / "a.arrow", chunks) == n
+    assert list(read_run(tmp_path / "a.arrow")) == list(read_run(tmp_path / "a.trec"))
+    with pytest.raises(InvalidArgumentError, match="white space"):  # the ids rule: TREC cannot hold it
+        write_hits(tmp_path / "c.trec", list(retrieve(idx, [("q 2", "vaccine trial")], k=5)))

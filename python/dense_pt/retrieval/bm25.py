@@ -85,15 +85,6 @@ class HitChunk:
             for rank, j in enumerate(range(bounds[i], bounds[i + 1]), start=1):
                 yield RunEntry(qid, self.pids[j], rank, scores[j], TAG)
 
-    def trec(self) -> str:
-        """TREC lines, exactly as ``write_run`` writes these entries (``{s!r}`` is ``format_score``)."""
-        scores, bounds, pids = self.scores.tolist(), self.offsets.tolist(), self.pids
-        return "".join(
-            f"{qid} Q0 {pids[j]} {j - bounds[i] + 1} {scores[j]!r} {TAG}\n"
-            for i, qid in enumerate(self.qids)
-            for j in range(bounds[i], bounds[i + 1])
-        )
-
 
 def retrieve(
     index: BM25Index,
@@ -115,14 +106,15 @@ def retrieve(
 
 
 def write_hits(out: str | Path, chunks: Iterable[HitChunk]) -> int:
-    """Write a run as it is produced, atomically (the one place ``bm25`` writes a run: TREC text,
-    the same bytes as ``write_run``); returns the line count."""
-    n = 0
-    with atomic_file(out, "w", encoding="utf-8") as f:
+    """Write a run as it is produced, a chunk of queries at a time, through ``RunWriter`` (Arrow
+    for an ``.arrow`` name, TREC text otherwise; tied scores in trec_eval's order, as every run);
+    returns the row count."""
+    from dense_pt.data.runs import RunWriter
+
+    with RunWriter(out, tag=TAG) as w:
         for c in chunks:
-            f.write(c.trec())
-            n += len(c.pids)
-    return n
+            w.write(c.qids, c.offsets, c.pids, c.scores)
+    return w.rows
 
 
 def _analysis(stopwords: str | Iterable[str] | None, stem: bool) -> Analysis:
@@ -164,8 +156,8 @@ def bm25(
     query_shard: str | tuple[int, int] | None = None,
     **settings: Any,
 ) -> Path:
-    """The BM25 run of a queries file over a corpus file, written to ``out`` (TREC) as it is
-    searched; ``settings`` are ``BM25Settings``' fields."""
+    """The BM25 run of a queries file over a corpus file, written to ``out`` (Arrow for an
+    ``.arrow`` name, TREC text otherwise) as it is searched; ``settings`` are ``BM25Settings``' fields."""
     s = BM25Settings(**settings)
     shard = parse_query_shard(query_shard)
     threads = default_threads() if threads is None else threads

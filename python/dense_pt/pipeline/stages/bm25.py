@@ -1,4 +1,4 @@
-"""bm25: BM25 (bm25s) for every judged query: the sparse baseline and R1's negatives."""
+"""bm25: BM25 (our engine, bm25s's Lucene scores) for every judged query: the sparse baseline and R1's negatives."""
 
 from __future__ import annotations
 
@@ -17,14 +17,17 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
-    from dense_pt.data import corpus_texts, load_queries, write_run
-    from dense_pt.retrieval.bm25 import bm25_run
+    """Streamed: the index in a temporary folder of the stage, the run written a chunk of queries
+    at a time and evaluated from the file (MS MARCO's 500k x 200 hits never held as objects)."""
+    import tempfile
+
+    from dense_pt.retrieval.bm25 import bm25
 
     k = max(C.k_search(ctx.cfg), ctx.cfg.mine.bm25_depth + 10)
-    run = bm25_run(corpus_texts(ctx.cfg.data.corpus),
-                   load_queries(C.split_file(ctx, "judged_queries.jsonl")), k=k)  # fmt: skip
-    write_run(folder / C.RUN_FILE, run, tag="bm25s")
-    return {"metrics": C.evaluate(ctx, run)}
+    with tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=folder) as tmp:
+        out = bm25(ctx.cfg.data.corpus, C.split_file(ctx, "judged_queries.jsonl"), folder / C.RUN_FILE,
+                   index=Path(tmp) / "index", k=k)  # fmt: skip
+    return {"metrics": C.evaluate(ctx, out)}
 
 
 STAGE = Stage(
