@@ -67,7 +67,6 @@ class StageBatches:
         queries=None,  # QueryTokens, needed for source == "queries"
     ):
         from dense_pt.collate import Collator
-        from dense_pt.pretrain.data import collator_kwargs
 
         if method not in CONTEXT_METHODS:
             raise InvalidArgumentError(
@@ -82,13 +81,14 @@ class StageBatches:
         self.method, self.source, self.queries = method, source, queries
         self.max_length, self.seed = max_length, seed
         self.special = dict(store.special_tokens)
-        kw = collator_kwargs(method, opts)
-        if source == "spans":
-            kw.update(num_spans=1)  # one span per passage
-            self.collator = Collator(store, "contrastive", max_length=max_length, seed=seed, **kw)
+        if source == "spans":  # one span per passage
+            self.collator = Collator(
+                store, "contrastive", opts, max_length=max_length, seed=seed, num_spans=1
+            )
         else:  # the passage stage reads the clean crop the encoder's masked view was made from
-            kw.update(return_original=source == "passage")
-            self.collator = Collator(store, "mlm", max_length=max_length, seed=seed, **kw)
+            self.collator = Collator(
+                store, "mlm", opts, max_length=max_length, seed=seed, return_original=source == "passage"
+            )
         self.keys = METHOD_KEYS[method]
 
     def __call__(self, rows: np.ndarray, epoch: int) -> dict[str, Any]:
