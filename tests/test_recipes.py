@@ -87,6 +87,7 @@ def _pretrain_first(tiny: dict[str, Path], tmp_path: Path) -> Path:
 
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.pretrain import build_config, run_pretrain
+    from dense_pt.pretrain.context_data import plan
     from pretrain_helpers import write_queries
 
     tok = Tokenizer.from_file(str(tiny["model"] / "tokenizer.json"))
@@ -98,7 +99,7 @@ def _pretrain_first(tiny: dict[str, Path], tmp_path: Path) -> Path:
     train = {"max_steps": 4, "warmup": 1, "save_every": 4, "log_every": 1, **TINY_TRAIN}
     cfg = build_config(config, top=top, train=train)
     assert cfg.curriculum == "spans:0.75,queries:0.25"
-    assert [s.source for s in cfg.stages()] == ["spans", "queries"]
+    assert [s.source for s in plan(cfg)] == ["spans", "queries"]
     run_pretrain(cfg, progress=False)
     return tmp_path / "pre" / "encoder"
 

@@ -33,7 +33,7 @@ from dense_pt.objectives import METHOD_KEYS, MethodOptions
 from dense_pt.training.data import epoch_order
 
 if TYPE_CHECKING:
-    from dense_pt.pretrain.config import PretrainConfig
+    from dense_pt.config.pretrain import PretrainSettings
 
 IGNORE = -100
 CONTEXT_METHODS = ("querygen", "contrastive")
@@ -204,8 +204,8 @@ def default_curriculum(method: str, has_queries: bool) -> str:
     return "spans:1"
 
 
-def plan(cfg: PretrainConfig) -> list[Stage]:
-    """The stages of a ``PretrainConfig`` of a context method (validated). Stage schedules: one
+def plan(cfg: PretrainSettings) -> list[Stage]:
+    """The stages of a ``PretrainSettings`` of a context method (validated). Stage schedules: one
     stage follows ``train.schedule``; a curriculum follows the paper (cosine, then constant) unless
     ``stage_schedules`` says otherwise."""
     from dense_pt.expansion.curriculum import parse_curriculum, plan_stages
@@ -243,7 +243,7 @@ def switch_steps(stages: Sequence[Stage]) -> list[int]:
 
 
 def build_source(
-    cfg: PretrainConfig, store: Any, stages: Sequence[Stage], pin_memory: bool = False
+    cfg: PretrainSettings, store: Any, stages: Sequence[Stage], pin_memory: bool = False
 ) -> CurriculumSource:
     """Rows and batch functions of every stage, from the config's store and queries folder."""
     from dense_pt.expansion.query_data import QueryTokens
