@@ -75,7 +75,7 @@ class Collator:
       (masked positions; every content position for ``simlm``; none for ``autoencoder``).
     - ``enc_mask`` [B, L] bool: the encoder's masked positions (every method but ``autoencoder``).
     - ``dec_input_ids``, ``dec_labels`` [B, L]: the decoder view, where there is one:
-      ``cdmae``: its own ``importance_mask`` (p=0.5, sigma=1, the store's importance column) with
+      ``cdmae``: its own ``importance_mask`` (``p_dec``, ``sigma``, the store's importance column) with
       80/10/10 (``dec_fill="mask"`` for all-[MASK]), labels where masked; ``enc-dec-mlm``: nested
       masks 0.3/0.5, 80/10/10 on each view; ``simlm``/``enc-dec-rtd``: the generator's input for
       the decoder's view (``dec_mask`` filled, independently of the encoder's view; labels at every
@@ -101,7 +101,8 @@ class Collator:
     whole words using the store's ``word_ids``), ``crop`` ("random" window or "head"), ``pad_to``,
     ``pad_to_multiple_of``, ``importance_column``, ``num_spans``, ``span_min_len``,
     ``span_max_len``; ``paper`` picks another paper's defaults (``condenser``: "simlm").
-    ``enc_p`` / ``dec_p``, the old names of ``p_enc`` / ``p_dec``, are still accepted (deprecated).
+    The old keyword names of ``p_enc`` and ``p_dec`` are still accepted, deprecated
+    (``config.collate.RENAMED``).
 
     Randomness: row ``r`` of epoch ``e`` depends only on (seed, e, r) and its content, never on the
     rest of the batch; each view equals the standalone masker in ``dense_pt.masking`` called with

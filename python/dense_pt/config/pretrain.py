@@ -68,5 +68,7 @@ class PretrainSettings(Model):
     def length(self) -> int:
         """``max_length`` once ``resolve`` has filled it (an unset one: the method's paper)."""
         if self.max_length is None:
-            raise InvalidArgumentError("max_length is unset: resolve() the settings first (build_config does)")
+            raise InvalidArgumentError(
+                "max_length is unset: resolve() the settings first (build_config does)"
+            )
         return self.max_length

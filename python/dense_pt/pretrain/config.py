@@ -8,9 +8,8 @@ what the method's paper decides and checks what needs the disk (``resolve``). A 
     out = "runs/cdmae"
     max_length = 144     # default: the method's paper
 
-    [options]            # dense_pt.config.MethodOptions (the paper's values when absent)
-    p_dec = 0.5
-    sigma = 1.0
+    [options]            # dense_pt.config.MethodOptions (absent: the paper's, as
+    whole_word = true    # `dense-pt pretrain --method cdmae --help` lists them)
 
     [train]              # dense_pt.config.TrainConfig (lr, warm-up, Adam: the paper's when absent)
     max_steps = 300

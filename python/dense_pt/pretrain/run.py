@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt import __version__
+from dense_pt.config.pretrain import PretrainSettings
 from dense_pt.errors import InvalidArgumentError, MismatchError, already_exists
 from dense_pt.fsutil import write_json_atomic
-from dense_pt.config.pretrain import PretrainSettings
 from dense_pt.pretrain.config import resolve, run_record
 from dense_pt.pretrain.context_data import (
     CONTEXT_METHODS,
     build_source,
-    plan,
     lr_lambda,
+    plan,
     switch_steps,
     warmup_steps,
 )
