@@ -400,3 +400,23 @@ def test_cli_mask_preview(store):
     assert res.exit_code == 0 and "span 1:" in res.output
     res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "nope"])
     assert res.exit_code != 0 and "unknown method" in str(res.exception)
+
+
+def test_the_old_keyword_names_are_deprecated_aliases(store):
+    """``enc_p`` / ``dec_p`` (the collator's names before it took MethodOptions') still work, with a
+    DeprecationWarning, as ``p_enc`` / ``p_dec``; a run's MethodOptions is taken whole."""
+    from dense_pt.config import ConfigError
+    from dense_pt.objectives import MethodOptions
+
+    new = Collator(store, "simlm", max_length=24, p_enc=0.2, p_dec=0.6)
+    with pytest.warns(DeprecationWarning, match=r"(enc_p is now p_enc|dec_p is now p_dec)"):
+        old = Collator(store, "simlm", max_length=24, enc_p=0.2, dec_p=0.6)
+    assert old.settings == new.settings
+    whole = Collator(store, "simlm", MethodOptions(p_enc=0.2, p_dec=0.6, generator="joint"), max_length=24)
+    assert whole.settings == new.settings
+    a, b = new(range(8)), whole(range(8))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match="give p_enc alone"), pytest.warns(DeprecationWarning):
+        Collator(store, "simlm", enc_p=0.2, p_enc=0.3)
+    with pytest.raises(InvalidArgumentError, match="settings must be a CollatorSettings or MethodOptions"):
+        Collator(store, "simlm", 24)
