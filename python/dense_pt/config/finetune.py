@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import DISTILL_LOSSES, resolve_tau
+from dense_pt.config.choices import DEFAULT_RERANKER_LOSS, DISTILL_LOSSES, resolve_forward_factor, resolve_tau
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.train import TrainTable
@@ -67,15 +67,42 @@ class RetrieverSettings(Model):
 
 
 class RerankerSettings(Model):
-    """The cross-encoder (its listwise loss over a group of one is constant zero: group_size >= 2)."""
+    """The cross-encoder (its listwise loss over a group of one is constant zero: group_size >= 2,
+    and the passages it trains on, group_size // forward_factor, must be 2 or more too)."""
 
     group_size: int = Field(
         FT.RERANKER_GROUP_SIZE, ge=2, description="1 positive + n-1 mined negatives per query."
+    )
+    loss: str = Field(
+        DEFAULT_RERANKER_LOSS,
+        description="simlm (the authors' code: score the group without gradients, train on the positive + "
+        "the top negatives, 1 / forward_factor of it, with R-Drop) | listwise (SimLM eq. 4 as printed, "
+        "the whole group).",
+    )
+    forward_factor: int | None = Field(
+        None,
+        ge=1,
+        description=f"simlm: train on group_size // forward_factor passages (default {FT.RERANKER_FORWARD_FACTOR}; "
+        "listwise: 1).",
     )
     query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
     max_length: int = Field(
         FT.RERANKER_MAX_LENGTH, ge=MIN_LENGTH, description="The whole pair, [CLS] q [SEP] p [SEP]."
     )
+
+    @model_validator(mode="after")
+    def check_loss(self) -> RerankerSettings:
+        try:
+            factor = resolve_forward_factor(self.loss, self.forward_factor)
+        except InvalidArgumentError as exc:
+            raise ValueError(str(exc)) from None
+        if self.group_size // factor < 2:
+            raise ValueError(
+                f"group_size {self.group_size} // forward_factor {factor} keeps {self.group_size // factor} "
+                "passage per query: the loss needs the positive and a negative (raise group_size, lower "
+                'forward_factor, or loss = "listwise")'
+            )
+        return self
 
 
 class DistillSettings(Model):

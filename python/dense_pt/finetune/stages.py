@@ -30,6 +30,12 @@ from dense_pt.errors import InvalidArgumentError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
+RERANKER_LOSS_SOURCES = {
+    "simlm": "SimLM as the authors train it (train_reranker_marco.sh --rerank_forward_factor 4 --rerank_use_rdrop "
+    "True): the group scored without gradients, the positive and the top-scoring negatives kept, R-Drop "
+    "(mean listwise cross-entropy of two dropout passes + their symmetric KL)",
+    "listwise": "SimLM eq. 4: listwise cross-entropy over a positive and group_size - 1 negatives",
+}
 TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
 
 
@@ -317,16 +323,21 @@ def train_reranker(
     resume: bool = True,
     progress: bool = True,
     epochs: float | None = None,
+    loss: str = FT.RERANKER_LOSS,
+    forward_factor: int | None = None,
 ) -> dict:
-    """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``; ``model``
-    is its initial checkpoint (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``).
-    The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
+    """Cross-encoder over groups from ``negatives``; ``model`` is its initial checkpoint (SimLM: an
+    ELECTRA-base discriminator, ``defaults.RERANKER_INIT``). ``loss="simlm"`` (default) trains as the
+    authors' code: the group scored without gradients, its positive and top negatives
+    (``group_size // forward_factor``, 64 // 4) trained with R-Drop; ``"listwise"`` is SimLM eq. 4
+    over the whole group. The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
     from dense_pt.config.finetune import RerankerSettings
     from dense_pt.finetune.data import build_sampler, pad_pairs
     from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
-    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length)
+    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length, loss=loss,
+                     forward_factor=forward_factor)  # fmt: skip
     out = Path(out)
     cfg = _train_config(train)
     store, qtexts, judged, negs, _ = _read_inputs(corpus, queries, qrels, negatives)
@@ -349,7 +360,7 @@ def train_reranker(
         return {"x_ids": x_ids, "x_mask": x_mask, "x_types": x_types}
 
     seed_everything(cfg.seed)
-    module = CrossEncoder(load_cross_encoder(str(model)), group_size)
+    module = CrossEncoder(load_cross_encoder(str(model)), group_size, loss, forward_factor)
     cfg = cfg.replace(batch_size=min(cfg.batch_size, len(sampler)))
     cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
@@ -363,12 +374,13 @@ def train_reranker(
         write_json_atomic(
             out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}
         )
-    settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
+    settings = {"loss": loss, "loss_source": RERANKER_LOSS_SOURCES[loss], "forward_factor": module.forward_factor,
+                "trained_per_group": module.keep, "group_size": group_size, "query_max_length": query_max_length,
                 "max_length": max_length, "epochs": epochs, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
     if trainer.dist.is_main:
-        _card(out / "model", "reranker", "cross-encoder re-ranker", model, "listwise",
-              "SimLM eq. 4: listwise cross-entropy over a positive and group_size - 1 negatives", inputs, settings)  # fmt: skip
+        _card(out / "model", "reranker", "cross-encoder re-ranker", model, loss, RERANKER_LOSS_SOURCES[loss],
+              inputs, settings)  # fmt: skip
     return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
 
 
