@@ -398,6 +398,12 @@ STAGE_OPTIMIZER = Default(
     "fresh AdamW moments)",
 )
 
+STAGE_WARMUP = Default(
+    0,
+    "LLM expansion paper, Curriculum Learning: later stages run at a constant rate (no warm-up stated); "
+    "with a reset optimiser the first steps move at the peak rate at once, so --stage-warmup offers one",
+)
+
 PROFILES: dict[str, dict[str, Profile]] = {}
 for _p in _PROFILES:
     PROFILES.setdefault(_p.method, {})[_p.paper] = _p
@@ -456,6 +462,7 @@ __all__ = [
     "PROFILES",
     "REQUIRED",
     "STAGE_OPTIMIZER",
+    "STAGE_WARMUP",
     "Default",
     "Profile",
     "describe",
