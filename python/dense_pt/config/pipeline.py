@@ -75,11 +75,31 @@ class EncodeTable(Model):
         )
 
 
+# A stage's fingerprint hashes its table (``dense_pt.pipeline.config.settings``). A key added to a
+# table after pipeline folders were finished, holding the value with which the stage computes what
+# the older code computed, is left out of the fingerprint, so those folders stay up to date; any
+# other value changes the fingerprint and the stage reruns. Per table, and for the ``train`` tables
+# (whose ``weight_decay`` the ``cpu`` profile now sets to the engine's 0.01 that older runs used).
+TRAIN_LEGACY_VALUES: dict[str, Any] = {"weight_decay": 0.01}
+
+
 class RetrieverTable(RetrieverSettings):
-    """``[r1]`` / ``[r2]``: a bi-encoder stage (``dense-pt train retriever``'s settings)."""
+    """``[r1]`` / ``[r2]``: a bi-encoder stage (``dense-pt train retriever``'s settings);
+    refresh_every: ANCE negatives, mined with ``[mine]``'s settings."""
+
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"refresh_every": None}
 
     epochs: Number | None = Field(FT.RETRIEVER_EPOCHS, gt=0)  # None: train.max_steps decides
     train: TrainTable = _train(FT.RETRIEVER_TRAIN)
+
+
+class R2Table(RetrieverTable):
+    """``[r2]``: init "model" (SimLM Figure 2: from the pipeline's model again) or "r1" (ANCE: the
+    training continues from the BM25-negative retriever, its warm-up)."""
+
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"refresh_every": None, "init": "model"}
+
+    init: Literal["model", "r1"] = "model"
 
 
 class MineTable(MineSettings):
@@ -103,14 +123,6 @@ class MineTable(MineSettings):
                 f"min_score {self.min_score} exceeds max_score {self.max_score}: nothing would be kept"
             )
         return self
-
-
-# A stage's fingerprint hashes its table (``dense_pt.pipeline.config.settings``). A key added to a
-# table after pipeline folders were finished, holding the value with which the stage computes what
-# the older code computed, is left out of the fingerprint, so those folders stay up to date; any
-# other value changes the fingerprint and the stage reruns. Per table, and for the ``train`` tables
-# (whose ``weight_decay`` the ``cpu`` profile now sets to the engine's 0.01 that older runs used).
-TRAIN_LEGACY_VALUES: dict[str, Any] = {"weight_decay": 0.01}
 
 
 class RerankerTable(RerankerSettings):
@@ -186,7 +198,7 @@ class PipelineFile(Model):
     encode: EncodeTable = Field(default_factory=EncodeTable)
     r1: RetrieverTable = Field(default_factory=RetrieverTable)
     mine: MineTable = Field(default_factory=MineTable)
-    r2: RetrieverTable = Field(default_factory=RetrieverTable)
+    r2: R2Table = Field(default_factory=R2Table)
     reranker: RerankerTable = Field(default_factory=RerankerTable)
     distill: DistillTable = Field(default_factory=DistillTable)
     pretrain: PretrainTable | None = None

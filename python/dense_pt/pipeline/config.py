@@ -50,6 +50,7 @@ from dense_pt.config.pipeline import (
     PipelineFile,
     PmiTable,
     PretrainTable,
+    R2Table,
     RerankerTable,
     RetrieverTable,
 )
@@ -133,7 +134,7 @@ class ResolvedPipeline(Model):
     encode: EncodeTable
     r1: RetrieverTable
     mine: MineTable
-    r2: RetrieverTable
+    r2: R2Table
     reranker: RerankerTable
     distill: DistillTable
     pretrain: ResolvedPretrain | None

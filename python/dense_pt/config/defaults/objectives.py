@@ -325,7 +325,10 @@ _PROFILES: tuple[Profile, ...] = (
             "adam_beta2": _d(0.999, "SEED-Encoder pre-training setup"),
             "max_grad_norm": _d(1.0, "SEED-Encoder pre-training setup: gradient clipping 1.0"),
         },
-        scale={"global_batch": _d(256, "SEED-Encoder pre-training setup")},
+        scale={
+            "global_batch": _d(256, "SEED-Encoder pre-training setup"),
+            "max_steps": _d(1_000_000, "SEED-Encoder pre-training setup: 1M steps (BERT-base, from scratch)"),
+        },
     ),
     Profile(
         "querygen",
