@@ -222,9 +222,13 @@ def test_every_field_is_an_option():
     from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
     from dense_pt.config.fusion import FuseSettings
     from dense_pt.config.pmi import PmiCounts
-    from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
-
-    from dense_pt.config.retrieval import MineSettings
+    from dense_pt.config.retrieval import (
+        BM25Settings,
+        EncodeSettings,
+        MineCommand,
+        MineSettings,
+        SearchSettings,
+    )
 
     for args, models in [
         (["train", "retriever"], (RetrieverCommand, MineSettings, TrainConfig)),  # [mine]: a refresh's

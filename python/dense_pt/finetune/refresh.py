@@ -61,13 +61,8 @@ class NegativesRefresh:
         batch_size: int = ENCODE_BATCH_SIZE, shard_size: int = SHARD_SIZE, progress: bool = False,
     ):  # fmt: skip
         self.root, self.every, self.mine, self.seed = Path(out) / "refresh", every, mine, seed
-        self.store, self.queries, self.qrels, self.sampler, self.export = (
-            store,
-            queries,
-            qrels,
-            sampler,
-            export,
-        )
+        self.store, self.queries, self.qrels = store, queries, qrels
+        self.sampler, self.export = sampler, export
         self.batch_size, self.shard_size, self.progress = batch_size, shard_size, progress
         self.k = search_depth(mine, qrels)
         self.history: list[dict[str, Any]] = []
