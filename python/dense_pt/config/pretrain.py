@@ -14,7 +14,7 @@ from pydantic import Field
 
 from dense_pt.config.base import Model
 from dense_pt.config.options import MethodOptions
-from dense_pt.config.train import TrainConfig
+from dense_pt.config.train import TrainConfig, Warmup
 from dense_pt.errors import InvalidArgumentError
 
 StageOptimizer = Literal["reset", "keep"]
@@ -22,7 +22,14 @@ MAX_QUERY_TOKENS = 32  # tokens kept per LLM query (querygen / contrastive)
 MIN_LENGTH = 8  # the least max_length of any stage: [CLS], [SEP] and a few tokens
 # What only querygen / contrastive read (the LLM queries, the curriculum): kept out of the run
 # record of the other methods, as before these settings existed.
-CONTEXT_KEYS = ("queries", "curriculum", "stage_schedules", "max_query_tokens", "stage_optimizer")
+CONTEXT_KEYS = (
+    "queries",
+    "curriculum",
+    "stage_schedules",
+    "max_query_tokens",
+    "stage_optimizer",
+    "stage_warmup",
+)
 REQUIRED = ("method", "model", "corpus", "out")
 
 
@@ -59,6 +66,11 @@ class PretrainSettings(Model):
         None,
         description="Curriculum: at a stage switch 'reset' the AdamW moments (a new run from the checkpoint, "
         "the paper's) or 'keep' them.",
+    )
+    stage_warmup: Warmup | None = Field(
+        None,
+        description="Curriculum: warm-up of each later stage from 0 to the peak rate, steps (>= 1) or a fraction "
+        "(< 1) of the stage (default 0: the paper's constant rate from the switch's first step).",
     )
     max_query_tokens: int = Field(MAX_QUERY_TOKENS, ge=1, description="Tokens kept per LLM query.")
     options: MethodOptions = Field(default_factory=MethodOptions)

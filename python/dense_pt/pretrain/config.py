@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER
+from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER, STAGE_WARMUP
 from dense_pt.config.pretrain import CONTEXT_KEYS, REQUIRED, PretrainSettings
 from dense_pt.config.toml import apply_overrides
 from dense_pt.config.train import TrainConfig, partial
@@ -120,7 +120,9 @@ def run_record(cfg: PretrainSettings) -> dict[str, Any]:
 
     if cfg.method not in CONTEXT_METHODS:
         return cfg.model_dump(exclude=set(CONTEXT_KEYS))
-    return {**cfg.model_dump(), "stages": [[s.source, s.start, s.end, s.schedule] for s in plan(cfg)]}
+    # stage_warmup recorded when set, so that runs started before it existed resume unchanged
+    record = cfg.model_dump(exclude=set() if cfg.stage_warmup else {"stage_warmup"})
+    return {**record, "stages": [[s.source, s.start, s.end, s.schedule] for s in plan(cfg)]}
 
 
 def _check_warmup(cfg: PretrainSettings) -> None:
@@ -148,12 +150,14 @@ def _check_warmup(cfg: PretrainSettings) -> None:
 
 def _resolve_context(cfg: PretrainSettings) -> PretrainSettings:
     """querygen / contrastive: the queries folder exists, the curriculum plans against max_steps,
-    ``stage_optimizer`` defaults to the paper's. Other methods refuse the context settings."""
+    ``stage_optimizer`` and ``stage_warmup`` default to the paper's, each later stage is longer than
+    its warm-up. Other methods refuse the context settings."""
+    from dense_pt.expansion.curriculum import stage_warmup_steps
     from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
 
     if cfg.method not in CONTEXT_METHODS:
-        for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer"):
-            if getattr(cfg, key) is not None:
+        for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer", "stage_warmup"):
+            if getattr(cfg, key) not in (None, 0 if key == "stage_warmup" else None):
                 raise InvalidArgumentError(
                     f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {cfg.method}"
                 )
@@ -162,7 +166,13 @@ def _resolve_context(cfg: PretrainSettings) -> PretrainSettings:
         raise not_found(cfg.queries, "no such queries folder (run `dense-pt expand`)")
     if cfg.stage_optimizer is None:
         cfg = cfg.model_copy(update={"stage_optimizer": STAGE_OPTIMIZER.value})
-    plan(cfg)  # validates the curriculum against max_steps
+    warmup = STAGE_WARMUP.value if cfg.stage_warmup is None else cfg.stage_warmup
+    cfg = cfg.model_copy(update={"stage_warmup": warmup})
+    for stage in plan(cfg)[1:]:  # plan validates the curriculum against max_steps
+        if stage_warmup_steps(stage, warmup) > stage.steps:
+            raise InvalidArgumentError(
+                f"stage_warmup ({warmup}) is longer than the {stage.source} stage ({stage.steps} steps)"
+            )
     return cfg
 
 
