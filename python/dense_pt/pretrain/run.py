@@ -34,7 +34,8 @@ from dense_pt.pretrain.context_data import (
 from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
-# Settings a resumed run may change (extending a run, more workers, logging).
+# Settings a resumed run may change (extending a run, more workers, logging, and how a step is
+# computed: the same gradients on another card, with more or less memory).
 _RESUMABLE = (
     "max_steps",
     "save_every",
@@ -44,6 +45,13 @@ _RESUMABLE = (
     "prefetch_factor",
     "threads",
     "report_to",
+    "cache_chunk",
+    "gradient_checkpointing",
+    "attn_implementation",
+    "torch_compile",
+    "fused_adamw",
+    "tf32",
+    "collate_ahead",
 )
 
 
