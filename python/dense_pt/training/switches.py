@@ -14,6 +14,10 @@ from torch import nn
 
 from dense_pt.config.train import TrainConfig
 
+# torch.compile's backend for ``torch_compile``: inductor generates the kernels (C++ on CPU: ~100 s
+# for a tiny BERT here; tests swap in "aot_eager", which traces the same graphs without codegen).
+COMPILE_BACKEND = "inductor"
+
 
 def trainable_hf_models(model: nn.Module) -> list[nn.Module]:
     """The outermost Hugging Face models inside ``model`` that have parameters to train."""
@@ -54,7 +58,11 @@ def enable_checkpointing(model: nn.Module) -> int:
     masks); the number of models switched."""
     models = [m for m in trainable_hf_models(model) if getattr(m, "supports_gradient_checkpointing", False)]
     for m in models:
-        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(m, "activation_checkpointing_enable"):  # its name from transformers 5.2x on
+            m.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     return len(models)
 
 
@@ -76,4 +84,4 @@ def apply_switches(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
     set_tf32(cfg.tf32, device)
     if cfg.torch_compile:
         for m in trainable_hf_models(model):
-            m.compile()  # in place: parameter names (checkpoints) stay those of the model
+            m.compile(backend=COMPILE_BACKEND)  # in place: parameter names (checkpoints) stay the model's
