@@ -18,6 +18,19 @@ AttnImplementation = Literal["auto", "sdpa", "eager"]
 Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
 
 
+# The settings that change how a step is computed, not what it computes (the same gradients with
+# more or less memory or time): a resumed run may change them, a recipe may add them to a paper's.
+STEP_SWITCHES = (
+    "cache_chunk",
+    "gradient_checkpointing",
+    "attn_implementation",
+    "torch_compile",
+    "fused_adamw",
+    "tf32",
+    "collate_ahead",
+)
+
+
 class TrainConfig(Model):
     """Optimisation settings shared by every training stage.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt import __version__
+from dense_pt.config.train import STEP_SWITCHES
 from dense_pt.errors import InvalidArgumentError, MismatchError, already_exists
 from dense_pt.fsutil import write_json_atomic
 from dense_pt.pretrain.config import PretrainConfig
@@ -45,13 +46,7 @@ _RESUMABLE = (
     "prefetch_factor",
     "threads",
     "report_to",
-    "cache_chunk",
-    "gradient_checkpointing",
-    "attn_implementation",
-    "torch_compile",
-    "fused_adamw",
-    "tf32",
-    "collate_ahead",
+    *STEP_SWITCHES,
 )
 
 
