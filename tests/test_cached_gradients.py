@@ -332,3 +332,25 @@ def test_cached_run_resumes_bit_identical(tmp_path):
     last = Path("checkpoints") / "checkpoint-00000006" / "model.safetensors"
     a, b = load_file(str(tmp_path / "full" / last)), load_file(str(tmp_path / "cut" / last))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_pretraining_refuses_a_chunk_for_a_loss_without_negatives_and_resumes_with_another(tmp_path):
+    from typer.testing import CliRunner
+
+    from dense_pt.cli import app, exit_code
+    from dense_pt.config.train import STEP_SWITCHES, TrainConfig
+    from dense_pt.pretrain.run import _comparable
+    from pretrain_helpers import tiny_config_file, tiny_store
+
+    store = tiny_store(tmp_path / "store", n=16)
+    config = tiny_config_file(tmp_path / "tiny.json", store, layers=2)
+    args = ["pretrain", "--method", "mlm", "--model", config, "--corpus", str(store.path), "--out",
+            str(tmp_path / "out"), "--cache-chunk", "4", "--batch-size", "4", "--max-steps", "1", "--warmup", "0"]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert exit_code(res.exception) == 2
+    assert "cache_chunk: mlm has no loss over the batch's representations" in str(res.exception)
+    assert not (tmp_path / "out" / "run_config.json").exists()
+    # how a step runs is no part of the run: a resumed run may change it
+    assert set(STEP_SWITCHES) <= set(TrainConfig.model_fields)
+    flat = _comparable({"method": "contrastive", "train": {k: 1 for k in STEP_SWITCHES} | {"lr": 1e-4}})
+    assert flat == {"method": "contrastive", "train.lr": 1e-4}
