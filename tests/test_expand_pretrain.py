@@ -152,6 +152,38 @@ def test_curriculum_learning_rate_and_optimizer_at_the_switch(setup, tmp_path, s
     assert seen[13] == ({1} if stage_optimizer == "reset" else {13})
 
 
+@pytest.mark.parametrize("stage_warmup", [0, 2, 0.5])
+def test_learning_rate_curve_at_the_switch(setup, tmp_path, stage_warmup):
+    """The logged rate around the switch (step 12 of 16). Default (0, the paper's "constant"): the
+    last stage-1 step runs at cosine's near-zero tail and the first stage-2 step at the full peak,
+    with fresh AdamW moments; --stage-warmup ramps stage 2 linearly from 0 to the peak over its
+    steps (2) or its fraction of the stage (0.5 of 4 = 2), then stays constant."""
+    import math
+
+    peak = 1e-3
+    cfg = _cfg(setup, tmp_path / "r", "contrastive", "spans:0.75,queries:0.25", max_steps=16,
+               warmup=0.25, save_every=100, threads=1)  # fmt: skip
+    cfg.stage_warmup = stage_warmup
+    run_pretrain(cfg, progress=False)
+    lrs = [json.loads(line)["lr"] for line in open(tmp_path / "r" / "log.jsonl")]
+    tail = peak * 0.5 * (1 + math.cos(math.pi * (11 - 3) / (12 - 3)))
+    assert lrs[11] == pytest.approx(tail, rel=1e-9) and lrs[11] < 0.04 * peak  # end of the cosine stage
+    want = [peak, peak, peak, peak] if not stage_warmup else [peak / 2, peak, peak, peak]
+    assert lrs[12:] == pytest.approx(want, rel=1e-9)
+    run_cfg = json.loads((tmp_path / "r" / "run_config.json").read_text())
+    assert run_cfg.get("stage_warmup", 0) == stage_warmup  # recorded when set
+
+
+def test_stage_warmup_is_refused_where_it_cannot_apply(setup, tmp_path):
+    with pytest.raises(InvalidArgumentError, match="longer than the queries stage"):
+        _cfg(setup, tmp_path / "a", "contrastive", "spans:0.75,queries:0.25", max_steps=16).model_copy(
+            update={"stage_warmup": 5}
+        ).resolve()
+    with pytest.raises(InvalidArgumentError, match="--stage-warmup is for"):
+        build_config(top={"method": "mlm", "model": setup[2], "corpus": str(setup[1].path), "out": str(tmp_path / "b"),
+                          "stage_warmup": 2})  # fmt: skip
+
+
 def test_stopped_run_resumes_in_the_right_stage(setup, tmp_path):
     """Stopped before the switch, resumed across it: the same weights and log as one straight run."""
     from safetensors.torch import load_file

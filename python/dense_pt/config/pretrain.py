@@ -11,7 +11,7 @@ from pydantic import Field
 
 from dense_pt.config.base import Model
 from dense_pt.config.options import MethodOptions
-from dense_pt.config.train import TrainTable
+from dense_pt.config.train import TrainTable, Warmup
 
 StageOptimizer = Literal["reset", "keep"]
 MAX_QUERY_TOKENS = 32  # tokens kept per LLM query (querygen / contrastive)
@@ -54,6 +54,11 @@ class PretrainSettings(Model):
         None,
         description="Curriculum: at a stage switch 'reset' the AdamW moments (a new run from the checkpoint, "
         "the paper's) or 'keep' them.",
+    )
+    stage_warmup: Warmup | None = Field(
+        None,
+        description="Curriculum: warm-up of each later stage from 0 to the peak rate, steps (>= 1) or a fraction "
+        "(< 1) of the stage (default 0: the paper's constant rate from the switch's first step).",
     )
     max_query_tokens: int | None = Field(
         None, ge=1, description=f"Tokens kept per LLM query (default {MAX_QUERY_TOKENS})."

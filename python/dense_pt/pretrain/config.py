@@ -29,11 +29,11 @@ from typing import Any
 from pydantic import Field
 
 from dense_pt.config.base import Model
-from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER
+from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER, STAGE_WARMUP
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.pretrain import MAX_QUERY_TOKENS, MIN_LENGTH, PretrainSettings, StageOptimizer
 from dense_pt.config.toml import apply_overrides
-from dense_pt.config.train import TrainConfig
+from dense_pt.config.train import TrainConfig, Warmup
 from dense_pt.errors import InvalidArgumentError, not_found
 from dense_pt.objectives import check_method, profile, resolve_options, resolve_pooling
 from dense_pt.training.config import read_toml
@@ -62,6 +62,8 @@ class PretrainConfig(Model):
     max_query_tokens: int = Field(MAX_QUERY_TOKENS, ge=1)
     # curriculum: the AdamW moments at a stage switch ("reset": a new run from the checkpoint)
     stage_optimizer: StageOptimizer | None = None
+    # curriculum: warm-up of each later stage (steps, or a fraction of it; 0: the paper's constant rate)
+    stage_warmup: Warmup = STAGE_WARMUP.value
 
     def resolve(self) -> PretrainConfig:
         """Fill what the method's paper decides and check what needs the disk (corpus, model)."""
@@ -117,11 +119,12 @@ class PretrainConfig(Model):
             )
 
     def _validate_context(self) -> None:
+        from dense_pt.expansion.curriculum import stage_warmup_steps
         from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
 
         if self.method not in CONTEXT_METHODS:
-            for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer"):
-                if getattr(self, key) is not None:
+            for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer", "stage_warmup"):
+                if getattr(self, key) not in (None, 0 if key == "stage_warmup" else None):
                     raise InvalidArgumentError(
                         f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {self.method}"
                     )
@@ -130,7 +133,12 @@ class PretrainConfig(Model):
             raise not_found(self.queries, "no such queries folder (run `dense-pt expand`)")
         if self.stage_optimizer is None:
             self.stage_optimizer = STAGE_OPTIMIZER.value
-        plan(self)  # validates the curriculum against max_steps
+        stages = plan(self)  # validates the curriculum against max_steps
+        for stage in stages[1:]:
+            if stage_warmup_steps(stage, self.stage_warmup) > stage.steps:
+                raise InvalidArgumentError(
+                    f"stage_warmup ({self.stage_warmup}) is longer than the {stage.source} stage ({stage.steps} steps)"
+                )
 
     def stages(self) -> list:
         """The curriculum's stages (context methods only)."""
@@ -164,6 +172,8 @@ class PretrainConfig(Model):
             "max_query_tokens": self.max_query_tokens,
             "stage_optimizer": self.stage_optimizer,
             "stages": [[s.source, s.start, s.end, s.schedule] for s in self.stages()],
+            # recorded when set, so that runs started before it existed resume unchanged
+            **({"stage_warmup": self.stage_warmup} if self.stage_warmup else {}),
         }
 
 
@@ -220,5 +230,6 @@ def build_config(
         stage_schedules=s.stage_schedules,
         max_query_tokens=s.max_query_tokens or MAX_QUERY_TOKENS,
         stage_optimizer=s.stage_optimizer,
+        stage_warmup=STAGE_WARMUP.value if s.stage_warmup is None else s.stage_warmup,
     )
     return cfg.resolve()

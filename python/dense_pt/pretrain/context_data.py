@@ -288,10 +288,11 @@ def build_source(
     )
 
 
-def lr_lambda(stages: Sequence[Stage], warmup: int) -> Callable[[int], float]:
+def lr_lambda(stages: Sequence[Stage], warmup: int, stage_warmup: float = 0) -> Callable[[int], float]:
     """The curriculum's learning-rate multiplier per step, ``warmup`` steps of warm-up in the first
-    stage (clamped to the last step: the scheduler is stepped once more after the final step)."""
+    stage and ``stage_warmup`` (steps, or a fraction of the stage) in each later one (clamped to the
+    last step: the scheduler is stepped once more after the final step)."""
     from dense_pt.expansion.curriculum import lr_factor
 
     last = stages[-1].end - 1
-    return lambda step: lr_factor(stages, min(step, last), warmup)
+    return lambda step: lr_factor(stages, min(step, last), warmup, stage_warmup)

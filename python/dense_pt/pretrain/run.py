@@ -186,7 +186,7 @@ def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None,
         stages = cfg.stages()
         source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
         source.rounds_per_epoch(world_size)  # every stage fills a batch, before any training
-        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup))
+        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup), cfg.stage_warmup)
         # "reset": each later stage starts with fresh AdamW moments, as a new run from the
         # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
         resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()

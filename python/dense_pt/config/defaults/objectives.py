@@ -325,7 +325,10 @@ _PROFILES: tuple[Profile, ...] = (
             "adam_beta2": _d(0.999, "SEED-Encoder pre-training setup"),
             "max_grad_norm": _d(1.0, "SEED-Encoder pre-training setup: gradient clipping 1.0"),
         },
-        scale={"global_batch": _d(256, "SEED-Encoder pre-training setup")},
+        scale={
+            "global_batch": _d(256, "SEED-Encoder pre-training setup"),
+            "max_steps": _d(1_000_000, "SEED-Encoder pre-training setup: 1M steps (BERT-base, from scratch)"),
+        },
     ),
     Profile(
         "querygen",
@@ -398,6 +401,12 @@ STAGE_OPTIMIZER = Default(
     "fresh AdamW moments)",
 )
 
+STAGE_WARMUP = Default(
+    0,
+    "LLM expansion paper, Curriculum Learning: later stages run at a constant rate (no warm-up stated); "
+    "with a reset optimiser the first steps move at the peak rate at once, so --stage-warmup offers one",
+)
+
 PROFILES: dict[str, dict[str, Profile]] = {}
 for _p in _PROFILES:
     PROFILES.setdefault(_p.method, {})[_p.paper] = _p
@@ -456,6 +465,7 @@ __all__ = [
     "PROFILES",
     "REQUIRED",
     "STAGE_OPTIMIZER",
+    "STAGE_WARMUP",
     "Default",
     "Profile",
     "describe",
