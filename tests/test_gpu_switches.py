@@ -270,3 +270,37 @@ def test_a_slow_collator_no_longer_stalls_the_step(tmp_path):
 
     inline, ahead = stall(0), stall(2)
     assert inline > 0.35 and ahead < 0.5 * inline, (inline, ahead)
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_a_callback_that_changes_the_data_restarts_the_batches(tmp_path, ahead):
+    """After a callback changes what ``make_batch`` reads (ANCE's refreshed negatives) and calls
+    ``restart_batches``, the next steps see the new data, not batches collated ahead before it."""
+    from torch import nn
+
+    seen: list[float] = []
+    state = {"offset": 0.0}
+
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(()))
+
+        def forward(self, batch):
+            time.sleep(0.03)  # a slow step, a fast collator: the thread is ahead when the data changes
+            seen.append(float(batch["x"][0]))
+            return {"loss": (self.w - batch["x"].float().mean()) ** 2}
+
+    def make(rows, epoch):
+        return {"x": rows.astype(np.float32) * 0 + state["offset"]}
+
+    def refresh(trainer, step, record):
+        if step == 2:
+            state["offset"] = 100.0
+            trainer.restart_batches()
+
+    config = TrainConfig(max_steps=5, batch_size=2, warmup=0, collate_ahead=ahead)
+    Trainer(
+        Probe(), config, tmp_path, IndexedBatchSource(40, 2, make), callbacks=[refresh], progress=False
+    ).train()
+    assert seen == [0.0, 0.0, 100.0, 100.0, 100.0]

@@ -174,6 +174,7 @@ class Trainer:
         self.step = 0
         self.epoch = 0
         self.position = 0  # rounds of batches consumed in the current epoch
+        self._stream: Iterator[tuple[int, int, dict[str, Any]]] | None = None  # the running batch stream
         self.stop_requested = False
 
     # --- state ----------------------------------------------------------------------------------
@@ -213,10 +214,9 @@ class Trainer:
 
     # --- loop -----------------------------------------------------------------------------------
 
-    def _batches(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
-        """(epoch, data position after it, batch) from the current position on. The position is
+    def _batches(self, epoch: int, position: int) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(epoch, data position after it, batch) from ``(epoch, position)`` on. The position is
         the trainer's once the batch is consumed (``_next_batch``), not when it is produced."""
-        epoch, position = self.epoch, self.position
         while True:
             for batch in self.source.iter_epoch(epoch, position, self.dist.rank, self.dist.world_size):
                 position += 1
@@ -226,18 +226,27 @@ class Trainer:
     def _batch_stream(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """``_batches``, collated ahead by a background thread (``collate_ahead``) when the source
         collates in this process (with worker processes, those already run ahead)."""
+        batches = self._batches(self.epoch, self.position)
         if self.config.collate_ahead < 1 or getattr(self.source, "num_workers", 0) > 0:
-            return self._batches()
+            return batches
         pin = self.device.type == "cuda"
-        return Prefetcher(
-            self._batches(), self.config.collate_ahead, lambda x: (x[0], x[1], as_tensors(x[2], pin))
-        )
+        return Prefetcher(batches, self.config.collate_ahead, lambda x: (x[0], x[1], as_tensors(x[2], pin)))
 
-    def _next_batch(
-        self, batches: Iterator[tuple[int, int, dict[str, Any]]], acc: _Interval
-    ) -> dict[str, Any]:
+    def restart_batches(self) -> None:
+        """Drop the batches collated ahead: the next one is collated anew from the current data
+        position. For a callback that changed what ``make_batch`` reads (ANCE's refreshed
+        negatives), so that the steps after it see the change, as in a run resumed there."""
+        self._close_stream()
+        self._stream = self._batch_stream()
+
+    def _close_stream(self) -> None:
+        if isinstance(self._stream, Prefetcher):
+            self._stream.close()
+
+    def _next_batch(self, acc: _Interval) -> dict[str, Any]:
         t_wait = time.perf_counter()
-        self.epoch, self.position, batch = next(batches)
+        assert self._stream is not None  # train() opened it
+        self.epoch, self.position, batch = next(self._stream)
         batch = to_device(batch, self.device)
         acc.wait += time.perf_counter() - t_wait
         acc.rows += batch_rows(batch)
@@ -257,7 +266,7 @@ class Trainer:
             hook(self)
 
         self.model.train()
-        batches = self._batch_stream()
+        self._stream = self._batch_stream()
         bar = ProgressBar(cfg.max_steps, self.step, self.show_progress, self.description)
         t_start = time.perf_counter()
         last_ckpt: Path | None = None
@@ -271,7 +280,7 @@ class Trainer:
                     # very step resets too (its saved state predates the reset)
                     self.optimizer.state.clear()
                 self.optimizer.zero_grad(set_to_none=True)
-                self._accumulate(batches, acc)
+                self._accumulate(acc)
                 lr = self._optimizer_step(acc)
                 record = None
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
@@ -292,8 +301,8 @@ class Trainer:
             if self.stop_requested and (last_ckpt is None or not last_ckpt.name.endswith(f"{self.step:08d}")):
                 last_ckpt = self.save()
         finally:
-            if isinstance(batches, Prefetcher):
-                batches.close()
+            self._close_stream()
+            self._stream = None
             bar.close()
             self.log.close()
             if report is not None:
@@ -315,12 +324,12 @@ class Trainer:
                 self.log.path.unlink()  # a fresh start (or a run killed before its first checkpoint)
         return resumed_from
 
-    def _accumulate(self, batches: Iterator[tuple[int, int, dict[str, Any]]], acc: _Interval) -> None:
+    def _accumulate(self, acc: _Interval) -> None:
         """Forward and backward over ``grad_accum`` micro-batches (gradients synchronised across
         processes once, after the last one)."""
         cfg = self.config
         for micro in range(cfg.grad_accum):
-            batch = self._next_batch(batches, acc)
+            batch = self._next_batch(acc)
             if self.cached:
                 assert isinstance(self.model, CachedLoss)  # check_model
                 out = cached_backward(self.model, batch, cfg.cache_chunk, scale=1.0 / cfg.grad_accum,
