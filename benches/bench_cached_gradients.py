@@ -1,17 +1,22 @@
 """Cached gradients (``cache_chunk``) against the plain step on one large batch, CPU: the step's peak
 memory above the model and optimiser, and the step time, side by side in one run.
 
-    python benches/bench_cached_gradients.py [--batch 128] [--chunk 16] [--repeats 2] [--threads 1]
+    python benches/bench_cached_gradients.py [--batch 128] [--chunk 16] [--repeats 3] [--threads 1]
 
-Two losses with in-batch negatives on a small random BERT (4 layers x 256, vocabulary 8,000,
+Two losses with in-batch negatives on a small random BERT (2 layers x 256, vocabulary 8,000,
 dropout 0.1, fp32): the retriever (``simlm`` loss, batch/8 queries of 32 tokens x 8 passages of
 144) and contrastive pre-training (``batch`` passages of 144 tokens with 15% MLM targets + a span of
-64 tokens each). Every (loss, chunk) runs in its own process, alternating, ``--repeats`` times:
-one warm-up step (AdamW's state allocated), timed steps, then one step measured as the rise of the
-process's resident memory over it (``VmHWM`` reset through ``/proc/self/clear_refs`` just before;
-glibc's mmap threshold then fixed at 64 KiB, so that freed tensors leave the resident set). The
-rise includes the gradient buffers (the same for both: printed) and the activations;
-"activations" below is the rise minus them.
+64 tokens each). Each (loss, chunk) runs in processes of its own, alternating:
+
+* memory, one process each: a warm-up step (AdamW's moments allocated), then one step measured as
+  the rise of the resident set over it (``VmHWM`` reset through ``/proc/self/clear_refs`` just
+  before), glibc's mmap threshold fixed at 64 KiB from the start (``MALLOC_MMAP_THRESHOLD_``) so
+  that freed tensors leave the resident set. The rise includes the gradient buffers (the same for
+  both, printed); "activations" is the rise minus them;
+* time, ``--repeats`` processes each (the allocator as it is): a warm-up step, then ``--steps``
+  timed steps. With one torch thread the process's CPU time is the step's work whatever else
+  shares the machine: its median is the figure; the wall-clock ratio (median, and best step) is
+  printed beside it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import statistics
 import subprocess
 import sys
 
-LAYERS, HIDDEN, VOCAB, LENGTH, QUERY, SPAN, GROUP = 4, 256, 8000, 144, 32, 64, 8
+LAYERS, HIDDEN, VOCAB, LENGTH, QUERY, SPAN, GROUP = 2, 256, 8000, 144, 32, 64, 8
 
 
 def rss_kib(field: str) -> int:
@@ -80,26 +85,24 @@ def make_batch(case: str, batch: int, seed: int):
     }
 
 
-def _step(model, opt, data, chunk: int) -> float:
+def _step(model, opt, data, chunk: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of one step."""
     import time
 
     from dense_pt.training.cache import cached_backward
 
     opt.zero_grad(set_to_none=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if chunk:
         cached_backward(model, data, chunk)
     else:
         model(data)["loss"].backward()
     opt.step()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def worker(case: str, batch: int, chunk: int, steps: int) -> dict:
-    """One warm-up step, ``steps`` timed ones (glibc's allocator as it is), then one step measured
-    for memory (allocations of 64 KiB and more mapped and unmapped one by one, so the resident set
-    follows what is alive; timing that step would charge the page faults to the step)."""
-    import ctypes
+def worker(case: str, batch: int, chunk: int, steps: int, memory: bool) -> dict:
+    """A warm-up step, then ``steps`` timed steps, or (``memory``) one step measured for memory."""
     import gc
 
     from dense_pt.training import TrainConfig, build_optimizer
@@ -108,19 +111,31 @@ def worker(case: str, batch: int, chunk: int, steps: int) -> dict:
     opt = build_optimizer(model, TrainConfig(lr=1e-5))
     grads_mib = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad) / 2**20
     _step(model, opt, make_batch(case, batch, seed=0), chunk)  # AdamW's moments allocated
-    step_s = [_step(model, opt, make_batch(case, batch, seed=1 + i), chunk) for i in range(steps)]
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallopt(-3, 65536)  # M_MMAP_THRESHOLD
+    out = {"case": case, "chunk": chunk, "grads_mib": grads_mib}
+    if not memory:
+        timed = [_step(model, opt, make_batch(case, batch, seed=1 + i), chunk) for i in range(steps)]
+        out["step_s"], out["cpu_s"] = [w for w, _ in timed], [c for _, c in timed]
+        return out
     data = make_batch(case, batch, seed=99)
     opt.zero_grad(set_to_none=True)
     gc.collect()
-    libc.malloc_trim(0)
     base = rss_kib("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS
     _step(model, opt, data, chunk)
-    rise = (rss_kib("VmHWM") - base) / 1024
-    return {"case": case, "chunk": chunk, "grads_mib": grads_mib, "rise_mib": [rise], "step_s": step_s}
+    out["rise_mib"] = (rss_kib("VmHWM") - base) / 1024
+    return out
+
+
+def _run(args, case: str, chunk: int, memory: bool) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    if memory:
+        env["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    cmd = [sys.executable, __file__, "--worker", case, str(chunk), "--batch", str(args.batch),
+           "--steps", str(args.steps), "--threads", str(args.threads)] + (["--memory"] if memory else [])  # fmt: skip
+    res = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    print(f"{case} chunk {chunk}: {res}", file=sys.stderr)
+    return res
 
 
 def main() -> None:
@@ -128,49 +143,45 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128, help="passages per step")
     ap.add_argument("--chunk", type=int, default=16, help="sequences per encoder call (default: batch / 8)")
     ap.add_argument("--steps", type=int, default=2, help="timed steps per process")
-    ap.add_argument("--repeats", type=int, default=2, help="processes per (loss, chunk), alternating")
+    ap.add_argument("--repeats", type=int, default=3, help="timing processes per (loss, chunk), alternating")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--worker", nargs=2, metavar=("CASE", "CHUNK"), help=argparse.SUPPRESS)
+    ap.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         import torch
 
         torch.set_num_threads(args.threads)
-        print(json.dumps(worker(args.worker[0], args.batch, int(args.worker[1]), args.steps)))
+        print(json.dumps(worker(args.worker[0], args.batch, int(args.worker[1]), args.steps, args.memory)))
         return
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    runs: dict[tuple[str, int], list[dict]] = {}
+    cases, chunks = ("retriever", "contrastive"), (0, args.chunk)
+    mem = {(c, k): _run(args, c, k, memory=True) for c in cases for k in chunks}
+    wall: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
     for _ in range(args.repeats):
-        for case in ("retriever", "contrastive"):
-            for chunk in (0, args.chunk):
-                cmd = [sys.executable, __file__, "--worker", case, str(chunk), "--batch", str(args.batch),
-                       "--steps", str(args.steps), "--threads", str(args.threads)]  # fmt: skip
-                res = json.loads(
-                    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-                )
-                runs.setdefault((case, chunk), []).append(res)
-                print(
-                    f"{case} chunk {chunk}: rise {res['rise_mib']} MiB, steps {res['step_s']} s",
-                    file=sys.stderr,
-                )
-    print(f"batch {args.batch} passages of {LENGTH} tokens, chunk {args.chunk}, {args.threads} thread(s), "
-          f"{LAYERS} x {HIDDEN} BERT; median over {args.repeats} processes x {args.steps} steps\n")  # fmt: skip
-    print(
-        "| loss | step peak, plain | step peak, cached | activations, plain | activations, cached | "
-        "activation ratio | step time, plain | step time, cached | time ratio |"
-    )
+        for c in cases:
+            for k in chunks:
+                res = _run(args, c, k, memory=False)
+                wall.setdefault((c, k), []).extend(res["step_s"])
+                cpu.setdefault((c, k), []).extend(res["cpu_s"])
+    print(f"batch {args.batch} passages of {LENGTH} tokens, chunk {args.chunk} (1/{args.batch // args.chunk}), "
+          f"{LAYERS} x {HIDDEN} BERT, {args.threads} thread(s); time: medians of {args.repeats} processes "
+          f"x {args.steps} steps\n")  # fmt: skip
+    print("| loss | step peak, plain | step peak, cached | activations, plain | activations, cached | "
+          "activation ratio | step CPU time, plain / cached | CPU time ratio | wall time ratio, median (best) |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for case in ("retriever", "contrastive"):
-        plain, cached = runs[(case, 0)], runs[(case, args.chunk)]
-        grads = plain[0]["grads_mib"]
-        rise = [statistics.median(x for r in rs for x in r["rise_mib"]) for rs in (plain, cached)]
-        wall = [statistics.median(x for r in rs for x in r["step_s"]) for rs in (plain, cached)]
+    for c in cases:
+        grads = mem[(c, 0)]["grads_mib"]
+        rise = [mem[(c, k)]["rise_mib"] for k in chunks]
         act = [r - grads for r in rise]
-        print(
-            f"| {case} | {rise[0]:,.0f} MiB | {rise[1]:,.0f} MiB | {act[0]:,.0f} MiB | {act[1]:,.0f} MiB | "
-            f"{act[0] / act[1]:.1f}x | {wall[0]:.2f} s | {wall[1]:.2f} s | {wall[1] / wall[0]:.2f}x |"
-        )
-    print(f"\n(gradient buffers: {grads:.0f} MiB in both)")
+        cm = [statistics.median(cpu[(c, k)]) for k in chunks]
+        wm = [statistics.median(wall[(c, k)]) for k in chunks]
+        wb = [min(wall[(c, k)]) for k in chunks]
+        print(f"| {c} | {rise[0]:,.0f} MiB | {rise[1]:,.0f} MiB | {act[0]:,.0f} MiB | {act[1]:,.0f} MiB | "
+              f"{act[0] / act[1]:.1f}x | {cm[0]:.2f} s / {cm[1]:.2f} s | {cm[1] / cm[0]:.2f}x | "
+              f"{wm[1] / wm[0]:.2f}x ({wb[1] / wb[0]:.2f}x) |")  # fmt: skip
+    buffers = ", ".join(f"{c} {mem[(c, 0)]['grads_mib']:.0f} MiB" for c in cases)
+    print(f"\n(gradient buffers, the same with and without caching: {buffers})")
 
 
 if __name__ == "__main__":

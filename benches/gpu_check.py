@@ -580,7 +580,7 @@ def main() -> None:
         "--out", type=Path, default=Path(os.environ.get("OUT", ".")), help="where gpu_check.json goes ($OUT)"
     )
     ap.add_argument("--device", default=None, help="cuda (default when there is one) or cpu")
-    ap.add_argument("--budget-s", type=float, default=450.0, help="items not started by then are skipped")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="items not started by then are skipped")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak (MFU)")
     ap.add_argument("--only", default="", help="comma list of groups: pretrain, finetune, encode, search")
     ap.add_argument(
