@@ -9,7 +9,9 @@ import typer
 
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
@@ -23,14 +25,17 @@ def bm25(
     corpus: Path = typer.Argument(..., help="BEIR corpus.jsonl ({_id, title, text})."),
     queries: Path = typer.Option(..., help="Queries: BEIR jsonl or 'qid<TAB>text'."),
     out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """BM25 (bm25s, Lucene variant) over a corpus: a TREC run."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
 
+    check_output_file(out, force)
     s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
     run_bm25(corpus, queries, out, **s.model_dump())
     logs.status(f"wrote {out}")
@@ -44,16 +49,19 @@ def encode(
     model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
     source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder of .npy shards + manifest (resumable)."),
+    force: bool = force_option(FORCE_DIR_HELP),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
     from dense_pt import logs
+    from dense_pt.fsutil import output_dir
     from dense_pt.retrieval.encode import encode as run_encode
 
     s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
-    run_encode(model, source, out, **s.model_dump())
+    with output_dir(out, "encode", force, proof=("manifest.json",)):
+        run_encode(model, source, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
 
@@ -61,14 +69,17 @@ def search(
     queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
     passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
     out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.search import search as run_search
 
+    check_output_file(out, force)
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
     run_search(queries, passages, out, **s.model_dump())
     logs.status(f"wrote {out}")
@@ -93,6 +104,7 @@ def mine_negatives(
     ),
     corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
+    force: bool = force_option("Replace the output files (OUT, its manifest, --text) if they exist."),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -102,9 +114,12 @@ def mine_negatives(
     from dense_pt import logs
     from dense_pt.data import load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
+    from dense_pt.fsutil import check_output_file
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
+    for path in (out, Path(f"{out}.manifest.json"), *([text] if text is not None else [])):
+        check_output_file(path, force)
     params = load_settings(
         MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives"
     ).model_dump()
@@ -156,8 +171,11 @@ def mining_summary(out: Path, stats: dict) -> str:
 def negatives_export(
     path: Path = typer.Argument(..., help="Negatives file (.dpneg)."),
     out: Path = typer.Option(..., "--out", "-o", help="Text file 'qid<TAB>pid<TAB>score'."),
+    force: bool = force_option(),
 ) -> None:
     """Export a binary negatives file as text."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.negatives import export_text
 
+    check_output_file(out, force)
     export_text(path, out)

@@ -45,7 +45,7 @@ def run_demo(
     """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
     ``<out>/summary.json``. Each stage is named on stderr as it starts, with its wall time when it
     ends."""
-    from dense_pt.fsutil import write_json_atomic
+    from dense_pt.fsutil import check_output_dir, mark_output_dir, write_json_atomic
 
     set_threads(threads)
     # Absolute paths: later stages write configs that resolve paths against their own folders.
@@ -56,7 +56,9 @@ def run_demo(
         vocab_size=vocab_size,
         finetune_steps=finetune_steps,
     )
-    ctx.out.mkdir(parents=True, exist_ok=True)
+    # A folder the demo did not write is refused unless --force (summary.json, data.json: older demos').
+    check_output_dir(ctx.out, "demo", force, proof=("summary.json", "data.json"))
+    mark_output_dir(ctx.out, "demo")
     todo = stages if stages is not None else STAGES
     results: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
