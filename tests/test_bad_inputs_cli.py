@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,12 +59,29 @@ class Case:
     absent: str | None = None  # regex that must not match
     files: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    after: Callable[[Path], None] | None = None  # checks on the folder afterwards
+
+
+def _all_finite_checkpoints(tmp: Path) -> None:
+    """Every checkpoint left holds finite weights only, and there is one (the steps before)."""
+    import torch
+    from safetensors.torch import load_file
+
+    found = sorted((tmp / "r" / "checkpoints").glob("checkpoint-*/model.safetensors"))
+    assert found, "no checkpoint of the steps before it"
+    for path in found:
+        assert all(torch.isfinite(t).all() for t in load_file(str(path)).values()), path
+    assert not (tmp / "r" / "model").exists()
 
 
 def _jsonl(*objs: object) -> str:
     return "".join(json.dumps(o) + "\n" for o in objs)
 
 
+PIPELINE = 'out = "o"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "q.tsv"\n[model]\ninit = "m"\n'
+TRAIN = ["train", "retriever", "{model}", "--corpus", "{store}", "--queries", "{beir}/queries.jsonl",
+         "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/r", "--batch-size", "4", "--group-size", "2",
+         "--precision", "fp32"]  # fmt: skip
 BM25 = ["bm25", "{beir}/corpus.jsonl", "--queries", "{beir}/queries.jsonl", "-o", "{tmp}/run.trec"]
 SEARCH = ["search", "{qemb}", "{pemb}", "-o", "{tmp}/run.trec"]
 CASES = [
@@ -219,6 +237,36 @@ CASES = [
     Case("help: the root lists --quiet and exit codes", ["--help"], 0, r"--quiet.*130 interrupted"),
     Case("-o everywhere: pmi build", ["pmi", "build", "--help"], 0, r"--out +-o"),
     Case("-o everywhere: negatives-export", ["negatives-export", "--help"], 0, r"--out +-o"),
+    # ---- settings that are not numbers, counts beyond any plan --------------------------------
+    *[
+        Case(f"pipeline: --set {setting}", ["pipeline", "run", "{tmp}/p.toml", "--dry-run", "--set", setting], 2,
+             rf"^error: \S*p\.toml: {message}$", files={"p.toml": PIPELINE})
+        for setting, message in [
+            ("r1.train.lr=inf", r"r1\.train\.lr: must be a finite number, got inf"),
+            ("r1.train.lr=nan", r"r1\.train\.lr: must be a finite number, got nan"),
+            ("r2.tau=-inf", r"r2\.tau: must be a finite number, got -inf"),
+            ("mine.relative_margin=inf", r"mine\.relative_margin: must be a finite number, got inf"),
+            ("r1.train.max_steps=100000000000000000000000",
+             r"r1\.train\.max_steps: must be at most 2,147,483,647 in magnitude, got 100000000000000000000000"),
+            ("r1.train.max_steps=1e23", r"r1\.train\.max_steps: expected an integer, got 1e\+23"),
+            ("eval.k=3000000000", r"eval\.k: must be at most 2,147,483,647 in magnitude, got 3000000000"),
+        ]
+    ],
+    Case("train retriever: --lr inf", [*TRAIN, "--lr", "inf"], 2,
+         r"dense-pt train retriever: train\.lr: must be a finite number, got inf"),
+    Case("train retriever: --max-steps 10**23", [*TRAIN, "--max-steps", "100000000000000000000000"], 2,
+         r"train\.max_steps: must be at most 2,147,483,647 in magnitude"),
+    Case("bm25: --k1 inf", [*BM25, "--k1", "inf"], 2, r"dense-pt bm25: k1: must be a finite number, got inf"),
+    Case("search: --max-memory-gb inf", [*SEARCH, "--max-memory-gb", "inf"], 2, r"max_memory_gb: must be a finite number"),
+    Case(
+        "train retriever: a learning rate that makes the loss nan stops the run, nothing non-finite saved",
+        ["--quiet", *TRAIN, "--lr", "1e9", "--max-steps", "4", "--save-every", "1", "--log-every", "10"],
+        1,
+        r"^error: retriever: training stopped at step 2: the loss is nan; nothing non-finite was saved "
+        r"\(checkpoints in \S+/checkpoints predate it\); its learning rate \(lr = 1e\+09\) is the likely "
+        r"setting to lower$",
+        after=_all_finite_checkpoints,
+    ),
 ]
 
 
@@ -274,6 +322,8 @@ def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch)
         assert not re.search(case.absent, both), both
     if case.code == 1:  # a data or system error: exactly one line on stderr, nothing on stdout
         assert not out and len(err.strip().splitlines()) == 1, (out, err)
+    if case.after is not None:
+        case.after(tmp_path)
 
 
 def test_there_are_many_cases():
