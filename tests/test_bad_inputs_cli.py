@@ -78,7 +78,9 @@ def _jsonl(*objs: object) -> str:
     return "".join(json.dumps(o) + "\n" for o in objs)
 
 
-PIPELINE = 'out = "o"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "q.tsv"\n[model]\ninit = "m"\n'
+PIPELINE = (
+    'out = "o"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "q.tsv"\n[model]\ninit = "m"\n'
+)
 TRAIN = ["train", "retriever", "{model}", "--corpus", "{store}", "--queries", "{beir}/queries.jsonl",
          "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/r", "--batch-size", "4", "--group-size", "2",
          "--precision", "fp32"]  # fmt: skip
@@ -239,25 +241,45 @@ CASES = [
     Case("-o everywhere: negatives-export", ["negatives-export", "--help"], 0, r"--out +-o"),
     # ---- settings that are not numbers, counts beyond any plan --------------------------------
     *[
-        Case(f"pipeline: --set {setting}", ["pipeline", "run", "{tmp}/p.toml", "--dry-run", "--set", setting], 2,
-             rf"^error: \S*p\.toml: {message}$", files={"p.toml": PIPELINE})
+        Case(
+            f"pipeline: --set {setting}",
+            ["pipeline", "run", "{tmp}/p.toml", "--dry-run", "--set", setting],
+            2,
+            rf"^error: \S*p\.toml: {message}$",
+            files={"p.toml": PIPELINE},
+        )
         for setting, message in [
             ("r1.train.lr=inf", r"r1\.train\.lr: must be a finite number, got inf"),
             ("r1.train.lr=nan", r"r1\.train\.lr: must be a finite number, got nan"),
             ("r2.tau=-inf", r"r2\.tau: must be a finite number, got -inf"),
             ("mine.relative_margin=inf", r"mine\.relative_margin: must be a finite number, got inf"),
-            ("r1.train.max_steps=100000000000000000000000",
-             r"r1\.train\.max_steps: must be at most 2,147,483,647 in magnitude, got 100000000000000000000000"),
+            (
+                "r1.train.max_steps=100000000000000000000000",
+                r"r1\.train\.max_steps: must be at most 2,147,483,647 in magnitude, got 100000000000000000000000",
+            ),
             ("r1.train.max_steps=1e23", r"r1\.train\.max_steps: expected an integer, got 1e\+23"),
             ("eval.k=3000000000", r"eval\.k: must be at most 2,147,483,647 in magnitude, got 3000000000"),
         ]
     ],
-    Case("train retriever: --lr inf", [*TRAIN, "--lr", "inf"], 2,
-         r"dense-pt train retriever: train\.lr: must be a finite number, got inf"),
-    Case("train retriever: --max-steps 10**23", [*TRAIN, "--max-steps", "100000000000000000000000"], 2,
-         r"train\.max_steps: must be at most 2,147,483,647 in magnitude"),
+    Case(
+        "train retriever: --lr inf",
+        [*TRAIN, "--lr", "inf"],
+        2,
+        r"dense-pt train retriever: train\.lr: must be a finite number, got inf",
+    ),
+    Case(
+        "train retriever: --max-steps 10**23",
+        [*TRAIN, "--max-steps", "100000000000000000000000"],
+        2,
+        r"train\.max_steps: must be at most 2,147,483,647 in magnitude",
+    ),
     Case("bm25: --k1 inf", [*BM25, "--k1", "inf"], 2, r"dense-pt bm25: k1: must be a finite number, got inf"),
-    Case("search: --max-memory-gb inf", [*SEARCH, "--max-memory-gb", "inf"], 2, r"max_memory_gb: must be a finite number"),
+    Case(
+        "search: --max-memory-gb inf",
+        [*SEARCH, "--max-memory-gb", "inf"],
+        2,
+        r"max_memory_gb: must be a finite number",
+    ),
     Case(
         "train retriever: a learning rate that makes the loss nan stops the run, nothing non-finite saved",
         ["--quiet", *TRAIN, "--lr", "1e9", "--max-steps", "4", "--save-every", "1", "--log-every", "10"],
@@ -434,7 +456,8 @@ def test_a_full_disk_is_one_line_naming_the_users_path_in_bm25_search_encode(wor
         )
         assert re.search(r"File too large|disk is full", line), (name, line)
         assert ".tmp" not in line and ".partial" not in line, (name, line)
-    assert not [x.name for x in tmp_path.rglob(".*")], "temporaries left behind"
+    # encode's folder keeps its mark and its first ids file (it resumes); no temporary is left
+    assert not [x.name for x in tmp_path.rglob(".*") if x.name != ".dense-pt.json"], "temporaries left behind"
 
 
 def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
@@ -466,3 +489,46 @@ def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
     assert rest.strip().splitlines()[-1:] == ["interrupted"], err
     assert "interrupted" not in "".join(seen) and rest.count("interrupted") == 1, err
     assert not (tmp_path / "run.trec").exists() and not list(tmp_path.glob(".*"))
+
+
+# ---- ids: one word each, the same after the round trip through our own files ------------------------
+def test_unusual_ids_make_the_round_trip_and_a_spaced_one_is_refused_where_it_enters(
+    tmp_path, capsys, monkeypatch
+):
+    """Ids with '#', '/', quotes, commas, accents and full-width letters go through bm25 into a run
+    that our reader, `corpus check` and `evaluate` take back unchanged; an id with a space stops
+    bm25 at the corpus line that holds it (it used to be written into a run nothing could read)."""
+    from dense_pt.data import load_run
+
+    pids = ["MED-10", "d#1", "ü/ß", '"x"', "a,b", "Ｉｄ", "x" * 300]
+    words = ["river", "flood", "owl", "night", "tide", "storm", "moon"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"_id": p, "text": f"{w} {w} water"}) + "\n" for p, w in zip(pids, words, strict=True)
+        )
+    )
+    (tmp_path / "q.jsonl").write_text(
+        _jsonl({"_id": "q#1", "text": "river water"}, {"_id": "q/ü", "text": "owl water"})
+    )
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq#1\tMED-10\t1\nq/ü\tü/ß\t2\n")
+    run = tmp_path / "run.trec"
+    code, _, err = run_cli(["bm25", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "-o", str(run)],
+                           capsys, monkeypatch, {})  # fmt: skip
+    assert code == 0, err
+    got = load_run(run)
+    assert set(got) == {"q#1", "q/ü"} and {p for hits in got.values() for p in hits} == set(pids)
+    code, out, err = run_cli(["corpus", "check", str(run), "--kind", "run"], capsys, monkeypatch, {})
+    assert code == 0 and "ok, 14 run lines" in out, err
+    code, out, err = run_cli(["evaluate", str(run), "--qrels", str(tmp_path / "qrels.tsv"), "-m", "nDCG@10"],
+                             capsys, monkeypatch, {})  # fmt: skip
+    assert code == 0 and "nDCG@10" in out, err
+    with open(corpus, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "d 8", "text": "tide"}) + "\n")
+    code, out, err = run_cli(["bm25", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "-o", str(tmp_path / "r2")],
+                             capsys, monkeypatch, {})  # fmt: skip
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: {corpus}:8: field \"_id\": 'd 8' contains whitespace: an id must be one word (TREC runs "
+        "and qrels separate columns by whitespace); rename it"
+    ), err
+    assert not (tmp_path / "r2").exists()

@@ -319,7 +319,11 @@ def folder_owner(folder: str | Path) -> str | None:
         data = json.loads(mark.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if isinstance(data, dict) and data.get("written_by") == "dense-pt" and isinstance(data.get("command"), str):
+    if (
+        isinstance(data, dict)
+        and data.get("written_by") == "dense-pt"
+        and isinstance(data.get("command"), str)
+    ):
         return data["command"]
     return None
 
@@ -340,7 +344,9 @@ def check_output_file(path: str | Path, force: bool = False) -> Path:
     return path
 
 
-def check_output_dir(path: str | Path, command: str, force: bool = False, proof: tuple[str, ...] = ()) -> bool:
+def check_output_dir(
+    path: str | Path, command: str, force: bool = False, proof: tuple[str, ...] = ()
+) -> bool:
     """Whether dense-pt ``command`` may write into folder ``path``: it does not exist, is empty,
     carries ``command``'s mark, or (a folder written before the marks) holds one of ``proof``;
     anything else is refused unless ``force``. True when ``path`` exists. Writes nothing."""
