@@ -32,6 +32,7 @@ pytest.importorskip("torch")
 pytest.importorskip("faiss")
 pytest.importorskip("bm25s")
 
+from cli_helpers import cli_child, run_cli
 from retrieval_fixtures import tiny_setup
 
 
@@ -57,7 +58,7 @@ class Case:
     code: int
     message: str  # regex searched in stdout + stderr (whitespace collapsed)
     absent: str | None = None  # regex that must not match
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     after: Callable[[Path], None] | None = None  # checks on the folder afterwards
 
@@ -289,25 +290,69 @@ CASES = [
         r"setting to lower$",
         after=_all_finite_checkpoints,
     ),
+    # ---- configuration files that are not TOML text --------------------------------------------
+    Case(
+        "pipeline: a binary config",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: not a UTF-8 TOML file \(byte 0xf3 at offset 0\): it is not text \(a binary file\?\)$",
+        files={"p.toml": bytes(range(243, 256)) * 20},
+    ),
+    Case(
+        "pipeline: a UTF-16 config",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: not a UTF-8 TOML file \(byte 0xff at offset 0\): it is UTF-16: save it as UTF-8$",
+        files={"p.toml": PIPELINE.encode("utf-16")},
+    ),
+    Case(
+        "bm25 --config: a binary file",
+        [*BM25, "--config", "{tmp}/c.toml"],
+        1,
+        r"^error: \S*c\.toml: not a UTF-8 TOML file",
+        files={"c.toml": b"\x00\xff\xfe\x80" * 50},
+    ),
+    Case(
+        "pipeline: TOML nested 100,000 levels deep",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: invalid TOML: nested too deeply$",
+        files={"p.toml": "a = " + "[" * 100_000 + "]" * 100_000 + "\n"},
+    ),
+    Case(
+        "pipeline: inline tables nested 5,000 deep",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: invalid TOML: nested too deeply$",
+        files={"p.toml": "a = " + "{b=" * 5000 + "1" + "}" * 5000 + "\n"},
+    ),
+    Case(
+        "pipeline: /dev/zero as the config ends, in one line",
+        ["pipeline", "run", "/dev/zero"],
+        1,
+        r"^error: /dev/zero: larger than 16 MiB: not a configuration file$",
+    ),
+    Case(
+        "pipeline: --stop-after banana is a usage error",
+        ["pipeline", "run", "{tmp}/p.toml", "--stop-after", "banana"],
+        2,
+        r"^error: --stop-after 'banana': not a stage; the stages are store, split,",
+        files={"p.toml": PIPELINE},
+    ),
+    Case(
+        "pipeline: --until and --stop-after together",
+        ["pipeline", "run", "{tmp}/p.toml", "--until", "r1", "--stop-after", "r1"],
+        2,
+        r"give --until or --stop-after \(the same option\), not both",
+    ),
+    # ---- a file name that is not UTF-8 -----------------------------------------------------------
+    Case(
+        "corpus build -o a latin-1 folder name",
+        ["--quiet", "corpus", "build", "{beir}/corpus.jsonl", "-t", "{model}", "-o", "{tmp}/st\udce9"],
+        1,
+        r"^error: \S*/st\\xe9: the file name is not UTF-8 text: dense-pt records paths in its manifests",
+    ),
 ]
-
-
-def run_cli(argv: list[str], capsys, monkeypatch, env: dict[str, str]) -> tuple[int, str, str]:
-    """``dense-pt ARGV`` in-process through the console entry point: (exit code, stdout, stderr).
-    An exception escaping the entry point would be a traceback for the user: the test fails."""
-    from dense_pt.cli import main
-
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(sys, "argv", ["dense-pt", *argv])
-    monkeypatch.setenv("COLUMNS", "250")
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _places(world: Path, tmp: Path) -> dict[str, str]:
@@ -327,7 +372,10 @@ def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch)
     monkeypatch.delenv("DENSE_PT_LOG", raising=False)
     for name, content in case.files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(content, encoding="utf-8")
+        if isinstance(content, bytes):
+            (tmp_path / name).write_bytes(content)
+        else:
+            (tmp_path / name).write_text(content, encoding="utf-8")
     argv = [a.format(**_places(world, tmp_path)) for a in case.argv]
     code, out, err = run_cli(argv, capsys, monkeypatch, case.env)
     both = out + err
@@ -385,6 +433,62 @@ def test_an_unexpected_exception_is_one_line_unless_debugging(world, tmp_path, c
     assert ("Traceback" in err) is debug
 
 
+def test_a_panic_inside_a_library_is_one_line(world, tmp_path, capsys, monkeypatch):
+    """pyo3's PanicException (raised by a Rust library such as tokenizers) is a BaseException, so
+    `except Exception` let it through as a traceback: it is one line now (the real one, from the
+    tokenizers' thread pool under a memory limit: test_a_thread_pool_that_cannot_start_...)."""
+    import dense_pt.retrieval.bm25 as mod
+
+    panic = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+
+    def boom(*args, **kwargs):
+        raise panic("called `Option::unwrap()` on a `None` value\nstack backtrace: ...")
+
+    monkeypatch.setattr(mod, "bm25", boom)
+    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
+    code, _, err = run_cli([a.format(**_places(world, tmp_path)) for a in BM25], capsys, monkeypatch, {})
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        "internal error: a library panicked (pyo3_runtime): called `Option::unwrap()` on a `None` value "
+        "(set DENSE_PT_DEBUG=1 for the traceback)"
+    ), err
+
+
+PANIC = """
+import os, resource, sys
+os.environ["RAYON_NUM_THREADS"] = "256"
+from dense_pt.cli import main
+import dense_pt.cli.corpus, dense_pt.data.build, tokenizers, pyarrow, numpy
+vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (200 << 20),) * 2)
+sys.argv = ["dense-pt", "corpus", "build", *sys.argv[1:], "--threads", "256"]
+main()
+"""
+
+
+def test_a_thread_pool_that_cannot_start_under_a_memory_limit_is_not_a_panic(world, tmp_path):
+    """256 tokenizer threads under an address-space limit 200 MB above what the interpreter holds:
+    the tokenizers library's rayon pool cannot start and panicked inside the library (a 59-line
+    Rust report and traceback). Now the pool is started quietly first; when it cannot start, the
+    build goes on with one thread and says so, and if the memory then runs out that is one line
+    too; never a panic, a Rust report or a traceback."""
+    r = subprocess.run(
+        [sys.executable, "-c", PANIC, str(world / "beir" / "corpus.jsonl"), "-t", str(world / "model"),
+         "-o", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "RUST_BACKTRACE": "1"},
+    )  # fmt: skip
+    for noise in ("panicked", "Traceback", "stack backtrace", "PanicException"):
+        assert noise not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert "the tokenizer's worker threads could not start" in r.stderr, r.stderr
+    if r.returncode == 0:
+        assert lines[-1].startswith("wrote "), r.stderr
+    else:
+        assert r.returncode == 1 and re.match(
+            r"error: (out of memory|could not start worker threads)", lines[-1]
+        )
+
+
 def test_the_command_path_decides_the_ctrl_c_hint():
     from dense_pt.cli import RESUMABLE, command_path
 
@@ -395,20 +499,6 @@ def test_the_command_path_decides_the_ctrl_c_hint():
 
 
 # ---- a full disk, Ctrl-C: real processes ---------------------------------------------------------
-def _cli_child(argv: list[str]) -> subprocess.Popen:
-    """``dense-pt ARGV`` in a fresh interpreter, stderr a pipe (not a terminal)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "COLUMNS": "250"}
-    env.pop("DENSE_PT_LOG", None)
-    code = "import sys; from dense_pt.cli import main; sys.argv[0] = 'dense-pt'; main()"
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
 FULL_DISK = """
 import sys
 from dense_pt.cli import main
@@ -460,15 +550,22 @@ def test_a_full_disk_is_one_line_naming_the_users_path_in_bm25_search_encode(wor
     assert not [x.name for x in tmp_path.rglob(".*") if x.name != ".dense-pt.json"], "temporaries left behind"
 
 
-def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
-    """SIGINT once `bm25` has started reading the corpus: exit 130 and one line, no traceback (bm25
-    does not resume, so no hint; which commands get one: test_the_command_path_decides_the_ctrl_c_hint)."""
+@pytest.mark.parametrize(
+    "sig, code, message",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_and_sigterm_exit_with_one_line(world, tmp_path, sig, code, message):
+    """SIGINT (Ctrl-C), or SIGTERM (kill, a scheduler's time limit: it used to exit 143 silently and
+    leave its temporaries), once `bm25` has started reading the corpus: one line, exit 130 / 143, no
+    traceback, nothing left (bm25 does not resume, so no hint; which commands get one:
+    test_the_command_path_decides_the_ctrl_c_hint)."""
     words = "the trial vaccine immune response patients chronic elderly placebo disease".split()
     with open(tmp_path / "corpus.jsonl", "w", encoding="utf-8") as f:
         for i in range(30_000):
             text = " ".join(words[(i + j) % len(words)] for j in range(40))
             f.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
-    proc = _cli_child(
+    proc = cli_child(
         ["bm25", str(tmp_path / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
          "-o", str(tmp_path / "run.trec")]
     )  # fmt: skip
@@ -480,14 +577,13 @@ def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
         if "bm25: reading: started" in line:
             break
         assert time.monotonic() < deadline, seen
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     rest = proc.stderr.read()
-    code = proc.wait(timeout=120)
+    assert proc.wait(timeout=120) == code, "".join(seen) + rest
     err = "".join(seen) + rest
-    assert code == 130, err
     assert "Traceback" not in err, err
-    assert rest.strip().splitlines()[-1:] == ["interrupted"], err
-    assert "interrupted" not in "".join(seen) and rest.count("interrupted") == 1, err
+    assert rest.strip().splitlines()[-1:] == [message], err
+    assert message not in "".join(seen) and rest.count(message) == 1, err
     assert not (tmp_path / "run.trec").exists() and not list(tmp_path.glob(".*"))
 
 

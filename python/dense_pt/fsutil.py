@@ -49,7 +49,7 @@ _WRITE_ERRNOS = {
 _WRITE_FAILURE_TEXT = re.compile(
     r"no space left on device|file too large|disk quota exceeded|read-only file system|"
     r"file write failed|os error (?:28|27|122|30)\b|errno (?:28|27|122|30)\b|"
-    r"\d+ requested and \d+ written",
+    r"\d+ requested and \d+ written|enforce fail at inline_container\.cc",
     re.IGNORECASE,
 )
 
@@ -194,8 +194,10 @@ def write_error(exc: BaseException, target: str | Path, temps: tuple[Path, ...] 
         if code is None and re.search(r"file too large", str(exc), re.IGNORECASE):
             code = _errno.EFBIG
     reason = os.strerror(code) if code else str(exc)
-    if not code and re.search(r"requested and \d+ written", str(exc)):  # numpy's short fwrite
-        reason = f"the write stopped short ({exc}): the disk is full or a file size limit was reached"
+    if not code and re.search(r"requested and \d+ written|enforce fail at inline_container", str(exc)):
+        # numpy's short fwrite; torch.save's zip writer ("unexpected pos 704 vs 598")
+        detail = str(exc).splitlines()[0]
+        reason = f"the write stopped short ({detail}): the disk is full or a file size limit was reached"
     for t in temps:
         reason = reason.replace(str(t), str(target))
     return io_error(code, f"cannot write {target}: {reason}", target)
@@ -329,8 +331,10 @@ def folder_owner(folder: str | Path) -> str | None:
 
 
 def _is_empty(folder: Path) -> bool:
+    """No entry but dense-pt's own temporaries (another process of the same command may be
+    writing the mark right now: torchrun's ranks claim the folder together)."""
     with os.scandir(folder) as entries:
-        return next(entries, None) is None
+        return all(_owner_of(e.name) is not None for e in entries)
 
 
 def check_output_file(path: str | Path, force: bool = False) -> Path:

@@ -38,8 +38,8 @@ def fuse(
     from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.fusion import fuse_files
 
-    check_output_file(out, force)
     s = load_settings(FuseSettings, config, set_, split(values, FUSE), "dense-pt fuse")
+    check_output_file(out, force)
     typer.echo(json.dumps(fuse_files(sparse, dense, out, tune_qrels, **s.model_dump())))
 
 

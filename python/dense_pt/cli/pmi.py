@@ -56,9 +56,9 @@ def build_cmd(
     from dense_pt.fsutil import check_output_file
     from dense_pt.pmi import build
 
-    check_output_file(out, force)
     tables = [("top", PmiCounts)]
     s = load_settings(PmiCounts, config, set_, split(values, tables), "dense-pt pmi build")
+    check_output_file(out, force)
     bar, cb = _progress("pmi build")
     with bar:
         stats = build(

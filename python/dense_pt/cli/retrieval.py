@@ -35,8 +35,8 @@ def bm25(
     from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
 
-    check_output_file(out, force)
     s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
+    check_output_file(out, force)
     run_bm25(corpus, queries, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
@@ -79,8 +79,8 @@ def search(
     from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.search import search as run_search
 
-    check_output_file(out, force)
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
+    check_output_file(out, force)
     run_search(queries, passages, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
@@ -118,11 +118,11 @@ def mine_negatives(
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
-    for path in (out, Path(f"{out}.manifest.json"), *([text] if text is not None else [])):
-        check_output_file(path, force)
     params = load_settings(
         MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives"
     ).model_dump()
+    for path in (out, Path(f"{out}.manifest.json"), *([text] if text is not None else [])):
+        check_output_file(path, force)
     known = None
     if corpus is not None:
         from dense_pt.data.store import CorpusStore
