@@ -196,6 +196,28 @@ CASES = [
         r"^$",
         absent=r"bm25:|wrote",
     ),
+    Case("-q after the command name silences them too", [*BM25, "-q"], 0, r"^$"),
+    Case(
+        "--quiet among the command's options",
+        [
+            "bm25",
+            "{beir}/corpus.jsonl",
+            "--quiet",
+            "--queries",
+            "{beir}/queries.jsonl",
+            "-o",
+            "{tmp}/run.trec",
+        ],
+        0,
+        r"^$",
+    ),
+    Case(
+        "a command's own --quiet stays its own",
+        ["pipeline", "run", "{tmp}/p.toml", "--quiet", "--dry-run", "--set", "r1.train.lr=inf"],
+        2,
+        r"r1\.train\.lr: must be a finite number",
+        files={"p.toml": PIPELINE},
+    ),
     Case(
         "$DENSE_PT_LOG=warning silences them too",
         BM25,
@@ -394,6 +416,23 @@ def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch)
         assert not out and len(err.strip().splitlines()) == 1, (out, err)
     if case.after is not None:
         case.after(tmp_path)
+
+
+def test_every_example_file_a_help_text_names_exists():
+    """`study run --help` named examples/study-demo.toml, which does not exist."""
+    import typer
+
+    from dense_pt.cli import app
+
+    root = typer.main.get_command(app)
+    texts = []
+    for cmd in root.commands.values():  # type: ignore[attr-defined]
+        for leaf in getattr(cmd, "commands", {"": cmd}).values():
+            texts += [leaf.help or ""] + [getattr(p, "help", None) or "" for p in leaf.params]
+    named = set(re.findall(r"examples/[\w.-]+\.toml", " ".join(texts)))
+    assert named, "no help text names an example file"
+    repo = Path(__file__).resolve().parents[1]
+    assert {n for n in named if not (repo / n).is_file()} == set()
 
 
 def test_there_are_many_cases():

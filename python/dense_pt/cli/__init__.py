@@ -114,6 +114,39 @@ def command_path(argv: list[str]) -> tuple[str, ...]:
     return tuple(path)
 
 
+ROOT_FLAGS = ("-q", "--quiet", "-v", "--verbose")
+
+
+def hoist_root_flags(argv: list[str]) -> list[str]:
+    """``dense-pt encode ... -q`` read as ``dense-pt -q encode ...``: the root's ``-q`` / ``-v`` may
+    come anywhere before ``--``, unless the command has an option of that name itself
+    (``pipeline run --quiet``: its progress bars). Values of the command's options are skipped."""
+    if not any(a in ROOT_FLAGS for a in argv[1:]):
+        return argv
+    node = typer.main.get_command(app)
+    for name in command_path(argv):
+        node = node.commands[name]  # type: ignore[attr-defined]
+    own = {o for p in getattr(node, "params", []) for o in (*p.opts, *p.secondary_opts)}
+    takes_value = {o for p in getattr(node, "params", []) if not getattr(p, "is_flag", True) and p.nargs != 0
+                   for o in p.opts}  # fmt: skip
+    hoisted: list[str] = []
+    rest: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            rest += [word, *words]
+            break
+        if word in ROOT_FLAGS and word not in own:
+            hoisted.append(word)
+            continue
+        rest.append(word)
+        if word in takes_value:  # its value, even if it looks like -q
+            value = next(words, None)
+            if value is not None:
+                rest.append(value)
+    return hoisted + rest
+
+
 # click's usage errors, from typer's own copy of click (typer >= 0.26 vendors it) and from click.
 USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
     {c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"}
@@ -198,6 +231,7 @@ def main() -> None:
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _on_sigterm):
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        sys.argv[1:] = hoist_root_flags(sys.argv[1:])
         rv = app(standalone_mode=False)
     except USAGE_ERRORS as exc:  # usage: unknown option, invalid value, missing argument
         exc.show()  # type: ignore[attr-defined]

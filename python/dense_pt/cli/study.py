@@ -18,7 +18,7 @@ app.add_typer(study_app, name="study")
 
 @study_app.command("run")
 def run(
-    config: Path = typer.Argument(..., help="Study TOML (see examples/study-demo.toml and the README)."),
+    config: Path = typer.Argument(..., help="Study TOML (see examples/study-scifact.toml and the README)."),
     set_: list[str] = typer.Option(
         [], "--set", help="Override one value of the study file, dotted.key=VALUE, e.g. --set 'seeds=[1]'."
     ),

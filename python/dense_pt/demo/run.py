@@ -80,6 +80,10 @@ def run_demo(
     return report
 
 
+# Summary keys that hold a path (printed in full under the table).
+PATH_KEYS = ("folder", "file", "encoder", "log", "table", "queries_path")
+
+
 def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -90,7 +94,7 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_column("seconds", justify="right")
     table.add_column("summary")
     for name, s in report["stages"].items():
-        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file", "metrics")}
+        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "metrics", *PATH_KEYS)}
         table.add_row(
             name,
             str(s.get("status", "")),
@@ -99,6 +103,12 @@ def print_report(report: dict[str, Any]) -> None:
         )
     console = Console()
     console.print(table)
+    # the table cuts long cells with "…" on a narrow terminal: every path in full below it
+    paths = [("output folder", str(report["out"]))]
+    paths += [(f"{name} {key.replace('_', ' ')}", str(s[key])) for name, s in report["stages"].items()
+              for key in PATH_KEYS if s.get(key)]  # fmt: skip
+    width = max(len(k) for k, _ in paths)
+    print("\n".join(f"{k:<{width}}  {v}" for k, v in paths))
     if report.get("note"):
         console.print(report["note"])
 
