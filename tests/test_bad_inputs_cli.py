@@ -472,24 +472,44 @@ def test_an_unexpected_exception_is_one_line_unless_debugging(world, tmp_path, c
     assert ("Traceback" in err) is debug
 
 
-def test_a_panic_inside_a_library_is_one_line(world, tmp_path, capsys, monkeypatch):
-    """pyo3's PanicException (raised by a Rust library such as tokenizers) is a BaseException, so
-    `except Exception` let it through as a traceback: it is one line now (the real one, from the
-    tokenizers' thread pool under a memory limit: test_a_thread_pool_that_cannot_start_...)."""
+PANIC_TYPE = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+
+
+@pytest.mark.parametrize(
+    "exc, line",
+    [
+        # pyo3's PanicException (a Rust library such as tokenizers panicking) is a BaseException:
+        # `except Exception` let it through as a traceback (the real one: the next test)
+        (
+            PANIC_TYPE("called `Option::unwrap()` on a `None` value\nstack backtrace: ..."),
+            "internal error: a library panicked (pyo3_runtime): called `Option::unwrap()` on a `None` value "
+            "(set DENSE_PT_DEBUG=1 for the traceback)",
+        ),
+        (
+            MemoryError("Unable to allocate 586. KiB for an array with shape (150000,)"),
+            "error: out of memory (Unable to allocate 586. KiB for an array with shape (150000,)): the process "
+            "reached the memory it may use (the machine's, `ulimit -v`, or the job's limit); raise the limit, "
+            "or lower the batch size or --threads",
+        ),
+        (
+            RuntimeError("Failed to launch worker thread: Resource temporarily unavailable"),
+            "error: could not start worker threads (Failed to launch worker thread: Resource temporarily "
+            "unavailable): a memory or process limit (`ulimit -v` / `ulimit -u`) leaves no room for them; raise "
+            "it, or use fewer threads ($RAYON_NUM_THREADS, --threads)",
+        ),
+    ],
+    ids=["panic", "memory", "threads"],
+)
+def test_a_panic_or_the_machines_limits_are_one_line(world, tmp_path, capsys, monkeypatch, exc, line):
     import dense_pt.retrieval.bm25 as mod
 
-    panic = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
-
     def boom(*args, **kwargs):
-        raise panic("called `Option::unwrap()` on a `None` value\nstack backtrace: ...")
+        raise exc
 
     monkeypatch.setattr(mod, "bm25", boom)
     monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
     code, _, err = run_cli([a.format(**_places(world, tmp_path)) for a in BM25], capsys, monkeypatch, {})
-    assert code == 1 and err.strip().splitlines()[-1] == (
-        "internal error: a library panicked (pyo3_runtime): called `Option::unwrap()` on a `None` value "
-        "(set DENSE_PT_DEBUG=1 for the traceback)"
-    ), err
+    assert code == 1 and err.strip().splitlines() == [line], err
 
 
 PANIC = """
