@@ -383,19 +383,23 @@ def mark_output_dir(path: str | Path, command: str) -> None:
 def output_dir(
     path: str | Path, command: str, force: bool = False, proof: tuple[str, ...] = ()
 ) -> Iterator[Path]:
-    """Claim folder ``path`` for ``command`` (``check_output_dir``), mark it, and run the block; a
-    folder this call created is removed again when the block fails before writing anything else
-    into it (a refused input leaves nothing behind)."""
+    """Claim folder ``path`` for ``command`` (``check_output_dir``), mark it, and run the block;
+    when the block fails before writing anything but the mark, the folder is left as it was (one
+    this call created is removed, the mark taken out of one that was empty): a refused input
+    leaves nothing behind."""
     path = Path(path)
     existed = check_output_dir(path, command, force, proof)
+    was_empty = existed and _is_empty(path)
     mark_output_dir(path, command)
     try:
         yield path
     except BaseException:
-        if not existed:
-            with contextlib.suppress(OSError):
-                if [e.name for e in os.scandir(path)] == [OWNER_FILE]:
+        with contextlib.suppress(OSError):
+            if [e.name for e in os.scandir(path)] == [OWNER_FILE]:
+                if not existed:
                     shutil.rmtree(path)
+                elif was_empty:
+                    (path / OWNER_FILE).unlink()
         raise
 
 
