@@ -55,6 +55,10 @@ SAME_NUMBER: dict[tuple[float | int, str], str] = {
     (144, PAPERS): "the pre-training length of each paper (SimLM Table 11, CDMAE): not the fine-tuning one",
     (0.5, "training/optim.py"): "the cosine schedule's 0.5 * (1 + cos)",
     (0.5, "expansion/curriculum.py"): "the cosine schedule's 0.5 * (1 + cos)",
+    (
+        0.5,
+        "objectives/retrieval.py",
+    ): "R-Drop's mean of two dropout passes (the authors' 0.5 (KL + KL), 0.5 (CE + CE))",
     (0.3, "plot.py"): "a grid line's transparency",
     (0.3, "demo/corpus.py"): "the demo corpus's test/dev split threshold",
     (0.2, "demo/corpus.py"): "the demo corpus's test/dev split threshold",

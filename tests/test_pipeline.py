@@ -163,7 +163,7 @@ def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
     assert cfg.out == tmp_path / "runs" / "b"
     # the file's train table is merged over the profile's; its max_steps replaces the profile's epochs
     assert cfg.r1.group_size == 4 and cfg.r1.train.model_dump(exclude_none=True) == {
-        "lr": 2e-5, "warmup": 1000, "batch_size": 64, "max_steps": 7}  # fmt: skip
+        "lr": 2e-5, "warmup": 1000, "batch_size": 64, "weight_decay": 0.0, "max_steps": 7}  # fmt: skip
     assert cfg.r1.epochs is None and cfg.r2.epochs == 3
     assert cfg.pretrain is not None and cfg.pretrain.method == "cdmae"
     assert cfg.pretrain.train.model_dump(exclude_none=True) == {"max_steps": 3}

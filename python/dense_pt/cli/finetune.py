@@ -35,6 +35,15 @@ train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_
 app.add_typer(train_app, name="train")
 
 
+def _tables(model: type[Model]) -> list[tuple[str, type[Model]]]:
+    """The command's option tables: its own keys, ``[mine]`` (a retriever's refresh), ``[train]``."""
+    from dense_pt.config import TrainConfig
+    from dense_pt.config.retrieval import MineSettings
+
+    mine = [("mine", MineSettings)] if "mine" in model.model_fields else []
+    return [("top", model), *mine, ("train", TrainConfig)]
+
+
 def _settings(model: type[M], command: str, config: Path | None, sets: list[str], values: dict[str, Any]):
     """The stage's settings from ``--config`` (its keys at the top, ``[train]`` for the engine),
     ``--set`` and the options, checked by ``model``; the engine's ``TrainConfig`` from its
@@ -45,15 +54,13 @@ def _settings(model: type[M], command: str, config: Path | None, sets: list[str]
     if values.get("epochs") is not None and values.get("max_steps") is not None:
         raise InvalidArgumentError("give --epochs or --max-steps, not both")
     where = f"dense-pt {command}"
-    s = load_settings(model, config, sets, split(values, [("top", model), ("train", TrainConfig)]), where)
+    s = load_settings(model, config, sets, split(values, _tables(model)), where)
     train = TrainConfig.load(s.train.model_dump(exclude_none=True), where, "train")  # type: ignore[attr-defined]
     return s, train
 
 
 def _options(model: type[Model]) -> list:
-    from dense_pt.config import TrainConfig
-
-    return model_options([("top", model), ("train", TrainConfig)])
+    return model_options(_tables(model))
 
 
 COMMON = dict(
@@ -86,10 +93,10 @@ def retriever(
     from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
-    stage = s.model_dump(include=set(RetrieverSettings.model_fields))
+    stage = s.model_dump(include=set(RetrieverSettings.model_fields) - {"refresh_every"})
     with output_dir(out, "train retriever", force, TRAIN_PROOF):
         m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling,
-                            train=cfg, resume=resume, epochs=s.epochs)  # fmt: skip
+                            train=cfg, resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 

@@ -25,6 +25,7 @@ from dense_pt.cli.options import (
     force_option,
     model_options,
     set_option,
+    split,
     with_model_options,
 )
 
@@ -81,22 +82,24 @@ def _paper_keys() -> dict[str, set[str]]:
     return keys
 
 
-def _model_options() -> list[inspect.Parameter]:
-    """One option per field of the pre-training models (top level, ``[options]``, ``[train]``),
-    with the field's help and its default: the model's, or "the method's paper"."""
+def _tables() -> list[Table]:
+    """The pre-training settings as a file lays them out: the top level, ``[options]``, ``[train]``."""
     from dense_pt.config import MethodOptions, PretrainSettings, TrainConfig
 
+    return [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
+
+
+def _model_options() -> list[inspect.Parameter]:
+    """One option per field of the pre-training settings (top level, ``[options]``, ``[train]``),
+    with the field's help and its default: the model's, or "the method's paper"."""
     paper = _paper_keys()
 
     def shown(table: str, name: str, f: Any) -> str | bool:
-        return (
-            "the method's paper"
-            if name in paper[table]
-            else (False if f.default is None else repr(f.default))
-        )
+        if name in paper[table]:
+            return "the method's paper"
+        return False if f.is_required() or f.default is None else repr(f.default)
 
-    tables: list[Table] = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
-    return model_options(tables, flags={"out": ["-o"]}, shown=shown, eager=["method"])
+    return model_options(_tables(), flags={"out": ["-o"]}, shown=shown, eager=["method"])
 
 
 def pretrain(
@@ -110,13 +113,11 @@ def pretrain(
     **values: Any,
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
-    from dense_pt.config import MethodOptions, TrainConfig
     from dense_pt.fsutil import output_dir
-    from dense_pt.pretrain import build_config, run_pretrain
+    from dense_pt.pretrain import load_settings, resolve, run_pretrain
 
-    options = {k: values.pop(k) for k in MethodOptions.model_fields}
-    train = {k: values.pop(k) for k in TrainConfig.model_fields}
-    cfg = build_config(config, top=values, options=options, train=train, sets=set_)
+    # the file, --set and the options merged once into one PretrainSettings, then resolved once
+    cfg = resolve(load_settings(config, set_, split(values, _tables())))
     with output_dir(cfg.out, "pretrain", force, proof=("run_config.json",)):
         summary = run_pretrain(cfg, resume=resume, progress=not quiet)
     if summary.get("rank", 0) != 0:

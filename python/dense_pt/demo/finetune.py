@@ -61,8 +61,9 @@ def finetune_config(
         "r1": retriever,
         "r2": retriever,
         # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
-        "reranker": {"init": "model", "group_size": 4, "query_max_length": FT.QUERY_MAX_LENGTH, "max_length": 128,
-                     "depth": 30, "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
+        # the authors' procedure on groups of 4: trained on the top half (a quarter is the positive alone)
+        "reranker": {"init": "model", "group_size": 4, "forward_factor": 2, "query_max_length": FT.QUERY_MAX_LENGTH,
+                     "max_length": 128, "depth": 30, "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
         # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
         "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
     }  # fmt: skip

@@ -105,6 +105,7 @@ class Trainer:
         description: str = "train",
         lr_lambda: Callable[[int], float] | None = None,
         reset_optimizer_at: Sequence[int] = (),
+        on_start: Sequence[Callable[[Trainer], None]] = (),
     ):
         self.config = config
         if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
@@ -120,6 +121,9 @@ class Trainer:
         self.ckpt_root = self.out_dir / "checkpoints"
         self.log = JsonlLog(Path(log_path) if log_path else self.out_dir / "log.jsonl", self.dist.is_main)
         self.source, self.callbacks, self.description = source, list(callbacks), description
+        # called once the run has started or resumed, before its first batch is built (e.g. to
+        # restore data that depends on the step: ANCE negatives)
+        self.on_start = list(on_start)
         self.show_progress = progress and self.dist.is_main
         self.model = model.to(self.device)
         self.autocast_dtype = resolve_precision(config.precision, self.device)
@@ -204,6 +208,8 @@ class Trainer:
         resumed_from = self._start(resume)
         if self.step >= cfg.max_steps:
             return TrainResult(self.step, latest_checkpoint(self.ckpt_root), None, 0.0, resumed_from)
+        for hook in self.on_start:
+            hook(self)
 
         self.model.train()
         batches = self._batches()

@@ -40,7 +40,7 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
                        C.split_file(ctx, "train.qrels"), neg, folder / "train", group_size=sec.group_size,
                        query_max_length=sec.query_max_length, max_length=sec.max_length,
                        train=C.train_config(sec, ctx.seed), restrict_to=C.train_ids(ctx), progress=ctx.progress,
-                       epochs=sec.epochs)  # fmt: skip
+                       epochs=sec.epochs, loss=sec.loss, forward_factor=sec.forward_factor)  # fmt: skip
     dev = set(load_qrels(C.split_file(ctx, "dev.qrels")))
     r2run = {q: h for q, h in load_run(r2 / "run.trec").items() if q in dev}
     reranked = rerank_run(folder / "train" / "model", C.store(ctx), ctx.cfg.data.queries, r2run,
