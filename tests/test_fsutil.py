@@ -320,6 +320,7 @@ def test_a_full_disk_during_corpus_build_on_the_command_line(tmp_path, tok_file)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and transformers: ~8 s of CPU
 def test_a_full_disk_during_pretrain_names_the_checkpoint_and_leaves_no_partial(tmp_path):
     """A file size limit that the model's safetensors fits under and the optimiser's state does not
     (torch.save's zip writer says only "[enforce fail at inline_container.cc] unexpected pos"): one
