@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -168,6 +169,7 @@ _terminated: list[bool] = []  # set by the handler: typer turns the exception in
 
 def _on_sigterm(signum: int, frame: object) -> None:
     _terminated.append(True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the cleanup ends it at once
     raise Terminated()
 
 
@@ -228,8 +230,17 @@ def main() -> None:
     SIGTERM, with one line, after the command's cleanup; any other exception (a panic in a
     library included) is a bug: one line, and the traceback only with $DENSE_PT_DEBUG set."""
     _terminated.clear()
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _on_sigterm):
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous in (signal.SIG_DFL, _on_sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run()
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run() -> None:
     try:
         sys.argv[1:] = hoist_root_flags(sys.argv[1:])
         rv = app(standalone_mode=False)
@@ -244,7 +255,7 @@ def main() -> None:
         from dense_pt.errors import from_os_error
 
         _fail(f"error: {from_os_error(exc)}", 1)
-    except (Exception, BaseException) as exc:  # a bug, a panic in a library, or the machine's limits
+    except BaseException as exc:  # a bug, a panic in a library, or the machine's limits
         if isinstance(exc, SystemExit | GeneratorExit):
             raise
         _unexpected(exc)
