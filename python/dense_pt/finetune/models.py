@@ -1,6 +1,9 @@
 """The trainable modules of the fine-tuning stages, following the engine's contract
 ``model(batch) -> {"loss": scalar, ...}``. Both couple the examples of a batch (in-batch negatives,
-listwise groups), so ``accumulation_safe = False``."""
+listwise groups), so ``accumulation_safe = False`` (but for the triplet loss, which reads each
+query's own group only). The bi-encoder's loss reads the batch only through the query and passage
+vectors, so it declares them (``CachedLoss``) and ``cache_chunk`` computes its exact gradient a
+chunk of sequences at a time."""
 
 from __future__ import annotations
 
@@ -22,16 +25,15 @@ from dense_pt.objectives.retrieval import (
     triplet_loss,
 )
 from dense_pt.retrieval.encoder import pool
+from dense_pt.training.cache import CachedLoss, loss_precision
 
 RETRIEVER_LOSSES = tuple(LOSSES)
 
 
-class BiEncoder(nn.Module):
+class BiEncoder(CachedLoss, nn.Module):
     """One encoder shared by queries and passages, [CLS] or mean pooling. ``loss`` names a
     retriever loss (``dense_pt.objectives.retrieval.LOSSES``); with teacher scores in the batch it
     is distillation's contrastive term. ``tau=None`` takes the loss's own temperature."""
-
-    accumulation_safe = False
 
     def __init__(
         self, backbone: nn.Module, pooling: str = "cls", loss: str = DEFAULT_LOSS, tau: float | None = None,
@@ -44,6 +46,11 @@ class BiEncoder(nn.Module):
         self.margin, self.alpha = margin, alpha
 
     @property
+    def accumulation_safe(self) -> bool:
+        """Micro-batches average to the batch's loss only when no term reads another query's rows."""
+        return self.loss_name == "triplet"
+
+    @property
     def normalize(self) -> bool:
         """Cosine-trained models are exported with a Normalize module (scores = cosine): it follows
         the similarity the loss trains, for distillation too."""
@@ -53,11 +60,21 @@ class BiEncoder(nn.Module):
         hidden = self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
         return pool(hidden, mask, self.pooling, normalize=False)
 
-    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        q = self.encode(batch["q_ids"], batch["q_mask"]).float()
-        p = self.encode(batch["p_ids"], batch["p_mask"]).float()
+    # --- CachedLoss: the loss reads the query and passage vectors only -------------------------
+
+    def cache_parts(self, batch: dict[str, Any]) -> dict[str, dict[str, torch.Tensor]]:
+        return {
+            "q": {"ids": batch["q_ids"], "mask": batch["q_mask"]},
+            "p": {"ids": batch["p_ids"], "mask": batch["p_mask"]},
+        }
+
+    def represent(self, part: str, rows: dict[str, torch.Tensor], batch: dict[str, Any], terms: bool):
+        return {"rep": self.encode(rows["ids"], rows["mask"])}
+
+    def coupled_loss(self, reps: dict[str, torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        q, p = loss_precision(reps["q"]), loss_precision(reps["p"])
         if "teacher" in batch:
-            loss = distill_loss(q, p, batch["teacher"].float(), self.alpha, self.tau, self.loss_name)
+            loss = distill_loss(q, p, batch["teacher"], self.alpha, self.tau, self.loss_name)
         elif self.loss_name == "triplet":
             loss = triplet_loss(q, p, self.margin)
         else:

@@ -99,6 +99,7 @@ class NegativesRefresh:
             trainer.save()  # the refresh reads these weights: a run killed from now on resumes here
         self._refresh(trainer, step)
         self._apply(trainer, step)
+        trainer.restart_batches()  # the batches collated ahead hold the old negatives
 
     # --- one refresh ----------------------------------------------------------------------------
 

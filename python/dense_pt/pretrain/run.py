@@ -22,6 +22,7 @@ from typing import Any
 
 from dense_pt import __version__
 from dense_pt.config.pretrain import PretrainSettings
+from dense_pt.config.train import STEP_SWITCHES
 from dense_pt.errors import InvalidArgumentError, MismatchError, already_exists
 from dense_pt.fsutil import write_json_atomic
 from dense_pt.pretrain.config import resolve, run_record
@@ -36,7 +37,8 @@ from dense_pt.pretrain.context_data import (
 from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
-# Settings a resumed run may change (extending a run, more workers, logging).
+# Settings a resumed run may change (extending a run, more workers, logging, and how a step is
+# computed: the same gradients on another card, with more or less memory).
 _RESUMABLE = (
     "max_steps",
     "save_every",
@@ -46,6 +48,7 @@ _RESUMABLE = (
     "prefetch_factor",
     "threads",
     "report_to",
+    *STEP_SWITCHES,
 )
 
 
