@@ -148,6 +148,9 @@ def test_cli_fuse(tmp_path):
     ref = ref_rrf([load_run(tmp_path / "a.trec"), load_run(tmp_path / "b.trec")], 60)
     assert {q: ranked(h)[:10] for q, h in got.items()} == {q: ranked(h)[:10] for q, h in ref.items()}
     r = runner.invoke(app, [*base, "--tune-qrels", str(qrels)])
+    assert r.exit_code != 0 and "f.trec already exists (use --force to replace it)" in str(r.exception)
+    base.append("--force")
+    r = runner.invoke(app, [*base, "--tune-qrels", str(qrels)])
     assert r.exit_code == 0, r.output
     info = json.loads(r.output.strip().splitlines()[-1])
     assert info["method"] == "interpolation" and 0 <= info["weight"] <= 1

@@ -220,7 +220,12 @@ def check(
             qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None
             n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict, max_record_bytes=limit))
-    typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
+    what = {"corpus": "passages", "queries": "queries", "qrels": "judgements", "run": "run lines"}[kind]
+    if n == 0:  # an empty (or blank) file is no corpus: every command that reads it would fail later
+        from dense_pt.errors import FormatError
+
+        raise FormatError(f"holds no {what} (the file is empty or blank)", path=path)
+    typer.echo(f"{path}: ok, {n:,} {what}")
 
 
 def _corpus_ids(path: Path) -> Container[str]:

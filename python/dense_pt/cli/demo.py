@@ -14,7 +14,12 @@ from dense_pt.demo.context import DEMO_THREADS
 def demo(
     out: Path = typer.Option(Path("demo-output"), "--out", "-o", help="Folder for the demo's artifacts."),
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
-    force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Redo every stage, even those that are up to date; also write into a non-empty folder "
+        "the demo did not write.",
+    ),
     with_expansion: bool = typer.Option(
         False,
         "--with-expansion",

@@ -10,8 +10,10 @@ import typer
 from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     M,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
@@ -66,7 +68,10 @@ COMMON = dict(
     queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
     qrels=typer.Option(..., help="Training judgements."),
     out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
+    force=force_option(FORCE_DIR_HELP),
 )
+# A training folder written before the marks: its manifest or its checkpoints prove it.
+TRAIN_PROOF = ("manifest.json", "checkpoints")
 CONFIG_HELP = "TOML file: the stage's keys at the top level, a \\[train] table for the engine; options win."
 
 
@@ -80,15 +85,18 @@ def retriever(
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
     resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
+    force: bool = COMMON["force"],
     **values: Any,
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
     from dense_pt.finetune.stages import train_retriever
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
     stage = s.model_dump(include=set(RetrieverSettings.model_fields) - {"refresh_every"})
-    m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling, train=cfg,
-                        resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
+    with output_dir(out, "train retriever", force, TRAIN_PROOF):
+        m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling,
+                            train=cfg, resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
@@ -106,17 +114,20 @@ def reranker(
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
     resume: bool = typer.Option(True),
+    force: bool = COMMON["force"],
     **values: Any,
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
     from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RerankerCommand, "train reranker", config, set_, values)
     init = resolve_checkpoint(model, None, "MODEL")
     stage = s.model_dump(include=set(RerankerSettings.model_fields))
-    m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
-                       epochs=s.epochs)  # fmt: skip
+    with output_dir(out, "train reranker", force, TRAIN_PROOF):
+        m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
+                           epochs=s.epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
@@ -130,16 +141,19 @@ def distill(
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
     resume: bool = typer.Option(True),
+    force: bool = COMMON["force"],
     **values: Any,
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
     retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(DistillCommand, "train distill", config, set_, values)
     stage = s.model_dump(include=set(DistillSettings.model_fields))
-    m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
-                      epochs=s.epochs)  # fmt: skip
+    with output_dir(out, "train distill", force, TRAIN_PROOF):
+        m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
+                          epochs=s.epochs)  # fmt: skip
     logs.status(f"wrote {out}/model after {m['steps']} steps")
 
 
@@ -160,9 +174,13 @@ def score(
     negatives: Path = typer.Option(..., help="Negatives file whose pairs to score."),
     out: Path = typer.Option(..., "--out", "-o", help="Scores file (.dpneg layout; manifest beside it)."),
     batch_size: int = typer.Option(64),
+    force: bool = force_option("Replace the output files (OUT and its manifest) if they exist."),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
     from dense_pt.finetune.stages import score as run_score
+    from dense_pt.fsutil import check_output_file
 
+    for path in (out, Path(f"{out}.manifest.json")):
+        check_output_file(path, force)
     m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
     logs.status(f"wrote {out}: {m['pairs']} pairs")

@@ -12,6 +12,7 @@ import typer
 from dense_pt.cli import app
 from dense_pt.cli.options import (
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
@@ -28,14 +29,17 @@ def fuse(
     tune_qrels: Path | None = typer.Option(
         None, help="interpolation: qrels of queries to choose the weight on (not the ones you report)."
     ),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Fuse two runs: reciprocal rank fusion, or a score interpolation with a weight given or tuned."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.fusion import fuse_files
 
     s = load_settings(FuseSettings, config, set_, split(values, FUSE), "dense-pt fuse")
+    check_output_file(out, force)
     typer.echo(json.dumps(fuse_files(sparse, dense, out, tune_qrels, **s.model_dump())))
 
 

@@ -28,6 +28,19 @@ CONFIG_HELP = "TOML file with the same keys; options given here override it."
 SET_HELP = "Set one key as the --config file would (it may stand alone): dotted.key=VALUE, checked as the file's own."
 
 
+FORCE_FILE_HELP = "Replace the output file if it exists (dense-pt cannot tell a file it wrote from yours)."
+FORCE_DIR_HELP = (
+    "Write into the output folder even if it is not empty and dense-pt did not write it (its "
+    "files may be replaced)."
+)
+
+
+def force_option(help: str = FORCE_FILE_HELP) -> Any:
+    """``--force``: what may replace something dense-pt cannot prove it wrote (see
+    ``dense_pt.fsutil.check_output_file`` / ``check_output_dir``)."""
+    return typer.Option(False, "--force", help=help)
+
+
 def config_option(help: str = CONFIG_HELP) -> Any:
     return typer.Option(None, "--config", help=help)
 

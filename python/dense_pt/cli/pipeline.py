@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.cli.options import FORCE_DIR_HELP, force_option
 from dense_pt.pipeline.run import STAGES
 
 pipeline_app = typer.Typer(help="Multi-stage fine-tuning pipeline.", no_args_is_help=True)
@@ -34,13 +35,17 @@ def run(
         help="Override one value, dotted.key=VALUE (TOML syntax), e.g. --set r1.group_size=4 "
         "--set 'pretrain={method=\"cdmae\"}'. Repeatable; paths resolve against the config's folder.",
     ),
+    force: bool = force_option(
+        FORCE_DIR_HELP + " Stage folders without the stage's manifest (yours) are replaced too."
+    ),
 ) -> None:
     """(pre-training) -> BM25 + zero-shot -> R1 -> mine -> R2 -> re-ranker -> scores -> distill -> report."""
+    from dense_pt.errors import InvalidArgumentError
     from dense_pt.pipeline import load_pipeline_config, plan_pipeline, run_pipeline
     from dense_pt.pipeline.run import check_stage, format_plan, stopped_message
 
     if until is not None and stop_after is not None:
-        raise typer.BadParameter("give --until or --stop-after (the same option), not both")
+        raise InvalidArgumentError("give --until or --stop-after (the same option), not both")
     option = "--until" if stop_after is None else "--stop-after"
     until = until or stop_after
     check_stage(until, option=option)  # a misspelt stage fails before the file is even read
@@ -50,6 +55,6 @@ def run(
     if dry_run:
         typer.echo(format_plan(plan_pipeline(cfg, until=until, only=only)))
         return
-    run_pipeline(cfg, progress=not quiet, until=until, only=only)
+    run_pipeline(cfg, progress=not quiet, until=until, only=only, force=force)
     if until is not None and until != STAGES[-1]:  # it did what was asked: not an error
         typer.echo(stopped_message(until, option), err=True)

@@ -13,6 +13,7 @@ from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.cli.options import (
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
@@ -46,15 +47,18 @@ def build_cmd(
     spill_dir: Path = typer.Option(
         None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
     ),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Count 1..max-n-grams of a corpus store into a table file."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.pmi import build
 
     tables = [("top", PmiCounts)]
     s = load_settings(PmiCounts, config, set_, split(values, tables), "dense-pt pmi build")
+    check_output_file(out, force)
     bar, cb = _progress("pmi build")
     with bar:
         stats = build(
@@ -80,10 +84,13 @@ def merge_cmd(
     min_count: int = typer.Option(
         MIN_COUNT, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
     ),
+    force: bool = force_option(),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.pmi import merge
 
+    check_output_file(out, force)
     bar, cb = _progress("pmi merge")
     with bar:
         res = merge(parts, out, min_count=min_count, progress=cb)

@@ -18,7 +18,16 @@ from typer.core import TyperCommand
 
 from dense_pt import logs
 from dense_pt.cli import app
-from dense_pt.cli.options import Table, config_option, model_options, set_option, split, with_model_options
+from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
+    Table,
+    config_option,
+    force_option,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
 
 
 def print_defaults(method: str, console=None) -> None:
@@ -100,14 +109,17 @@ def pretrain(
     ),
     resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    force: bool = force_option(FORCE_DIR_HELP),
     **values: Any,
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
+    from dense_pt.fsutil import output_dir
     from dense_pt.pretrain import load_settings, resolve, run_pretrain
 
     # the file, --set and the options merged once into one PretrainSettings, then resolved once
     cfg = resolve(load_settings(config, set_, split(values, _tables())))
-    summary = run_pretrain(cfg, resume=resume, progress=not quiet)
+    with output_dir(cfg.out, "pretrain", force, proof=("run_config.json",)):
+        summary = run_pretrain(cfg, resume=resume, progress=not quiet)
     if summary.get("rank", 0) != 0:
         return
     rec = summary.get("final_record") or {}
@@ -128,9 +140,12 @@ def plot(
     label: list[str] | None = typer.Option(None, "--label", help="A legend label per log."),
     smooth: int = typer.Option(1, help="Moving-average window in logged points."),
     title: str | None = typer.Option(None, help="Figure title."),
+    force: bool = force_option(),
 ) -> None:
     """Draw loss curves from training logs to a PNG."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.plot import plot_logs
 
+    check_output_file(out, force)
     path = plot_logs(logs, out, keys=key, labels=label or None, smooth=smooth, title=title)
     typer.echo(str(path))

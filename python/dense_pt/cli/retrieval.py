@@ -9,7 +9,9 @@ import typer
 
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
@@ -43,12 +45,14 @@ def bm25(
         help="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
         "array; the shards' runs, concatenated in order, are the whole run.",
     ),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a TREC run."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
     from dense_pt.retrieval.bm25 import bm25_index
 
@@ -59,6 +63,7 @@ def bm25(
         return
     if queries is None or out is None:
         raise typer.BadParameter("give both --queries and --out (or neither, to build the index only)")
+    check_output_file(out, force)
     run_bm25(corpus, queries, out, index=index, threads=threads, query_shard=query_shard, **s.model_dump())
     logs.status(f"wrote {out}")
 
@@ -71,16 +76,19 @@ def encode(
     model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
     source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder of .npy shards + manifest (resumable)."),
+    force: bool = force_option(FORCE_DIR_HELP),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
     from dense_pt import logs
+    from dense_pt.fsutil import output_dir
     from dense_pt.retrieval.encode import encode as run_encode
 
     s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
-    run_encode(model, source, out, **s.model_dump())
+    with output_dir(out, "encode", force, proof=("manifest.json",)):
+        run_encode(model, source, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
 
@@ -88,15 +96,18 @@ def search(
     queries: Path = typer.Argument(..., help="Query embeddings folder (dense-pt encode)."),
     passages: Path = typer.Argument(..., help="Passage embeddings folder (dense-pt encode)."),
     out: Path = typer.Option(..., "--out", "-o", help="TREC run to write."),
+    force: bool = force_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.search import search as run_search
 
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
+    check_output_file(out, force)
     run_search(queries, passages, out, **s.model_dump())
     logs.status(f"wrote {out}")
 
@@ -120,6 +131,7 @@ def mine_negatives(
     ),
     corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
+    force: bool = force_option("Replace the output files (OUT, its manifest, --text) if they exist."),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -129,12 +141,15 @@ def mine_negatives(
     from dense_pt import logs
     from dense_pt.data import load_qrels, load_run
     from dense_pt.errors import InvalidArgumentError
+    from dense_pt.fsutil import check_output_file
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
     params = load_settings(
         MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives"
     ).model_dump()
+    for path in (out, Path(f"{out}.manifest.json"), *([text] if text is not None else [])):
+        check_output_file(path, force)
     known = None
     if corpus is not None:
         from dense_pt.data.store import CorpusStore
@@ -183,8 +198,11 @@ def mining_summary(out: Path, stats: dict) -> str:
 def negatives_export(
     path: Path = typer.Argument(..., help="Negatives file (.dpneg)."),
     out: Path = typer.Option(..., "--out", "-o", help="Text file 'qid<TAB>pid<TAB>score'."),
+    force: bool = force_option(),
 ) -> None:
     """Export a binary negatives file as text."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.negatives import export_text
 
+    check_output_file(out, force)
     export_text(path, out)

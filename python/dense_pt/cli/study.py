@@ -8,6 +8,7 @@ import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
+from dense_pt.cli.options import FORCE_DIR_HELP, force_option
 
 study_app = typer.Typer(
     help="Does pre-training pay off? Every objective, one budget, one table.", no_args_is_help=True
@@ -17,17 +18,18 @@ app.add_typer(study_app, name="study")
 
 @study_app.command("run")
 def run(
-    config: Path = typer.Argument(..., help="Study TOML (see examples/study-demo.toml and the README)."),
+    config: Path = typer.Argument(..., help="Study TOML (see examples/study-scifact.toml and the README)."),
     set_: list[str] = typer.Option(
         [], "--set", help="Override one value of the study file, dotted.key=VALUE, e.g. --set 'seeds=[1]'."
     ),
     only: list[str] = typer.Option([], "--only", help="Run only these objectives (repeatable)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    force: bool = force_option(FORCE_DIR_HELP),
 ) -> None:
     """Pre-train each objective (and 'none'), fine-tune each result with the same pipeline over
     the seeds, and write OUT/report.md, OUT/results.json and OUT/study.png. Resumable."""
     from dense_pt.pipeline.study import load_study, render_markdown, run_study
 
     study = load_study(config, set_)
-    results = run_study(study, progress=not quiet, log=logs.status, only=only or None)
+    results = run_study(study, progress=not quiet, log=logs.status, only=only or None, force=force)
     typer.echo(render_markdown(results))

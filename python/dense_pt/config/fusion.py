@@ -38,7 +38,6 @@ class FuseSettings(FusionMethod):
         None,
         ge=0,
         le=1,
-        allow_inf_nan=False,
         description="interpolation: the dense run's weight in [0, 1]; omit it to choose it with --tune-qrels.",
     )
     tune_measure: str = Field(TUNE_MEASURE, description="The measure the weight maximises on --tune-qrels.")

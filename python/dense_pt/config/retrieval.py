@@ -104,14 +104,12 @@ class BM25Settings(Model):
     k1: float = Field(
         BM25_K1,
         ge=0,
-        allow_inf_nan=False,
         description="Term-frequency saturation: 0 counts a term once, larger lets repeats count more.",
     )
     b: float = Field(
         BM25_B,
         ge=0,
         le=1,
-        allow_inf_nan=False,
         description="Length normalisation: 0 none, 1 full (scores scaled by passage length).",
     )
     stem: bool = Field(True, description="English Snowball stemming (PyStemmer), if installed.")
@@ -123,5 +121,5 @@ class SearchSettings(Model):
     k: int = Field(K, ge=1, description="Hits per query.")
     metric: Metric | None = Field(None, description="ip | cosine (default: cosine if normalised, else ip).")
     max_memory_gb: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Search the passages in chunks of at most this many GB."
+        None, gt=0, description="Search the passages in chunks of at most this many GB."
     )

@@ -22,7 +22,7 @@ def demo_stage(
     batch_size: int = 8,
     seed: int = 0,
     force: bool = False,
-    progress: bool = False,
+    progress: bool = True,
     queries: str | Path | None = None,
     curriculum: str | None = None,
 ) -> dict[str, Any]:

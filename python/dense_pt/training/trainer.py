@@ -21,7 +21,6 @@ log (and TensorBoard scalars with ``report_to = "tensorboard"``) and a progress 
 from __future__ import annotations
 
 import contextlib
-import math
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dense_pt.errors import InvalidArgumentError
+from dense_pt.errors import DivergedError, InvalidArgumentError
 from dense_pt.training.cache import CachedLoss, all_reduce_gradients, broadcast_parameters, cached_backward
 from dense_pt.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from dense_pt.training.config import TrainConfig
@@ -176,6 +175,10 @@ class Trainer:
         self.position = 0  # rounds of batches consumed in the current epoch
         self._stream: Iterator[tuple[int, int, dict[str, Any]]] | None = None  # the running batch stream
         self.stop_requested = False
+        # the first step whose loss was not finite (-1: none), and that loss: kept on the device,
+        # checked where the loop syncs anyway (a log record, a checkpoint)
+        self._bad_step = torch.full((), -1, dtype=torch.long, device=self.device)
+        self._bad_loss = torch.zeros((), device=self.device)
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -188,6 +191,7 @@ class Trainer:
         }
 
     def save(self) -> Path:
+        self._check_finite(weights=True)  # nothing non-finite is ever saved
         return save_checkpoint(
             self.ckpt_root,
             self.step,
@@ -281,6 +285,7 @@ class Trainer:
                     self.optimizer.state.clear()
                 self.optimizer.zero_grad(set_to_none=True)
                 self._accumulate(acc)
+                self._watch_loss(acc)
                 lr = self._optimizer_step(acc)
                 record = None
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
@@ -367,11 +372,44 @@ class Trainer:
         acc.steps += 1
         return lr
 
+    def _watch_loss(self, acc: _Interval) -> None:
+        """Remember the first step whose loss is not finite (``acc.loss`` sums the interval's:
+        once inf or nan it stays so). Device operations only: no sync per step."""
+        first = (self._bad_step < 0) & ~torch.isfinite(acc.loss)
+        self._bad_step = torch.where(first, torch.full_like(self._bad_step, self.step + 1), self._bad_step)
+        self._bad_loss = torch.where(first, acc.loss, self._bad_loss)
+
+    def _check_finite(self, weights: bool = False) -> None:
+        """Stop with one line (a ``DivergedError``) once a loss was not finite or, with
+        ``weights``, when a weight is not (a huge learning rate can do that to the weights of the
+        last step while its loss was still finite). One sync; every process agrees."""
+        flags = [(self._bad_step >= 0).float()]
+        if weights:
+            finite = torch.stack([torch.isfinite(p.detach()).all() for p in self.model.parameters()]).all()
+            flags.append((~finite).float())
+        loss_bad, *weights_bad = all_reduce_mean(torch.stack(flags), self.dist).tolist()
+        if not loss_bad and not any(weights_bad):
+            return
+        cfg = self.config
+        cause = f"its learning rate (lr = {cfg.lr:g}) is the likely setting to lower"
+        if self.autocast_dtype == torch.float16:
+            cause += ", or use precision bf16 / fp32 (fp16 overflows)"
+        step = int(self._bad_step.item())
+        if loss_bad and step >= 0:
+            what = f"step {step}: the loss is {self._bad_loss.item()}"
+        elif loss_bad:
+            what = f"step {self.step}: the loss of another process is not a finite number"
+        else:
+            what = f"step {self.step}: the model's weights are no longer finite numbers after it"
+        raise DivergedError(
+            f"{self.description}: training stopped at {what}; nothing non-finite was saved "
+            f"(checkpoints in {self.ckpt_root} predate it); {cause}"
+        )
+
     def _record(self, acc: _Interval, lr: float, t_start: float) -> dict[str, Any]:
         elapsed = time.perf_counter() - acc.t0
+        self._check_finite()
         loss = all_reduce_mean(acc.loss / acc.steps, self.dist).item()
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss} at step {self.step}; lower the learning rate")
         rec: dict[str, Any] = {
             "step": self.step,
             "epoch": self.epoch,
