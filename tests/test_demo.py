@@ -109,8 +109,11 @@ def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch, capsys):
     # libraries' messages as our lines (transformers' load report of the re-ranker's new head), and
     # no terminal escape codes or redrawn bars anywhere
     for line in ("demo: finetune: [r1] running", "demo: finetune: [distill] done in", "retriever: training: done",
-                 "reranker: training: done", "transformers: BertForSequenceClassification LOAD REPORT"):  # fmt: skip
+                 "reranker: training: done"):  # fmt: skip
         assert line in err, err
+    # transformers' report of the new head, in the words of the installed version (5.x: a LOAD REPORT)
+    assert ("transformers: BertForSequenceClassification LOAD REPORT" in err
+            or "transformers: Some weights of BertForSequenceClassification were not initialized" in err), err  # fmt: skip
     assert "\x1b" not in err and "\r" not in err and "\n\n\n" not in err, err
     # the summary table cuts long cells on a narrow terminal: every path in full below it
     monkeypatch.setenv("COLUMNS", "60")
