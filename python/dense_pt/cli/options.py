@@ -3,11 +3,15 @@
 
 A command declares its hand-written parameters (positional arguments, paths, flags that are not
 settings) and ``**values``; ``with_model_options`` appends one option per field of its models,
-with the field's description as help and the model's default shown. An option left unset is
-``None``, so the file's value, else the model's default, applies: the model stays the one place
-of each default and each check. ``load_settings`` merges a file, ``--set`` and the options, in
-that order, and validates the result once, so a bad value names its dotted key wherever it came
-from (``dense-pt train retriever: group_size: must be >= 1, got 0``)."""
+with the field's description as help, its choices (a ``Literal``, or a ``str`` field's
+``json_schema_extra`` enum) as a typer choice and the model's default shown as the option's. An
+option the command line did not give reaches the command as ``None`` (click's parameter source
+says which were given), so the file's value, else the model's default, applies: the model stays
+the one place of each default and each check. ``load_settings`` merges a file, ``--set`` and the
+options, in that order, and validates the result once, so a bad value names its dotted key
+wherever it came from (``dense-pt train retriever: group_size: must be >= 1, got 0``). Only
+typer's public API is used: choices are Enums (typer's own choice type since 0.16), flags show no
+type through their metavar."""
 
 from __future__ import annotations
 

@@ -45,7 +45,9 @@ def run(
         None, metavar="STAGE", help="The same as --until (its former name)."
     ),
     only: str | None = typer.Option(
-        None, metavar="STAGE", help="Run this one stage; the stages it reads must be finished (up to date)."
+        None,
+        metavar="STAGE",
+        help=f"Run this one stage ({', '.join(STAGES)}); the stages it reads must be finished (up to date).",
     ),
     dry_run: bool = flag(
         "--dry-run", help="Print the plan (which stages run, which are up to date, and why); run nothing."
