@@ -1,4 +1,4 @@
-"""Bad inputs to the retrieval commands (encode, search, bm25, mine-negatives), the exit codes,
+"""Bad inputs to the retrieval commands (encode, search, bm25, negatives mine), the exit codes,
 the help text and the status/progress lines, as a user meets them through the real command line
 (``dense_pt.cli.main``, what a terminal shows; stderr is not a terminal here, so progress is plain
 lines). None may end in a traceback. The data half (corpus, pmi) is tests/test_bad_inputs_data.py.
@@ -238,10 +238,10 @@ CASES = [
         2,
         r"--verbose and --quiet exclude each other",
     ),
-    # ---- mine-negatives -----------------------------------------------------------------------
+    # ---- negatives mine -----------------------------------------------------------------------
     Case(
-        "mine-negatives: a readable summary",
-        ["mine-negatives", "{run}", "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/n.dpneg"],
+        "negatives mine: a readable summary",
+        ["negatives", "mine", "{run}", "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/n.dpneg"],
         0,
         r"wrote .*n\.dpneg: \d+ negatives for 16 queries \([\d.]+ per query\); \d+ judged positives excluded",
         absent=r"\{'|excluded_positives",

@@ -198,7 +198,7 @@ class RetrieverCommand(RetrieverSettings):
         return self
 
     def refresh_mine(self) -> MineSettings:
-        """The mining settings of a refresh: those given over ``dense-pt mine-negatives``' defaults."""
+        """The mining settings of a refresh: those given over ``dense-pt negatives mine``' defaults."""
         return MineSettings(**self.mine.model_dump(exclude_none=True))
 
     def refresh(self) -> RefreshSettings | None:

@@ -1,4 +1,4 @@
-"""First-stage retrieval settings: ``dense-pt mine-negatives`` (and the pipeline's ``[mine]``),
+"""First-stage retrieval settings: ``dense-pt negatives mine`` (and the pipeline's ``[mine]``),
 ``dense-pt encode`` and ``dense-pt search``, with the Python functions behind them
 (``dense_pt.retrieval.negatives.mine_negatives``, ``retrieval.encode.encode``,
 ``retrieval.search.search``) validated by the same models."""
@@ -69,7 +69,7 @@ class MineSettings(Model):
 
 
 class MineCommand(MineSettings):
-    """``dense-pt mine-negatives`` (the pipeline draws with its own seed)."""
+    """``dense-pt negatives mine`` (the pipeline draws with its own seed)."""
 
     seed: int = Field(
         0,
