@@ -203,13 +203,14 @@ def test_json_of_the_training_commands(world, tmp_path, capsys, monkeypatch):
 def _choice_cases() -> list[tuple[list[str], str, tuple[str, ...]]]:
     from dense_pt.collate import METHODS
     from dense_pt.config import choices as C
+    from dense_pt.config.corpus import CorpusFormat
     from dense_pt.config.expand import Chat
     from dense_pt.config.options import Crop, SeedWindow
     from dense_pt.config.retrieval import Dtype, Metric, Pooling
     from dense_pt.config.train import AttnImplementation, Precision, Schedule
-    from dense_pt.data.readers import CORPUS_FORMATS
     from dense_pt.pipeline.run import STAGES
 
+    CORPUS_FORMATS = get_args(CorpusFormat)
     return [
         (["train", "retriever"], "--loss", tuple(C.LOSS_TAU)),
         (["train", "reranker"], "--loss", tuple(C.RERANKER_FORWARD_FACTOR)),
@@ -231,6 +232,7 @@ def _choice_cases() -> list[tuple[list[str], str, tuple[str, ...]]]:
         (["search"], "--metric", get_args(Metric)),
         (["expand"], "--chat", get_args(Chat)),
         (["corpus", "build"], "--format", CORPUS_FORMATS),
+        (["corpus", "train-tokenizer"], "--format", CORPUS_FORMATS),
         (["corpus", "check"], "--kind", ("corpus", "queries", "qrels", "run")),
         (["pmi", "score"], "--dtype", ("float32", "float16")),
         (["mask", "preview"], "--method", METHODS),

@@ -6,7 +6,7 @@ import contextlib
 import warnings
 from collections.abc import Container, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import typer
 
@@ -23,9 +23,7 @@ from dense_pt.cli.options import (
     with_model_options,
 )
 from dense_pt.cli.output import emit, json_option
-from dense_pt.config.corpus import MAX_RECORD_HELP, CorpusSettings
-from dense_pt.data.judgements import QREL_FORMATS
-from dense_pt.data.readers import CORPUS_FORMATS
+from dense_pt.config.corpus import MAX_RECORD_HELP, CorpusFormat, CorpusSettings
 from dense_pt.progress import Progress
 
 corpus_app = typer.Typer(
@@ -34,6 +32,7 @@ corpus_app = typer.Typer(
 app.add_typer(corpus_app, name="corpus")
 
 KINDS = ("corpus", "queries", "qrels", "run")
+# Imports stay light here (`dense-pt --help`): the formats come from the config, not dense_pt.data.
 
 
 def record_bytes(mb: float | None) -> int | None:
@@ -174,7 +173,7 @@ def _print_info(summary: dict[str, Any], verify: bool) -> None:
 
 
 @corpus_app.command("train-tokenizer")
-@choices(format=CORPUS_FORMATS)
+@choices(format=get_args(CorpusFormat))
 def train_tokenizer(
     corpus: Path = typer.Argument(..., help="Corpus file or BEIR folder."),
     out: Path = typer.Option(..., "--out", "-o", help="tokenizer.json to write."),
@@ -203,12 +202,12 @@ def train_tokenizer(
 
 
 @corpus_app.command("check")
-@choices(kind=KINDS, format=CORPUS_FORMATS + QREL_FORMATS)
+@choices(kind=KINDS)
 def check(
     path: Path = typer.Argument(..., help="File to validate."),
     kind: str = typer.Option("corpus", "--kind", "-k", help="What the file holds."),
     format: str | None = typer.Option(
-        None, "--format", help="Override format detection (the kind's formats: qrels are trec or beir)."
+        None, "--format", help="Override format detection (the kind's readers name the formats they take)."
     ),
     queries: Path | None = typer.Option(None, help="Queries file: qrels ids are checked against it."),
     corpus: Path | None = typer.Option(None, help="Corpus file or store: qrels ids are checked against it."),

@@ -10,7 +10,7 @@ import typer
 from dense_pt.cli import app
 from dense_pt.cli.options import choices, flag
 from dense_pt.cli.output import emit, json_option
-from dense_pt.collate import METHODS
+from dense_pt.config.choices import COLLATOR_METHODS
 from dense_pt.config.options import Crop
 
 mask_app = typer.Typer(
@@ -20,7 +20,7 @@ app.add_typer(mask_app, name="mask")
 
 
 @mask_app.command("preview")
-@choices(method=METHODS, crop=get_args(Crop))
+@choices(method=COLLATOR_METHODS, crop=get_args(Crop))
 def preview(
     store: Path = typer.Argument(..., help="Corpus store folder (dense-pt corpus build)."),
     method: str = typer.Option("cdmae", help="The pre-training method whose batch to show."),

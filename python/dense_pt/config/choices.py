@@ -25,6 +25,20 @@ PRETRAIN_METHODS: tuple[str, ...] = (
     "contrastive",
 )
 
+# The methods whose batches the collator makes (dense_pt.collate.METHODS), in its order: every
+# pre-training method but querygen, whose batches come from dense_pt.pretrain.context_data.
+COLLATOR_METHODS: tuple[str, ...] = (
+    "mlm",
+    "cdmae",
+    "simlm",
+    "enc-dec-mlm",
+    "enc-dec-rtd",
+    "seed",
+    "condenser",
+    "autoencoder",
+    "contrastive",
+)
+
 # Retriever losses (dense_pt.objectives.retrieval) and the temperature each trains with when tau
 # is not set: SimLM's 0.02 (Table 13), CDMAE eq. 10's plain dot product (1), none for the triplet.
 LOSS_TAU: dict[str, float | None] = {"simlm": TAU, "simlm-eq3": TAU, "infonce": 1.0, "triplet": None}
