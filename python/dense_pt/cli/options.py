@@ -10,7 +10,7 @@ says which were given), so the file's value, else the model's default, applies: 
 the one place of each default and each check. ``load_settings`` merges a file, ``--set`` and the
 options, in that order, and validates the result once, so a bad value names its dotted key
 wherever it came from (``dense-pt train retriever: group_size: must be >= 1, got 0``). Only
-typer's public API is used: choices are Enums (typer's own choice type since 0.16), flags show no
+typer's public API is used: choices are Enums (typer's own choice type), flags show no
 type through their metavar."""
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ def set_option(help: str = SET_HELP) -> Any:
 
 
 def choice_type(names: Iterable[str], name: str = "Choice") -> type[StrEnum]:
-    """A closed list of names as the type typer makes a choice of (an Enum, in every typer since
-    0.16, the lower bound): the names shown in ``--help`` as ``<a|b|c>``, completed by the shell, a
-    bad one refused naming them (exit 2). The command receives the plain name (``command``)."""
+    """A closed list of names as the type typer makes a choice of (an Enum: public in every typer
+    since 0.16, unlike ``click_type``, which typer 0.29 no longer has): the names shown in
+    ``--help`` as ``<a|b|c>``, completed by the shell, a bad one refused naming them (exit 2). The
+    command receives the plain name (``command``)."""
     return StrEnum(name, [(n, n) for n in names])  # type: ignore[return-value]
 
 
