@@ -2,7 +2,7 @@
 corpus, searches the training queries and mines fresh negatives (``dense_pt.finetune.refresh``).
 
 Checked against the command line run by hand on the weights of that step (``dense-pt encode`` +
-``search`` + ``mine-negatives``), against itself killed with SIGKILL in the middle of a refresh and
+``search`` + ``negatives mine``), against itself killed with SIGKILL in the middle of a refresh and
 resumed (bit-identical weights and negatives), and under ``torchrun --nproc_per_node 2`` (gloo)
 against one process (the encoding split over the processes: the same negatives; the training on
 them: the same weights up to float32 rounding). Tiny models, a few steps."""
@@ -94,7 +94,7 @@ def ance(setup):
 
 def test_refresh_equals_encode_search_mine_on_that_steps_checkpoint(setup, ance, tmp_path):
     """The negatives the run trained on after step 2 are those `dense-pt encode` + `search` +
-    `mine-negatives` give with the weights of step 2: a run of 2 steps (the same first 2 steps: the
+    `negatives mine` give with the weights of step 2: a run of 2 steps (the same first 2 steps: the
     same data, a constant rate) whose model equals checkpoint 2 of the ANCE run."""
     import json
 
@@ -126,7 +126,7 @@ def test_refresh_equals_encode_search_mine_on_that_steps_checkpoint(setup, ance,
             str(k),
         ]
     )
-    _cli(["mine-negatives", str(tmp_path / "run.trec"), "--qrels", str(beir / "qrels" / "train.tsv"),
+    _cli(["negatives", "mine", str(tmp_path / "run.trec"), "--qrels", str(beir / "qrels" / "train.tsv"),
           "--out", str(tmp_path / "neg.dpneg"), "--depth", "12", "--num", "5", "--seed", "3"])  # fmt: skip
     got = _rows(ance / "refresh" / f"step-{EVERY:08d}" / "negatives.dpneg")
     want = _rows(tmp_path / "neg.dpneg")

@@ -187,3 +187,8 @@ def test_cli_demo_on_a_user_beir_folder(tmp_path):
     )
     assert "skipped" in r.output  # no queries/qrels: nothing to fine-tune on
     assert not (tmp_path / "out" / "data").exists()
+    # again, every stage up to date: the report as one JSON document on stdout (no table)
+    r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "out"), "--corpus", str(beir), "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert report["out"] == str((tmp_path / "out").resolve()) and report["stages"]["store"]["rows"] == 30

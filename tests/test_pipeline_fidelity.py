@@ -107,10 +107,12 @@ def test_cli_defaults_are_the_papers():
     train = group.commands["train"].commands
 
     def defaults(cmd, model):
-        """The command's effective defaults: its options are unset (None) and the model fills them."""
+        """The command's effective defaults: the model's (its options show them; one not given
+        reaches the command unset, and the model fills it)."""
         params = {p.name: p for p in cmd.params}
-        assert all(params[k].default is None for k in model.model_fields if k in params)
-        return model().model_dump()
+        dump = model().model_dump()
+        assert all(params[k].default == dump[k] for k in model.model_fields if k in params)
+        return dump
 
     r = defaults(train["retriever"], RetrieverCommand)
     rr, d = defaults(train["reranker"], RerankerCommand), defaults(train["distill"], DistillCommand)
@@ -118,7 +120,7 @@ def test_cli_defaults_are_the_papers():
     assert r["tau"] is None and effective_tau(r["loss"], r["tau"]) == 0.02
     assert (rr["group_size"], rr["query_max_length"], rr["max_length"]) == (64, 32, 192)
     assert (d["group_size"], d["query_max_length"], d["passage_max_length"], d["alpha"]) == (24, 32, 144, 0.2)
-    mine = defaults(group.commands["mine-negatives"], MineCommand)
+    mine = defaults(group.commands["negatives"].commands["mine"], MineCommand)
     assert (mine["depth"], mine["pool"], mine["num"], mine["relative_form"]) == (200, "rank", 0, "magnitude")
     # encode's length: None, the lengths the model was trained with
     assert defaults(group.commands["encode"], EncodeSettings)["max_length"] is None

@@ -23,27 +23,19 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
+from dense_pt.config.choices import COLLATOR_METHODS
 from dense_pt.config.collate import CollatorSettings
 from dense_pt.config.options import MaskOptions
 from dense_pt.errors import InvalidArgumentError
 
-# The methods whose batches the collator makes. Each one's batch (its views and how each is masked,
-# filled and labelled) is the core's ``Method::shape`` (rust/core/src/collate/method.rs); the
-# numbers (rates, lengths, whole words, crop, the generator's fill) are the paper's, declared once
-# in ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm /
+# The methods whose batches the collator makes (``config.choices.COLLATOR_METHODS``, where the
+# command line reads them without importing numpy). Each one's batch (its views and how each is
+# masked, filled and labelled) is the core's ``Method::shape`` (rust/core/src/collate/method.rs);
+# the numbers (rates, lengths, whole words, crop, the generator's fill) are the paper's, declared
+# once in ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm /
 # enc-dec-rtd the two views are the generator's inputs (filled as ``generator_fill``), and
 # ``original_ids`` comes with the batch: the device samples the replacements (SimLM eq. 1).
-METHODS = (
-    "mlm",
-    "cdmae",
-    "simlm",
-    "enc-dec-mlm",
-    "enc-dec-rtd",
-    "seed",
-    "condenser",
-    "autoencoder",
-    "contrastive",
-)
+METHODS = COLLATOR_METHODS
 
 
 def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:

@@ -13,24 +13,16 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
-import typer.core
 
 from dense_pt import __version__
 from dense_pt.errors import DensePtError, InvalidArgumentError
 
-
-def _flag_type(self, ctx):
-    """Typer's help shows `--force <bool>` as if a flag took a value: show no type for flags."""
-    return None if self.is_flag else _option_type(self, ctx)
-
-
-# Cosmetic, on a typer internal that older typer (0.16, the lower bound) lacks: there help keeps the type.
-_option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
-if _option_type is not None:
-    typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
-
+# Only typer's public API: no typer or click internal is patched (a test keeps it so). Flags show no
+# type through their metavar (``options.flag``); choices are Enums (``options.choice_type``).
 app = typer.Typer(
     name="dense-pt",
     help="Pre-train and fine-tune dense passage retrievers.",
@@ -38,9 +30,26 @@ app = typer.Typer(
     "($DENSE_PT_LOG: debug, info, warning, error). Exit codes: 0 done, 1 an error in the data or "
     "the system, 2 a usage error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: commands, options, choices
     pretty_exceptions_enable=False,
 )
+
+# The command names: `dense-pt [GROUP] VERB`. A top-level command is one step of the pipeline,
+# named by what it does (`pretrain`, `encode`, `search`, `fuse`, `score`, `evaluate`; `bm25` by its
+# method); a group is named for the thing its commands act on (`corpus`, `pmi`, `mask`,
+# `negatives`, `pipeline`, `study`) and its commands are verbs (`build`, `inspect`, `mine`,
+# `export`, `run`), hyphenated with their object when it is not the group's (`corpus
+# train-tokenizer`); `train` groups the training stages by what they train. An old name stays a
+# hidden alias (ALIASES): it works as before and is not listed or completed.
+ALIASES: dict[str, tuple[str, ...]] = {}  # old top-level name -> the command's path now
+
+
+def alias(group: typer.Typer, old: str, fn: Callable[..., Any], now: tuple[str, ...]) -> None:
+    """Keep ``old`` (a name the command had) working on ``group``: the same command, hidden from
+    ``--help`` and from completion, its help ending with its name now."""
+    ALIASES[old] = now
+    group.command(old, hidden=True, epilog=f"The old name of `dense-pt {' '.join(now)}`, kept working.")(fn)
+
 
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
@@ -68,11 +77,11 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too.", metavar=""),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Warnings and errors only: no status lines, no progress."
+        False, "--quiet", "-q", help="Warnings and errors only: no status lines, no progress.", metavar=""
     ),
 ) -> None:
     """dense-pt: bottleneck pre-training (SimLM, CDMAE, SEED) and multi-stage fine-tuning."""

@@ -19,6 +19,7 @@ from dense_pt.cli.options import (
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.expand import ExpandSettings, SamplingSettings
 from dense_pt.errors import InvalidArgumentError
 
@@ -37,6 +38,7 @@ def expand_cmd(
         ..., "--out", "-o", help="Queries folder (Parquet shards); re-running resumes it."
     ),
     force: bool = force_option(FORCE_DIR_HELP),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -52,7 +54,7 @@ def expand_cmd(
     with output_dir(out, "expand", force, proof=("expansion.json",)):
         res = _expand_with_progress(corpus, out, model, sampling=sampling, chat=chat_option(s.chat),
                                     api_key=os.environ.get("DENSE_PT_API_KEY"), **rest)  # fmt: skip
-    logs.status(summary(res))
+    emit(res, as_json, lambda: logs.status(summary(res)))
 
 
 EXPAND = [("top", ExpandSettings)]

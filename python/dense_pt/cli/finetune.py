@@ -13,6 +13,7 @@ from dense_pt.cli.options import (
     FORCE_DIR_HELP,
     M,
     config_option,
+    flag,
     force_option,
     load_settings,
     model_options,
@@ -20,6 +21,7 @@ from dense_pt.cli.options import (
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.base import Model
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import (
@@ -70,6 +72,7 @@ COMMON = dict(
     out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
     force=force_option(FORCE_DIR_HELP),
 )
+RESUME = flag("--resume/--no-resume", default=True, help="Continue from the latest checkpoint in OUT.")
 # A training folder written before the marks: its manifest or its checkpoints prove it.
 TRAIN_PROOF = ("manifest.json", "checkpoints")
 CONFIG_HELP = "TOML file: the stage's keys at the top level, a \\[train] table for the engine; options win."
@@ -84,8 +87,9 @@ def retriever(
     negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
+    resume: bool = RESUME,
     force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
@@ -97,7 +101,7 @@ def retriever(
     with output_dir(out, "train retriever", force, TRAIN_PROOF):
         m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling,
                             train=cfg, resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    _trained(out, m, as_json)
 
 
 def reranker(
@@ -113,8 +117,9 @@ def reranker(
     negatives: Path = typer.Option(..., help="Negatives mined from the previous retriever's top-k."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True),
+    resume: bool = RESUME,
     force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
@@ -128,7 +133,7 @@ def reranker(
     with output_dir(out, "train reranker", force, TRAIN_PROOF):
         m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
                            epochs=s.epochs)  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    _trained(out, m, as_json)
 
 
 def distill(
@@ -140,8 +145,9 @@ def distill(
     scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True),
+    resume: bool = RESUME,
     force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
@@ -154,7 +160,13 @@ def distill(
     with output_dir(out, "train distill", force, TRAIN_PROOF):
         m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
                           epochs=s.epochs)  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    _trained(out, m, as_json)
+
+
+def _trained(out: Path, manifest: dict[str, Any], as_json: bool) -> None:
+    """The stage's result: its manifest (inputs, settings, steps, last log), or one status line."""
+    result = {"out": out, "model": out / "model", **manifest}
+    emit(result, as_json, lambda: logs.status(f"wrote {out}/model after {manifest['steps']} steps"))
 
 
 for _name, _fn, _model in (
@@ -173,8 +185,9 @@ def score(
     qrels: Path = COMMON["qrels"],
     negatives: Path = typer.Option(..., help="Negatives file whose pairs to score."),
     out: Path = typer.Option(..., "--out", "-o", help="Scores file (.dpneg layout; manifest beside it)."),
-    batch_size: int = typer.Option(64),
+    batch_size: int = typer.Option(64, help="Pairs scored per forward pass."),
     force: bool = force_option("Replace the output files (OUT and its manifest) if they exist."),
+    as_json: bool = json_option(),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
     from dense_pt.finetune.stages import score as run_score
@@ -183,4 +196,4 @@ def score(
     for path in (out, Path(f"{out}.manifest.json")):
         check_output_file(path, force)
     m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
-    logs.status(f"wrote {out}: {m['pairs']} pairs")
+    emit({"out": out, **m}, as_json, lambda: logs.status(f"wrote {out}: {m['pairs']} pairs"))

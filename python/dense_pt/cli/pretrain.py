@@ -22,12 +22,14 @@ from dense_pt.cli.options import (
     FORCE_DIR_HELP,
     Table,
     config_option,
+    flag,
     force_option,
     model_options,
     set_option,
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 
 
 def print_defaults(method: str, console=None) -> None:
@@ -57,6 +59,7 @@ class PretrainCommand(TyperCommand):
     def format_help(self, ctx, formatter) -> None:
         super().format_help(ctx, formatter)
         method = ctx.params.get("method")
+        method = getattr(method, "value", method)  # a choice: its Enum member
         if method:
             from rich.console import Console
 
@@ -94,10 +97,8 @@ def _model_options() -> list[inspect.Parameter]:
     with the field's help and its default: the model's, or "the method's paper"."""
     paper = _paper_keys()
 
-    def shown(table: str, name: str, f: Any) -> str | bool:
-        if name in paper[table]:
-            return "the method's paper"
-        return False if f.is_required() or f.default is None else repr(f.default)
+    def shown(table: str, name: str, f: Any) -> str | None:
+        return "the method's paper" if name in paper[table] else None
 
     return model_options(_tables(), flags={"out": ["-o"]}, shown=shown, eager=["method"])
 
@@ -107,9 +108,10 @@ def pretrain(
     set_: list[str] = set_option(
         "Override one key of the file: dotted.key=VALUE (e.g. train.adam_eps=1e-6), checked as the file's own."
     ),
-    resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
+    resume: bool = flag("--resume/--no-resume", help="Continue from the last checkpoint in --out."),
+    quiet: bool = flag("--quiet", help="No progress bar."),
     force: bool = force_option(FORCE_DIR_HELP),
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
@@ -123,10 +125,9 @@ def pretrain(
     if summary.get("rank", 0) != 0:
         return
     rec = summary.get("final_record") or {}
-    logs.status(
-        f"done: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "
-        f"encoder in {Path(cfg.out) / 'encoder'}"
-    )
+    encoder = Path(cfg.out) / "encoder"
+    line = f"done: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; encoder in {encoder}"
+    emit({"out": cfg.out, "encoder": encoder, **summary}, as_json, lambda: logs.status(line))
 
 
 app.command(cls=PretrainCommand)(with_model_options(pretrain, _model_options()))
@@ -141,6 +142,7 @@ def plot(
     smooth: int = typer.Option(1, help="Moving-average window in logged points."),
     title: str | None = typer.Option(None, help="Figure title."),
     force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Draw loss curves from training logs to a PNG."""
     from dense_pt.fsutil import check_output_file
@@ -148,4 +150,4 @@ def plot(
 
     check_output_file(out, force)
     path = plot_logs(logs, out, keys=key, labels=label or None, smooth=smooth, title=title)
-    typer.echo(str(path))
+    emit({"out": path, "logs": logs, "keys": key}, as_json, lambda: typer.echo(str(path)))

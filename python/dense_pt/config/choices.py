@@ -4,6 +4,9 @@ consumer. Each list keeps its owner's order (error messages list them in it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from dense_pt.config.defaults.finetune import RERANKER_FORWARD_FACTOR as SIMLM_FORWARD_FACTOR
 from dense_pt.config.defaults.finetune import TAU
 from dense_pt.errors import InvalidArgumentError
@@ -19,6 +22,20 @@ PRETRAIN_METHODS: tuple[str, ...] = (
     "condenser",
     "autoencoder",
     "querygen",
+    "contrastive",
+)
+
+# The methods whose batches the collator makes (dense_pt.collate.METHODS), in its order: every
+# pre-training method but querygen, whose batches come from dense_pt.pretrain.context_data.
+COLLATOR_METHODS: tuple[str, ...] = (
+    "mlm",
+    "cdmae",
+    "simlm",
+    "enc-dec-mlm",
+    "enc-dec-rtd",
+    "seed",
+    "condenser",
+    "autoencoder",
     "contrastive",
 )
 
@@ -49,6 +66,13 @@ RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
 # by default, or the run's own order.
 TIE_BREAKS: tuple[str, ...] = ("docno", "score-only")
 DEFAULT_TIE_BREAK = "docno"
+
+
+def one_of(names: Iterable[str]) -> dict[str, Any]:
+    """A ``str`` field's closed list, for its ``json_schema_extra``: the JSON schema's ``enum``,
+    which the command line makes a choice of (names in --help, shell completion). The field's
+    validator still checks the value, with its own message."""
+    return {"enum": list(names)}
 
 
 def check_loss(name: str) -> None:

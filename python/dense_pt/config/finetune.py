@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import DEFAULT_RERANKER_LOSS, DISTILL_LOSSES, resolve_forward_factor, resolve_tau
+from dense_pt.config.choices import (
+    DEFAULT_RERANKER_LOSS,
+    DISTILL_LOSSES,
+    LOSS_TAU,
+    RERANKER_FORWARD_FACTOR,
+    one_of,
+    resolve_forward_factor,
+    resolve_tau,
+)
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE, MineSettings
@@ -47,6 +55,7 @@ class RetrieverSettings(Model):
 
     loss: str = Field(
         "simlm",
+        json_schema_extra=one_of(LOSS_TAU),
         description="simlm (SimLM, the authors' code) | simlm-eq3 (SimLM eq. 3 as printed) | "
         "infonce (CDMAE eq. 10, dot product) | triplet (SEED).",
     )
@@ -83,6 +92,7 @@ class RerankerSettings(Model):
     )
     loss: str = Field(
         DEFAULT_RERANKER_LOSS,
+        json_schema_extra=one_of(RERANKER_FORWARD_FACTOR),
         description="simlm (the authors' code: score the group without gradients, train on the positive + "
         "the top negatives, 1 / forward_factor of it, with R-Drop) | listwise (SimLM eq. 4 as printed, "
         "the whole group).",
@@ -119,6 +129,7 @@ class DistillSettings(Model):
 
     loss: str = Field(
         "simlm",
+        json_schema_extra=one_of(DISTILL_LOSSES),
         description="The contrastive term and the similarity of the student's scores: simlm (SimLM eq. 5, "
         "cosine / tau) | simlm-eq3 | infonce (CDMAE eq. 11, dot product).",
     )
@@ -187,7 +198,7 @@ class RetrieverCommand(RetrieverSettings):
         return self
 
     def refresh_mine(self) -> MineSettings:
-        """The mining settings of a refresh: those given over ``dense-pt mine-negatives``' defaults."""
+        """The mining settings of a refresh: those given over ``dense-pt negatives mine``' defaults."""
         return MineSettings(**self.mine.model_dump(exclude_none=True))
 
     def refresh(self) -> RefreshSettings | None:

@@ -103,7 +103,7 @@ class R2Table(RetrieverTable):
 
 
 class MineTable(MineSettings):
-    """``[mine]``: hard negatives from the previous retriever (``dense-pt mine-negatives``'s
+    """``[mine]``: hard negatives from the previous retriever (``dense-pt negatives mine``'s
     settings; the first round mines BM25's top bm25_depth)."""
 
     bm25_depth: int = Field(FT.NEGATIVES_DEPTH, ge=1)

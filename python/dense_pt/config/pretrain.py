@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from dense_pt.config.base import Model
+from dense_pt.config.choices import PRETRAIN_METHODS, one_of
 from dense_pt.config.options import MethodOptions
 from dense_pt.config.train import TrainConfig, Warmup
 from dense_pt.errors import InvalidArgumentError
@@ -37,6 +38,7 @@ class PretrainSettings(Model):
     """The top level of a pre-training TOML file; ``[options]`` and ``[train]`` are its tables."""
 
     method: str = Field(
+        json_schema_extra=one_of(PRETRAIN_METHODS),
         description="Pre-training method: simlm, cdmae, seed, mlm, enc-dec-mlm, enc-dec-rtd, condenser, "
         "autoencoder, querygen or contrastive.",
     )

@@ -12,7 +12,7 @@ saved there), in ``OUT/refresh/step-<s>/``:
     queries.jsonl     the training queries
     emb_passages/     ``dense-pt encode`` of the corpus store (shards split over torchrun's processes)
     emb_queries/      ``dense-pt encode`` of the queries
-    negatives.dpneg   ``dense-pt search -k depth+P`` then ``dense-pt mine-negatives`` with the stage's
+    negatives.dpneg   ``dense-pt search -k depth+P`` then ``dense-pt negatives mine`` with the stage's
                       settings and the training seed (P: the most positives a training query has)
     refresh.json      written last: the refresh is complete
 
@@ -104,7 +104,7 @@ class NegativesRefresh:
     # --- one refresh ----------------------------------------------------------------------------
 
     def _refresh(self, trainer: Any, step: int) -> None:
-        """encode + search + mine-negatives on the weights at ``step``, every process encoding its
+        """encode + search + negatives mine on the weights at ``step``, every process encoding its
         share of the shards; leaves ``negatives.dpneg`` and ``refresh.json`` in the step's folder."""
         import torch
 
