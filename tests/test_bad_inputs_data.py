@@ -222,6 +222,151 @@ CASES = [
         r"--max-record-mb must be positive",
         files={"c.jsonl": LONG_LINE},
     ),
+    # ---- ids: one printable word (dense_pt/data/ids.py), in every reader ------------------------
+    Case(
+        "a passage id with a space",
+        ["corpus", "check", "{tmp}/c.jsonl"],
+        1,
+        r"c\.jsonl:2: field \"_id\": 'a b' contains whitespace: an id must be one word",
+        files={"c.jsonl": _jsonl({"_id": "a", "text": "x"}, {"_id": "a b", "text": "y"})},
+    ),
+    Case(
+        "a passage id with a tab inside",
+        ["corpus", "check", "{tmp}/c.jsonl"],
+        1,
+        r"c\.jsonl:1: field \"_id\": 'a\\tb' contains whitespace \('\\t'\)",
+        files={"c.jsonl": _jsonl({"_id": "a\tb", "text": "x"})},
+    ),
+    Case(
+        "a tsv passage id with a space",
+        ["corpus", "check", "{tmp}/c.tsv"],
+        1,
+        r"c\.tsv:1: passage id 'd 1' contains whitespace",
+        files={"c.tsv": "d 1\tsome text\n"},
+    ),
+    Case(
+        "a query id with a no-break space",
+        ["corpus", "check", "{tmp}/q.jsonl", "--kind", "queries"],
+        1,
+        r"q\.jsonl:1: field \"_id\": 'q\\xa01' contains whitespace \('\\xa0'\)",
+        files={"q.jsonl": _jsonl({"_id": "q\u00a01", "text": "what?"})},
+    ),
+    Case(
+        "a tsv query id with a space",
+        ["corpus", "check", "{tmp}/q.tsv", "--kind", "queries"],
+        1,
+        r"q\.tsv:1: query id 'q 1' contains whitespace",
+        files={"q.tsv": "q 1\twhat?\n"},
+    ),
+    Case(
+        "a parquet id with a space",
+        ["corpus", "check", "{tmp}/c.parquet"],
+        1,
+        r"c\.parquet: row 2: passage id 'b c' contains whitespace",
+        files={
+            "pq": lambda tmp: pq.write_table(
+                pa.table({"id": ["a", "b c"], "text": ["x", "y"]}), tmp / "c.parquet"
+            )
+        },
+    ),
+    Case(
+        "a qrels passage id with a space",
+        ["corpus", "check", "{tmp}/qrels.tsv", "--kind", "qrels"],
+        1,
+        r"qrels\.tsv:3: passage id 'd 2' contains whitespace",
+        files={"qrels.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td 2\t1\n"},
+    ),
+    Case(
+        "a run id with a control character",
+        ["corpus", "check", "{tmp}/run.trec", "--kind", "run"],
+        1,
+        r"run\.trec:1: passage id 'd\\x011' contains a control character",
+        files={"run.trec": "q1 Q0 d\x011 1 2.0 t\n"},
+    ),
+    Case(
+        "a negative rank in a run",
+        ["corpus", "check", "{tmp}/run.trec", "--kind", "run"],
+        1,
+        r"run\.trec:2: rank must be an integer from 0 to 2,147,483,647, found '-3'",
+        files={"run.trec": "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 -3 1.0 t\n"},
+    ),
+    Case(
+        "a relevance of 10**20 in qrels",
+        ["corpus", "check", "{tmp}/qrels.tsv", "--kind", "qrels"],
+        1,
+        r"qrels\.tsv:2: relevance must be an integer from -2,147,483,648 to 2,147,483,647, found '100000000000000000000'",
+        files={"qrels.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t100000000000000000000\n"},
+    ),
+    Case(
+        "a relevance of 1e20 in TREC qrels",
+        ["corpus", "check", "{tmp}/qrels.txt", "--kind", "qrels"],
+        1,
+        r"qrels\.txt:1: relevance must be an integer, found '1e20'",
+        files={"qrels.txt": "q1 0 d1 1e20\n"},
+    ),
+    # ---- files that are not text the readers can hold -----------------------------------------
+    Case(
+        "a lone UTF-16 surrogate in a passage",
+        ["corpus", "check", "{tmp}/c.jsonl"],
+        1,
+        r"c\.jsonl:2: field \"text\" holds a lone UTF-16 surrogate \('\\ud800' at character 2\)",
+        files={"c.jsonl": '{"_id": "a", "text": "fine"}\n{"_id": "b", "text": "x \\ud800 y"}\n'},
+    ),
+    Case(
+        "a surrogate pair is a character",
+        ["corpus", "check", "{tmp}/c.jsonl"],
+        0,
+        r"ok, 1 passages",
+        files={"c.jsonl": '{"_id": "a", "text": "smile \\ud83d\\ude00"}\n'},
+    ),
+    Case(
+        "JSON nested 100,000 levels deep",
+        ["corpus", "check", "{tmp}/c.jsonl"],
+        1,
+        r"c\.jsonl:1: invalid JSON: nested too deeply",
+        files={"c.jsonl": "[" * 100_000 + "]" * 100_000 + "\n"},
+    ),
+    Case(
+        "a 0-byte corpus does not check ok",
+        ["corpus", "check", "{tmp}/empty.jsonl"],
+        1,
+        r"empty\.jsonl: holds no passages \(the file is empty or blank\)",
+        files={"empty.jsonl": ""},
+    ),
+    Case(
+        "a blank queries file does not check ok",
+        ["corpus", "check", "{tmp}/q.tsv", "--kind", "queries", "--format", "tsv"],
+        1,
+        r"q\.tsv: holds no queries",
+        files={"q.tsv": "\n\n"},
+    ),
+    Case(
+        "a column whose file was deleted",
+        ["corpus", "info", "{store}"],
+        1,
+        r"store/importance\.arrow: missing file of the corpus store \(column 'importance'\)",
+        files={"rm": lambda tmp: (tmp / "store" / "importance.arrow").unlink()},
+    ),
+    Case(
+        "pmi build on an empty store",
+        ["pmi", "build", "{tmp}/empty", "-o", "{tmp}/t.pmi"],
+        1,
+        r"empty: the corpus store has no passages: there are no n-grams to count",
+        files={
+            "empty": lambda tmp: build_store_from_texts(tmp / "empty", [], train_wordpiece(TEXTS, 150, 1))
+        },
+        after=lambda tmp: _nothing_left(tmp) if not (tmp / "t.pmi").exists() else pytest.fail("built"),
+    ),
+    Case(
+        "pmi score does not replace a file of the user's named like the column",
+        ["pmi", "score", "{store}", "--table", "{table}", "--column", "mine"],
+        1,
+        r"store/mine\.arrow is not a column of this store: dense-pt did not write it",
+        files={"mine": lambda tmp: (tmp / "store" / "mine.arrow").write_text("the user's")},
+        after=lambda tmp: (
+            None if (tmp / "store" / "mine.arrow").read_text() == "the user's" else pytest.fail()
+        ),
+    ),
     # ---- corpus build -----------------------------------------------------------------------
     Case(
         "0-byte corpus refused",

@@ -36,13 +36,19 @@ def reference(
     tok = bm25s.tokenize([t for _, t in docs], stopwords="en", stemmer=stem, show_progress=False)
     r = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     r.index(tok, show_progress=False)
-    qids = list(queries)
-    qtok = bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stem, show_progress=False)
-    found, scores = r.retrieve(qtok, k=min(k, len(docs)), show_progress=False, n_threads=1)
-    return {
-        q: [(docs[int(d)][0], float(s)) for d, s in zip(found[i], scores[i], strict=True) if s > 0]
-        for i, q in enumerate(qids)
-    }
+    # as strings, and only the queries with a word left: older bm25s fail on an empty query
+    words = bm25s.tokenize(
+        list(queries.values()), stopwords="en", stemmer=stem, show_progress=False, return_ids=False
+    )
+    asked = {q: w for q, w in zip(queries, words, strict=True) if w}
+    out: dict[str, list[tuple[str, float]]] = {q: [] for q in queries}
+    if asked:
+        found, scores = r.retrieve(
+            list(asked.values()), k=min(k, len(docs)), show_progress=False, n_threads=1
+        )
+        for i, q in enumerate(asked):
+            out[q] = [(docs[int(d)][0], float(s)) for d, s in zip(found[i], scores[i], strict=True) if s > 0]
+    return out
 
 
 def assert_same_but_ties(ours: dict[str, dict[str, float]], ref: dict[str, list[tuple[str, float]]], k: int):

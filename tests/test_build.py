@@ -198,7 +198,7 @@ def test_cli_strict_unknown_ids(tmp_path, monkeypatch, capsys, corpus):
     code, out, err = _run_main(
         monkeypatch, capsys, "corpus", "check", str(qrels), "--kind", "qrels", "--corpus", str(corpus)
     )
-    assert code == 0 and "ok, 2 qrels" in out and "1 judgement(s)" in err
+    assert code == 0 and "ok, 2 judgements" in out and "1 judgement(s)" in err
     code, _, err = _run_main(
         monkeypatch,
         capsys,

@@ -4,6 +4,7 @@ per method, determinism, pickling, errors and fork safety under a DataLoader."""
 from __future__ import annotations
 
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -229,7 +230,7 @@ def test_rows_do_not_depend_on_batch_composition(store):
 
 
 def test_settings_override_presets(store):
-    b = Collator(store, "cdmae", max_length=40, dec_fill="mask", enc_p=0.5, pad_to_multiple_of=8)(range(10))
+    b = Collator(store, "cdmae", max_length=40, dec_fill="mask", p_enc=0.5, pad_to_multiple_of=8)(range(10))
     assert b["input_ids"].shape[1] % 8 == 0
     mask_id = store.special_tokens["mask"]
     assert (b["dec_input_ids"][b["dec_mask"]] == mask_id).all()
@@ -273,7 +274,7 @@ def test_settings_are_one_model_refusing_by_name(store):
         ({"seed": -1}, "seed"),
         ({"seed": True}, "seed"),
         ({"sigma": -0.5}, "sigma"),
-        ({"enc_p": 1.5}, "enc_p"),
+        ({"p_enc": 1.5}, "p_enc"),
         ({"span_min": 3}, "span_min"),
     ):
         with pytest.raises(ConfigError, match=rf"^{key}: "):
@@ -285,7 +286,7 @@ def test_settings_are_one_model_refusing_by_name(store):
     a = Collator(store, "cdmae", max_length=20, seed=np.uint32(7))
     b = Collator(store, "cdmae", max_length=20, seed=7)
     assert all(np.array_equal(v, b(range(4))[k]) for k, v in a(range(4)).items())
-    assert a.settings.dec_p == 0.5 and a.settings.sigma == 1.0 and a.settings.max_length == 20
+    assert a.settings.p_dec == 0.5 and a.settings.sigma == 1.0 and a.settings.max_length == 20
     assert CollatorSettings().num_spans == Collator(store, "contrastive").settings.num_spans
 
 
@@ -305,8 +306,8 @@ def test_bad_input_raises_invalid_argument(store, tmp_path):
         c([0.5])
     with pytest.raises(InvalidArgumentError, match="enc_fill"):
         Collator(store, "mlm", enc_fill="zero")
-    with pytest.raises(InvalidArgumentError, match="enc p <= p_dec"):
-        Collator(store, "simlm", enc_p=0.7)
+    with pytest.raises(InvalidArgumentError, match="p_enc <= p_dec"):
+        Collator(store, "simlm", p_enc=0.7)
     values, offsets = store.ragged("input_ids")
     no_imp = build_store_from_texts(tmp_path / "plain", [("a", "dense retrieval")], store.tokenizer())
     with pytest.raises(InvalidArgumentError, match="'importance' column"):
@@ -398,5 +399,27 @@ def test_cli_mask_preview(store):
     assert items[0]["encoder"].startswith("[CLS]") and "[MASK]" in items[0]["decoder"]
     res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "contrastive"])
     assert res.exit_code == 0 and "span 1:" in res.output
-    res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "nope"])
-    assert res.exit_code != 0 and "unknown method" in str(res.exception)
+    res = runner.invoke(app, ["mask", "preview", str(store.path), "--method", "nope"])  # the option's choices
+    assert res.exit_code == 2 and "'nope' is not one of" in " ".join(
+        re.sub("[│╭╮╰╯─]", " ", res.output).split()
+    )
+
+
+def test_the_old_keyword_names_are_deprecated_aliases(store):
+    """``enc_p`` / ``dec_p`` (the collator's names before it took MethodOptions') still work, with a
+    DeprecationWarning, as ``p_enc`` / ``p_dec``; a run's MethodOptions is taken whole."""
+    from dense_pt.config import ConfigError
+    from dense_pt.objectives import MethodOptions
+
+    new = Collator(store, "simlm", max_length=24, p_enc=0.2, p_dec=0.6)
+    with pytest.warns(DeprecationWarning, match=r"(enc_p is now p_enc|dec_p is now p_dec)"):
+        old = Collator(store, "simlm", max_length=24, enc_p=0.2, dec_p=0.6)
+    assert old.settings == new.settings
+    whole = Collator(store, "simlm", MethodOptions(p_enc=0.2, p_dec=0.6, generator="joint"), max_length=24)
+    assert whole.settings == new.settings
+    a, b = new(range(8)), whole(range(8))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match="give p_enc alone"), pytest.warns(DeprecationWarning):
+        Collator(store, "simlm", enc_p=0.2, p_enc=0.3)
+    with pytest.raises(InvalidArgumentError, match="settings must be a CollatorSettings or MethodOptions"):
+        Collator(store, "simlm", 24)

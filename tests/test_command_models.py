@@ -109,7 +109,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], list[str], str, Callable[[Pa
      "k: must be >= 1, got 0", _py_bm25),
     ("fuse", lambda t: ["fuse", str(t / "a"), str(t / "b"), "-o", str(t / "o")], ["-k", "0"],
      "k: must be >= 1, got 0", _py_fuse),
-    ("mine-negatives", lambda t: ["mine-negatives", str(t / "run"), "--qrels", str(t / "r"), "-o", str(t / "n")],
+    ("negatives mine", lambda t: ["negatives", "mine", str(t / "run"), "--qrels", str(t / "r"), "-o", str(t / "n")],
      ["--depth", "0"], "depth: must be >= 1, got 0", _py_mine),
     ("encode", lambda t: ["encode", str(t / "m"), str(t / "c"), "-o", str(t / "o")], ["--batch-size", "0"],
      "batch_size: must be >= 1, got 0", _py_encode),
@@ -199,16 +199,16 @@ def test_help_shows_the_models_defaults():
 
     text = _help(["train", "retriever"])
     group = RetrieverSettings.model_fields["group_size"]
-    assert f"--group-size <int> {group.description} [default: ({group.default})]" in text
-    assert "--passage-max-length <int> Tokens per passage, [CLS] and [SEP] included. [default: (" in text
-    assert "--lr <float> Peak learning rate. [default: (0.0001)]" in text  # TrainConfig's
+    assert f"--group-size <int> {group.description} [default: {group.default}]" in text
+    assert "--passage-max-length <int> Tokens per passage, [CLS] and [SEP] included. [default: 144]" in text
+    assert "--lr <float> Peak learning rate. [default: 0.0001]" in text  # TrainConfig's
     assert (
-        f"--max-length <int> The whole pair, [CLS] q [SEP] p [SEP]. [default: ({RerankerSettings().max_length})]"
+        f"--max-length <int> The whole pair, [CLS] q [SEP] p [SEP]. [default: {RerankerSettings().max_length}]"
         in (_help(["train", "reranker"]))
     )
     depth = MineSettings.model_fields["depth"]
-    assert f"--depth <int> {depth.description} [default: ({depth.default})]" in _help(["mine-negatives"])
-    assert "--memory-gb <float> " in _help(["pmi", "build"]) and f"[default: ({PmiCounts().memory_gb})]" in (
+    assert f"--depth <int> {depth.description} [default: {depth.default}]" in _help(["negatives", "mine"])
+    assert "--memory-gb <float> " in _help(["pmi", "build"]) and f"[default: {PmiCounts().memory_gb}]" in (
         _help(["pmi", "build"])
     )
 
@@ -222,13 +222,19 @@ def test_every_field_is_an_option():
     from dense_pt.config.finetune import DistillCommand, RerankerCommand, RetrieverCommand
     from dense_pt.config.fusion import FuseSettings
     from dense_pt.config.pmi import PmiCounts
-    from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
+    from dense_pt.config.retrieval import (
+        BM25Settings,
+        EncodeSettings,
+        MineCommand,
+        MineSettings,
+        SearchSettings,
+    )
 
     for args, models in [
-        (["train", "retriever"], (RetrieverCommand, TrainConfig)),
+        (["train", "retriever"], (RetrieverCommand, MineSettings, TrainConfig)),  # [mine]: a refresh's
         (["train", "reranker"], (RerankerCommand, TrainConfig)),
         (["train", "distill"], (DistillCommand, TrainConfig)),
-        (["mine-negatives"], (MineCommand,)),
+        (["negatives", "mine"], (MineCommand,)),
         (["bm25"], (BM25Settings,)),
         (["fuse"], (FuseSettings,)),
         (["encode"], (EncodeSettings,)),
@@ -241,7 +247,7 @@ def test_every_field_is_an_option():
         text = _help(args)
         for model in models:
             for name in model.model_fields:
-                if name != "train":
+                if name not in ("train", "mine"):  # the tables: their fields are the options
                     assert "--" + name.replace("_", "-") in text, (args, name)
 
 

@@ -93,13 +93,38 @@ def test_written_beir_folder_reads_back_and_is_small(tmp_path, demo):
     assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) < 1_000_000
 
 
-def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch):
+def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch, capsys):
     import torch
+
+    from dense_pt import logs
+    from dense_pt.demo.run import print_report
 
     torch.set_num_threads(1)
     monkeypatch.chdir(tmp_path)
+    logs.configure()  # what the command line does: status lines on stderr (not a terminal here)
     out = Path("demo")  # relative, as `dense-pt demo` is run by default (--out demo-output)
     report = run_demo(out, finetune_steps=3, print_summary=False)  # a few steps: wiring, not quality
+    err = capsys.readouterr().err
+    # what a newcomer sees in a log file: every fine-tuning stage named, its training's progress, the
+    # libraries' messages as our lines (transformers' load report of the re-ranker's new head), and
+    # no terminal escape codes or redrawn bars anywhere
+    for line in ("demo: finetune: [r1] running", "demo: finetune: [distill] done in", "retriever: training: done",
+                 "reranker: training: done"):  # fmt: skip
+        assert line in err, err
+    # transformers' report of the new head, in the words of the installed version (5.x: a LOAD REPORT)
+    assert ("transformers: BertForSequenceClassification LOAD REPORT" in err
+            or "transformers: Some weights of BertForSequenceClassification were not initialized" in err), err  # fmt: skip
+    assert "\x1b" not in err and "\r" not in err and "\n\n\n" not in err, err
+    # the summary table cuts long cells on a narrow terminal: every path in full below it
+    monkeypatch.setenv("COLUMNS", "60")
+    print_report(report)
+    shown = capsys.readouterr().out
+    for path in (
+        report["stages"]["finetune"]["file"],
+        report["stages"]["pretrain"]["encoder"],
+        report["out"],
+    ):
+        assert any(line.endswith(f"  {path}") for line in shown.splitlines()), shown
     stages = report["stages"]
     assert list(stages) == [name for name, _ in STAGES]
     assert stages["data"]["passages"] == stages["store"]["rows"] == len(generate_demo().passages)
@@ -162,3 +187,8 @@ def test_cli_demo_on_a_user_beir_folder(tmp_path):
     )
     assert "skipped" in r.output  # no queries/qrels: nothing to fine-tune on
     assert not (tmp_path / "out" / "data").exists()
+    # again, every stage up to date: the report as one JSON document on stdout (no table)
+    r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "out"), "--corpus", str(beir), "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert report["out"] == str((tmp_path / "out").resolve()) and report["stages"]["store"]["rows"] == 30

@@ -1,6 +1,7 @@
 """End to end under ``torchrun --nproc_per_node 2`` (gloo, CPU): a few optimiser steps of
 ``dense-pt pretrain --method contrastive`` and ``dense-pt train retriever`` end with the same
-weights as one process over the same global batch (batch size doubled). Process r of 2 takes batches
+weights as one process over the same global batch (batch size doubled), and so does the retriever
+with cached gradients (``--cache-chunk``). Process r of 2 takes batches
 r, r + 2, ... of the seeded epoch order, so round k of the two processes is batch k of the single one.
 Tiny random models without dropout; the gradient-level check of every loss is
 ``test_distributed_losses.py``."""
@@ -119,3 +120,8 @@ def test_train_retriever_two_processes_equal_one(tiny):
     torchrun([*common, "--batch-size", "2", "--out", str(root / "r2")], root)
     one_process([*common, "--batch-size", "4", "--out", str(root / "r1")])
     assert_same_training([root / "r2" / "model"], [root / "r1" / "model"], model)
+    # cached gradients (2 queries of 3 passages per process in uneven chunks of 4, negatives gathered,
+    # one gradient all-reduce): the same weights as one uncached process
+    torchrun([*common, "--batch-size", "2", "--cache-chunk", "4", "--out", str(root / "c2")], root)
+    assert json.loads((root / "c2" / "manifest.json").read_text())["settings"]["train"]["cache_chunk"] == 4
+    assert_same_training([root / "c2" / "model"], [root / "r1" / "model"], model)

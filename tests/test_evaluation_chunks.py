@@ -134,5 +134,5 @@ def test_answer_recall_from_files_equals_the_dict_version(tmp_path):
                                  "RR@10", "--answers", str(tmp_path / "a.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"),
                                  "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = json.loads(r.stdout)  # one JSON document on stdout
     assert got["AnswerRecall@5"] == answer_recall(run, texts, answers)["AnswerRecall@5"]

@@ -316,15 +316,16 @@ def test_cli_resumes_after_sigkill(server, corpus, tmp_path):
     proc.wait()
     done = set(read_queries_table(out, ["id"]).column("id").to_pylist())
     assert 4 <= len(done) < 10
-    assert not [p for p in out.iterdir() if p.name.startswith(".")] or all(
-        p.suffix == ".tmp" for p in out.iterdir() if p.name.startswith(".")
+    assert all(
+        p.suffix == ".tmp" or p.name == ".dense-pt.json" for p in out.iterdir() if p.name.startswith(".")
     )
     server.delay = 0.0
     first_run = {b["seed"] for _, b in server.requests}
     server.requests.clear()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert f"{len(done)} already done, {10 - len(done)} generated" in r.stderr  # status: stderr
+    res = json.loads(r.stdout)  # the summary as one JSON document on stdout
+    assert (res["selected"], res["already_done"], res["generated"]) == (10, len(done), 10 - len(done))
     asked = {b["seed"] for _, b in server.requests}
     assert asked == {passage_seed(0, f"d{i}") for i in range(10)} - {passage_seed(0, p) for p in done}
     assert first_run  # the killed run did talk to the server

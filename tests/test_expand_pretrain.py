@@ -19,8 +19,8 @@ from typer.testing import CliRunner  # noqa: E402
 from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
 from dense_pt.expansion.writer import load_queries  # noqa: E402
-from dense_pt.pretrain import build_config, run_pretrain  # noqa: E402
-from dense_pt.pretrain.context_data import build_source  # noqa: E402
+from dense_pt.pretrain import build_config, resolve, run_pretrain  # noqa: E402
+from dense_pt.pretrain.context_data import build_source, plan  # noqa: E402
 from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
 
 N = 48
@@ -68,7 +68,7 @@ def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method
     (the clean text the encoder's masked view was made from); then both use the LLM queries."""
     _, store, _, qdir = setup
     cfg = _cfg(setup, tmp_path, method, f"{coarse}:0.75,queries:0.25")
-    stages = cfg.stages()
+    stages = plan(cfg)
     assert [(s.source, s.start, s.end, s.schedule) for s in stages] == [
         (coarse, 0, 6, "cosine"),
         ("queries", 6, 8, "constant"),
@@ -150,6 +150,40 @@ def test_curriculum_learning_rate_and_optimizer_at_the_switch(setup, tmp_path, s
     assert lrs == pytest.approx([reference(s) for s in range(16)], rel=1e-9, abs=0)
     assert seen[9] == {9} and seen[12] == {12}
     assert seen[13] == ({1} if stage_optimizer == "reset" else {13})
+
+
+@pytest.mark.parametrize("stage_warmup", [0, 2, 0.5])
+def test_learning_rate_curve_at_the_switch(setup, tmp_path, stage_warmup):
+    """The logged rate around the switch (step 12 of 16). Default (0, the paper's "constant"): the
+    last stage-1 step runs at cosine's near-zero tail and the first stage-2 step at the full peak,
+    with fresh AdamW moments; --stage-warmup ramps stage 2 linearly from 0 to the peak over its
+    steps (2) or its fraction of the stage (0.5 of 4 = 2), then stays constant."""
+    import math
+
+    peak = 1e-3
+    cfg = _cfg(setup, tmp_path / "r", "contrastive", "spans:0.75,queries:0.25", max_steps=16,
+               warmup=0.25, save_every=100, threads=1)  # fmt: skip
+    cfg.stage_warmup = stage_warmup
+    run_pretrain(cfg, progress=False)
+    lrs = [json.loads(line)["lr"] for line in open(tmp_path / "r" / "log.jsonl")]
+    tail = peak * 0.5 * (1 + math.cos(math.pi * (11 - 3) / (12 - 3)))
+    assert lrs[11] == pytest.approx(tail, rel=1e-9) and lrs[11] < 0.04 * peak  # end of the cosine stage
+    want = [peak, peak, peak, peak] if not stage_warmup else [peak / 2, peak, peak, peak]
+    assert lrs[12:] == pytest.approx(want, rel=1e-9)
+    run_cfg = json.loads((tmp_path / "r" / "run_config.json").read_text())
+    assert run_cfg.get("stage_warmup", 0) == stage_warmup  # recorded when set
+
+
+def test_stage_warmup_is_refused_where_it_cannot_apply(setup, tmp_path):
+    with pytest.raises(InvalidArgumentError, match="longer than the queries stage"):
+        resolve(
+            _cfg(setup, tmp_path / "a", "contrastive", "spans:0.75,queries:0.25", max_steps=16).model_copy(
+                update={"stage_warmup": 5}
+            )
+        )
+    with pytest.raises(InvalidArgumentError, match="--stage-warmup is for"):
+        build_config(top={"method": "mlm", "model": setup[2], "corpus": str(setup[1].path), "out": str(tmp_path / "b"),
+                          "stage_warmup": 2})  # fmt: skip
 
 
 def test_stopped_run_resumes_in_the_right_stage(setup, tmp_path):
@@ -254,7 +288,7 @@ def test_misuse_is_refused(setup, tmp_path):
         _cfg(setup, tmp_path / "a", "contrastive", "passage:0.5,queries:0.5")
     with pytest.raises(InvalidArgumentError, match="longer than the first curriculum stage"):
         _cfg(setup, tmp_path / "a", "contrastive", "spans:0.5,queries:0.5", warmup=5)
-    assert _cfg(setup, tmp_path / "a", "querygen", "passage:1", queries=False).stages()[0].source == "passage"
+    assert plan(_cfg(setup, tmp_path / "a", "querygen", "passage:1", queries=False))[0].source == "passage"
     with pytest.raises(InvalidArgumentError, match="queries stage"):
         _cfg(setup, tmp_path / "b", "contrastive", "spans:0.5,queries:0.5", queries=False)
     with pytest.raises(InvalidArgumentError, match="not mlm"):
@@ -264,7 +298,7 @@ def test_misuse_is_refused(setup, tmp_path):
     with pytest.raises(InvalidArgumentError, match="stage schedules"):
         _cfg(setup, tmp_path / "f", "contrastive", "spans:0.5,queries:0.5", stage_schedules="cosine")
     ok = _cfg(setup, tmp_path / "g", "contrastive", "spans:0.5,queries:0.5", stage_schedules="linear,cosine")
-    assert [s.schedule for s in ok.stages()] == ["linear", "cosine"]
+    assert [s.schedule for s in plan(ok)] == ["linear", "cosine"]
     with pytest.raises(InvalidArgumentError, match="accumulation"):
         run_pretrain(_cfg(setup, tmp_path / "e", "contrastive", grad_accum=2), progress=False)
 
@@ -299,7 +333,7 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
 def test_worker_processes_give_the_same_batches(setup, tmp_path):
     _, store, _, _ = setup
     cfg = _cfg(setup, tmp_path, "querygen", "passage:0.5,queries:0.5", max_steps=4, num_workers=1)
-    stages = cfg.stages()
+    stages = plan(cfg)
     with_workers = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
     cfg.train.num_workers = 0
     inline = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
@@ -314,7 +348,7 @@ def test_a_queries_stage_without_queries_is_refused_by_name(setup, tmp_path):
     """``plan`` refuses such a curriculum; ``build_source`` called with stages made by hand says the
     same instead of failing on ``None`` (found by mypy, issue 13)."""
     _, store, _, _ = setup
-    stages = _cfg(setup, tmp_path, "contrastive", "spans:0.75,queries:0.25").stages()
+    stages = plan(_cfg(setup, tmp_path, "contrastive", "spans:0.75,queries:0.25"))
     no_queries = _cfg(setup, tmp_path, "contrastive", queries=False)
     with pytest.raises(InvalidArgumentError, match="'queries' stage of contrastive needs --queries"):
         build_source(no_queries, store, stages)

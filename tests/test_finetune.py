@@ -100,12 +100,13 @@ def test_retriever_reranker_scores_distill(chain):
         negatives=tmp / "neg.dpneg",
         out=tmp / "rr",
         group_size=4,
+        forward_factor=2,  # the authors' procedure (default loss "simlm") on the top half of each group
         max_length=96,
         train=TRAIN,
         progress=False,
         **common,
     )
-    assert r["steps"] == 4
+    assert r["steps"] == 4 and r["settings"]["loss"] == "simlm" and r["settings"]["trained_per_group"] == 2
     # the trained length travels in the tokenizer: sentence-transformers' CrossEncoder truncates there
     from sentence_transformers import CrossEncoder as STCrossEncoder
 

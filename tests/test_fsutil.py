@@ -320,5 +320,87 @@ def test_a_full_disk_during_corpus_build_on_the_command_line(tmp_path, tok_file)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and transformers: ~8 s of CPU
+def test_a_full_disk_during_pretrain_names_the_checkpoint_and_leaves_no_partial(tmp_path):
+    """A file size limit that the model's safetensors fits under and the optimiser's state does not
+    (torch.save's zip writer says only "[enforce fail at inline_container.cc] unexpected pos"): one
+    line naming the checkpoint, and no `.checkpoint-*.partial` left in the run's folder."""
+    pytest.importorskip("torch")
+    from pretrain_helpers import tiny_config_file, tiny_store
+
+    store = tiny_store(tmp_path / "store")
+    config = tiny_config_file(tmp_path / "tiny.json", store)
+    out = tmp_path / "out"
+    r = _run_child(
+        "import sys; from dense_pt.cli import main; sys.argv[0] = 'dense-pt'; main()",
+        "--quiet", "pretrain", "--method", "cdmae", "--model", config, "--corpus", str(store.path), "-o", str(out),
+        "--max-steps", "2", "--batch-size", "4", "--save-every", "1", "--log-every", "1", "--warmup", "1",
+        "--max-length", "48",
+        fsize=300_000,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert re.fullmatch(
+        rf"error: cannot write {re.escape(str(out / 'checkpoints' / 'checkpoint-00000001'))}: the write stopped "
+        r"short \(\[enforce fail at inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+\): the disk is full "
+        r"or a file size limit was reached",
+        r.stderr.strip(),
+    ), r.stderr
+    assert not list(out.rglob(".checkpoint-*")) and not list((out / "checkpoints").iterdir())
+
+
+def test_force_through_a_symlinked_output_replaces_its_target_and_leaves_nothing_beside_it(
+    tmp_path, tok_file
+):
+    """`-o LINK --force` where LINK points at an older store on another disk: the new store takes
+    the target's place, the link stays a link, and no `.LINK.*.old` is left behind (it was: the old
+    folder moved aside was the link itself, which rmtree refuses)."""
+    corpus = _corpus(tmp_path / "corpus.jsonl", 20)
+    (tmp_path / "disk").mkdir()
+    build_corpus_store(corpus, tok_file, tmp_path / "disk" / "real", max_length=32)
+    os.symlink(tmp_path / "disk" / "real", tmp_path / "link")
+    _corpus(corpus, 30, seed=1)
+    build_corpus_store(corpus, tok_file, tmp_path / "link", max_length=32, force=True)
+    assert (tmp_path / "link").is_symlink()
+    assert json.loads((tmp_path / "disk" / "real" / "manifest.json").read_text())["num_rows"] == 30
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "disk", "link"]
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["real"]
+
+
 def test_host_tag_is_sanitised():
     assert fsutil._host() == "".join(c if c.isalnum() or c == "_" else "_" for c in socket.gethostname())
+
+
+# ---- what dense-pt may replace ------------------------------------------------------------------
+def test_an_output_folder_is_claimed_only_when_dense_pt_can_prove_it_is_its_own(tmp_path):
+    from dense_pt.errors import AlreadyExistsError, NotDirectoryError
+
+    with fsutil.output_dir(tmp_path / "new", "encode") as out:  # a new folder: created and marked
+        (out / "shard").write_text("x")
+    assert fsutil.folder_owner(tmp_path / "new") == "encode"
+    assert fsutil.check_output_dir(tmp_path / "new", "encode")  # its own: resumable
+    with pytest.raises(AlreadyExistsError, match=r"new was written by dense-pt encode, not pretrain"):
+        fsutil.check_output_dir(tmp_path / "new", "pretrain")
+    (tmp_path / "yours").mkdir()
+    (tmp_path / "yours" / "notes.txt").write_text("mine")
+    with pytest.raises(AlreadyExistsError, match=r"yours is not empty and dense-pt did not write it"):
+        fsutil.check_output_dir(tmp_path / "yours", "encode")
+    assert fsutil.check_output_dir(tmp_path / "yours", "encode", force=True)
+    assert fsutil.check_output_dir(tmp_path / "yours", "encode", proof=("notes.txt",))  # an older run's
+    # another process of the same command writing the mark right now (torchrun's ranks): still empty
+    (tmp_path / "racing").mkdir()
+    fsutil.temp_path(tmp_path / "racing" / fsutil.OWNER_FILE, "tmp").write_text("{}")
+    assert fsutil.check_output_dir(tmp_path / "racing", "train retriever")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotDirectoryError, match="it is a file, expected a folder"):
+        fsutil.check_output_dir(tmp_path / "file", "encode")
+    # a mark that is not dense-pt's JSON proves nothing
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / fsutil.OWNER_FILE).write_text("not json")
+    assert fsutil.folder_owner(tmp_path / "fake") is None
+    # a command refused inside the block leaves the folder as it found it
+    for name, existed in (("gone", False), ("empty", True)):
+        if existed:
+            (tmp_path / name).mkdir()
+        with pytest.raises(ValueError), fsutil.output_dir(tmp_path / name, "encode"):
+            raise ValueError("a refused input")
+    assert not (tmp_path / "gone").exists() and list((tmp_path / "empty").iterdir()) == []

@@ -5,6 +5,7 @@ from one run and constant scores."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -148,8 +149,11 @@ def test_cli_fuse(tmp_path):
     ref = ref_rrf([load_run(tmp_path / "a.trec"), load_run(tmp_path / "b.trec")], 60)
     assert {q: ranked(h)[:10] for q, h in got.items()} == {q: ranked(h)[:10] for q, h in ref.items()}
     r = runner.invoke(app, [*base, "--tune-qrels", str(qrels)])
+    assert r.exit_code != 0 and "f.trec already exists (use --force to replace it)" in str(r.exception)
+    base.append("--force")
+    r = runner.invoke(app, [*base, "--tune-qrels", str(qrels), "--json"])
     assert r.exit_code == 0, r.output
-    info = json.loads(r.output.strip().splitlines()[-1])
+    info = json.loads(r.stdout)
     assert info["method"] == "interpolation" and 0 <= info["weight"] <= 1
     r = runner.invoke(app, [*base, "--weight", "0.4", "--tune-qrels", str(qrels)])
     assert r.exit_code != 0 and "exactly one" in str(r.exception)
@@ -158,7 +162,6 @@ def test_cli_fuse(tmp_path):
         exit_code(r.exception) == 2
         and str(r.exception) == "dense-pt fuse: weight is for method interpolation, not rrf"
     )
-    r = runner.invoke(app, [*base, "--method", "borda"])
-    assert exit_code(r.exception) == 2 and str(r.exception).startswith(
-        "dense-pt fuse: method: must be one of"
-    )
+    r = runner.invoke(app, [*base, "--method", "borda"])  # refused by the option's choices
+    said = " ".join(re.sub("[│╭╮╰╯─]", " ", r.output).split())  # a rich panel, wrapped
+    assert r.exit_code == 2 and "'borda' is not one of 'interpolation', 'rrf'" in said

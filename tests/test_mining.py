@@ -332,7 +332,7 @@ def test_cli_mines_with_a_margin_from_the_runs_embeddings(tmp_path):
     encode(model, store, tmp_path / "ep", progress=False, device="cpu")
     encode(model, beir / "queries.jsonl", tmp_path / "eq", progress=False, device="cpu")
     search(tmp_path / "eq", tmp_path / "ep", tmp_path / "run.trec", k=5)
-    base = ["mine-negatives", str(tmp_path / "run.trec"), "--qrels", str(beir / "qrels" / "train.tsv"),
+    base = ["negatives", "mine", str(tmp_path / "run.trec"), "--qrels", str(beir / "qrels" / "train.tsv"),
             "--absolute-margin", "0.0", "--depth", "5"]  # fmt: skip
     res = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a.dpneg")])
     assert res.exit_code != 0 and isinstance(res.exception, InvalidArgumentError)  # `dense-pt` exits 2 on it

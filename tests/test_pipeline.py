@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dense_pt.fsutil import mark_output_dir
 from dense_pt.pipeline import dev_split
 
 
@@ -162,7 +163,7 @@ def test_set_overrides_values_and_reports_bad_ones(tmp_path: Path):
     assert cfg.out == tmp_path / "runs" / "b"
     # the file's train table is merged over the profile's; its max_steps replaces the profile's epochs
     assert cfg.r1.group_size == 4 and cfg.r1.train.model_dump(exclude_none=True) == {
-        "lr": 2e-5, "warmup": 1000, "batch_size": 64, "max_steps": 7}  # fmt: skip
+        "lr": 2e-5, "warmup": 1000, "batch_size": 64, "weight_decay": 0.0, "max_steps": 7}  # fmt: skip
     assert cfg.r1.epochs is None and cfg.r2.epochs == 3
     assert cfg.pretrain is not None and cfg.pretrain.method == "cdmae"
     assert cfg.pretrain.train.model_dump(exclude_none=True) == {"max_steps": 3}
@@ -211,6 +212,7 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
     out = tmp_path / "runs" / "a"
     (out / "split").mkdir(parents=True)
     (out / "split" / "dev.qrels").write_text("q1 0 a 1\nq1 0 b 2\nq2 0 c 2\n")
+    mark_output_dir(out, "pipeline")  # the pipeline's folder (its split stage faked above)
     run = {"q1": {"a": 3.0, "x": 2.5, "b": 2.0}, "q2": {"y": 1.0, "c": 0.5}}
     calls = []
 

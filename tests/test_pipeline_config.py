@@ -140,7 +140,6 @@ def test_cli_refuses_bad_values_and_stages_before_any_work(tmp_path: Path):
     for args, message in (
         (["--set", "r1.group_size=-4"], "p.toml: r1.group_size: must be >= 1, got -4"),
         (["--set", "mine.depth=0"], "mine.depth"),
-        (["--stop-after", "banana"], f"the stages are {', '.join(STAGES)}"),
         (["--stop-after", "pretrain"], "this configuration does not run that stage"),
     ):
         res = runner.invoke(app, ["pipeline", "run", str(path), "--quiet", *args])

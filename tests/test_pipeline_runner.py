@@ -193,6 +193,11 @@ def test_cli_dry_run_until_and_only_on_the_real_stages(tmp_path: Path):
     rows = _plan_lines(res.stdout)
     assert list(rows) == ["store", "split", "pmi", "pretrain", "bm25", "zeroshot", "r1", "mine", "r2",
                           "reranker", "score", "distill", "fusion", "report"]  # fmt: skip
+    res = runner.invoke(app, ["pipeline", "run", "--config", str(path), "--dry-run", "--json"])
+    plan = json.loads(res.stdout)  # the same plan, as data
+    assert (
+        [s["stage"] for s in plan] == list(rows) and plan[3]["action"] == "off" and plan[0]["action"] == "run"
+    )
     assert rows["store"] == "run not run yet" and rows["pretrain"] == "disabled no [pretrain] table"
     assert rows["fusion"] == "disabled [fusion] enabled = false"
     assert rows["report"] == "run always rewritten from the finished stages"
@@ -207,8 +212,10 @@ def test_cli_dry_run_until_and_only_on_the_real_stages(tmp_path: Path):
     # --only: the stage's inputs must be finished
     res = runner.invoke(app, ["pipeline", "run", str(path), "--quiet", "--only", "r1"])
     assert res.exit_code != 0 and "--only r1: it reads stage 'bm25', which has not run" in str(res.exception)
-    res = runner.invoke(app, ["pipeline", "run", str(path), "--quiet", "--only", "bm25"])
+    res = runner.invoke(app, ["pipeline", "run", str(path), "--quiet", "--only", "bm25", "--json"])
     assert res.exit_code == 0, res.output
+    ran = json.loads(res.stdout)["stages"]  # the manifests of what ran (and of what it read)
+    assert ran["bm25"]["stage"] == "bm25" and "zeroshot" not in ran
     assert (tmp_path / "out" / "bm25" / "run.arrow").is_file() and not (
         tmp_path / "out" / "zeroshot"
     ).exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -265,7 +266,8 @@ def test_cli_errors_exit_nonzero(setup, tmp_path):
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2 and "unknown method 'bert'" in proc.stderr
+    said = " ".join(re.sub("[│╭╮╰╯─]", " ", proc.stderr).split())  # click's usage error, in a rich panel
+    assert proc.returncode == 2 and "'bert' is not one of 'simlm', 'cdmae'" in said, proc.stderr
     proc = subprocess.run(
         [
             sys.executable,
@@ -440,18 +442,23 @@ def test_generator_with_another_vocabulary_is_refused(setup, tmp_path):
 
 
 def test_a_config_built_by_hand_takes_its_length_from_the_paper(setup, tmp_path):
-    """``PretrainConfig(...)`` without ``build_config`` leaves max_length unset: ``run_pretrain``
-    resolves it (the method's paper: 144 for cdmae) instead of comparing None with the model's
-    positions (found by mypy, issue 13)."""
-    from dense_pt.config import TrainConfig
-    from dense_pt.pretrain.config import PretrainConfig
+    """``PretrainSettings(...)`` without ``build_config`` leaves max_length (and the train keys not
+    given) unset: ``run_pretrain`` resolves them from the method's paper (144 for cdmae; its lr
+    schedule) instead of comparing None with the model's positions (found by mypy, issue 13).
+    ``PretrainConfig``, the old name of the resolved settings, is the same model (deprecated)."""
+    from dense_pt.config import PretrainSettings, TrainConfig
 
     _, store, config = setup
     train = TrainConfig(max_steps=1, batch_size=4, lr=1e-3, save_every=1, log_every=1, warmup=1)
     top = {"method": "cdmae", "model": config, "corpus": str(store.path), "out": str(tmp_path / "o")}
-    cfg = PretrainConfig(**top, train=train)
+    cfg = PretrainSettings(**top, train=train)
     assert cfg.max_length is None
     assert run_pretrain(cfg, progress=False)["steps"] == 1
-    assert json.loads((tmp_path / "o" / "run_config.json").read_text())["max_length"] == 144
+    recorded = json.loads((tmp_path / "o" / "run_config.json").read_text())
+    assert recorded["max_length"] == 144 and recorded["train"]["lr"] == 1e-3
+    assert recorded["train"]["weight_decay"] == 0.01 and recorded["options"]["p_dec"] == 0.5  # CDMAE's
     with pytest.raises(InvalidArgumentError, match="max_length is unset"):
-        PretrainConfig(**top).length()  # the typed accessor of a resolved config
+        PretrainSettings(**top).length()  # the typed accessor of a resolved config
+    with pytest.warns(DeprecationWarning, match="PretrainConfig is now"):
+        from dense_pt.pretrain import PretrainConfig
+    assert PretrainConfig is PretrainSettings

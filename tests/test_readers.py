@@ -289,3 +289,33 @@ def test_tsv_roundtrip(tmp_path, ids, data):
     path = tmp_path / "q.tsv"
     path.write_bytes("".join(f"{p}\t{t}\r\n" for p, t in rows).encode("utf-8"))
     assert list(read_queries(path)) == [Query(p, t.strip()) for p, t in rows]
+
+
+# ---- the id rule (dense_pt/data/ids.py): one printable word, or refused where it enters ----------
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.text(min_size=1, max_size=12))
+def test_every_id_round_trips_through_our_own_files_or_is_refused_naming_the_line(tmp_path, raw):
+    """Any text as an id (whitespace, control characters, no-break spaces included): the corpus
+    reader takes it (stripped) and a run with it reads back identical, or both refuse it."""
+    from dense_pt.data.ids import id_problem
+
+    pid = raw.strip()
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"_id": raw, "text": "some text"}) + "\n", encoding="utf-8")
+    if not pid:
+        return  # an empty id has its own message (test_bad_files)
+    if id_problem(pid) is None:
+        assert [p.id for p in read_corpus(path)] == [pid]
+        write_run(tmp_path / "r.trec", {pid: {pid: 1.5}})
+        assert load_run(tmp_path / "r.trec") == {pid: {pid: 1.5}}
+        assert load_qrels_of(tmp_path, pid) == {pid: {pid: 1}}
+    else:
+        with pytest.raises(FormatError, match=r"c\.jsonl:1: field \"_id\": .* an id must be one word"):
+            list(read_corpus(path))
+        with pytest.raises(InvalidArgumentError, match="an id must be one word"):
+            write_run(tmp_path / "r.trec", {pid: {pid: 1.5}})
+
+
+def load_qrels_of(tmp_path: Path, pid: str) -> dict:
+    (tmp_path / "q.tsv").write_text(f"query-id\tcorpus-id\tscore\n{pid}\t{pid}\t1\n", encoding="utf-8")
+    return load_qrels(tmp_path / "q.tsv")

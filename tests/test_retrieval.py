@@ -189,7 +189,7 @@ def test_cli_mine(setup, tmp_path):
     r = CliRunner()
     res = r.invoke(app, ["bm25", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"), "--out", str(tmp_path / "b.trec"), "-k", "30"])  # fmt: skip
     assert res.exit_code == 0
-    res = r.invoke(app, ["mine-negatives", str(tmp_path / "b.trec"), "--qrels", str(beir / "qrels" / "train.tsv"), "--out", str(tmp_path / "n.dpneg"), "--num", "5", "--corpus", str(store), "--text", str(tmp_path / "n.tsv")])  # fmt: skip
+    res = r.invoke(app, ["negatives", "mine", str(tmp_path / "b.trec"), "--qrels", str(beir / "qrels" / "train.tsv"), "--out", str(tmp_path / "n.dpneg"), "--num", "5", "--corpus", str(store), "--text", str(tmp_path / "n.tsv")])  # fmt: skip
     assert res.exit_code == 0, res.output
     man = json.loads((tmp_path / "n.dpneg.manifest.json").read_text())
     assert (

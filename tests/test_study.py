@@ -132,6 +132,10 @@ def test_cli_study(demo):
     r = CliRunner().invoke(app, ["study", "run", str(path), "--quiet"])
     assert r.exit_code == 0, r.output
     assert "| none |" in r.stdout and (demo / "s2" / "report.md").is_file()
+    # again (done: nothing runs), the file as --config and the results as JSON, as results.json holds them
+    r = CliRunner().invoke(app, ["study", "run", "--config", str(path), "--quiet", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == json.loads((demo / "s2" / "results.json").read_text())
 
 
 def test_model_cards_carry_the_story(demo):

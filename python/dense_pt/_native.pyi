@@ -1,6 +1,6 @@
 # Hand-written stubs for the native module built from rust/py (keep in sync with rust/py/src).
 # Checked against the built module by `python -m mypy.stubtest dense_pt._native` (scripts/dev.sh test).
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, final
 
 import numpy as np
@@ -60,7 +60,7 @@ def mask_importance(
     importance: object,
     p: float,
     seed: object,
-    sigma: float = 1.0,
+    sigma: float,  # the defaults are dense_pt.masking's (config/defaults): the native call takes every value
     special_tokens_mask: object | None = None,
     word_ids: object | None = None,
     special_ids: object | None = None,
@@ -73,8 +73,8 @@ def mask_nested(
     p_enc: float,
     p_dec: float,
     seed: object,
-    importance: object | None = None,
-    sigma: float = 1.0,
+    importance: object | None,
+    sigma: float,
     special_tokens_mask: object | None = None,
     word_ids: object | None = None,
     special_ids: object | None = None,
@@ -87,8 +87,8 @@ def mask_replace(
     mask_token_id: int,
     vocab_size: int,
     seed: object,
-    mask_prob: float = 0.8,
-    random_prob: float = 0.1,
+    mask_prob: float,
+    random_prob: float,
     special_ids: object | None = None,
     row_keys: object | None = None,
     threads: int = 1,
@@ -103,34 +103,17 @@ def mask_span_crop(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
 def _rng_stream(kind: str, seed: int, key: int, purpose: int, n: int) -> npt.NDArray[np.generic]: ...
 
-# --- collate (rust/py/src/collate.rs); dense_pt.collate.Collator builds the configuration ---
+# --- collate (rust/py/src/collate.rs); dense_pt.collate.Collator resolves the settings ---
 # pyo3 classes: built by __new__, not subclassable (final).
 @final
 class Collator:
     def __new__(
         cls,
+        method: str,
+        settings: Any,  # a CollatorSettings (or a mapping with its keys): read field by field, by name
         *,
-        max_length: int,
-        cls_id: int,
-        sep_id: int,
-        pad_id: int,
-        mask_id: int,
         vocab_size: int,
-        seed: int,
-        special_ids: list[int],
-        crop: str = "random",
-        pad_to_max: bool = False,
-        pad_to_multiple_of: int = 1,
-        enc_mask: tuple[str, float, float, bool] | None = None,
-        enc_fill: tuple[float, float] | None = None,
-        enc_labels: str = "masked",
-        decoder: str = "none",
-        dec_mask: tuple[str, float, float, bool] | None = None,
-        p_dec: float = 0.0,
-        dec_fill: tuple[float, float] | None = None,
-        dec_labels: str = "masked",
-        spans: tuple[int, int, int] | None = None,
-        return_original: bool = False,
+        special_tokens: Mapping[str, int],
     ) -> Collator: ...
     @property
     def needs_importance(self) -> bool: ...

@@ -23,116 +23,30 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
+from dense_pt.config.choices import COLLATOR_METHODS
 from dense_pt.config.collate import CollatorSettings
+from dense_pt.config.options import MaskOptions
 from dense_pt.errors import InvalidArgumentError
 
-METHODS = (
-    "mlm",
-    "cdmae",
-    "simlm",
-    "enc-dec-mlm",
-    "enc-dec-rtd",
-    "seed",
-    "condenser",
-    "autoencoder",
-    "contrastive",
-)
-
-# Per method, the structure of its batch: encoder mask kind, encoder fill, encoder labels, decoder
-# view and its settings. "bert" = 80/10/10 (mask_prob/random_prob), "mask" = all [MASK], "keep" =
-# original ids. The numbers (rates, lengths, whole words, crop) are the paper's, declared once in
-# ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm / enc-dec-rtd the two
-# views are the generator's inputs (fill = the option ``generator_fill``), and ``original_ids``
-# comes with the batch: the device samples the replacements (SimLM eq. 1).
-PRESETS: dict[str, dict[str, Any]] = {
-    "mlm": {"enc": "random", "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
-    "cdmae": {
-        "enc": "random",
-        "enc_fill": "bert",
-        "enc_labels": "masked",
-        "decoder": "independent",
-        "dec": "importance",
-        "dec_fill": "bert",
-        "dec_labels": "masked",
-    },
-    "simlm": {
-        "enc": "random",
-        "enc_fill": "mask",
-        "enc_labels": "content",
-        "decoder": "nested",
-        "dec": "random",
-        "dec_fill": "mask",
-        "dec_labels": "content",
-        "original": True,
-    },
-    "enc-dec-mlm": {
-        "enc": "random",
-        "enc_fill": "bert",
-        "enc_labels": "masked",
-        "decoder": "nested",
-        "dec": "random",
-        "dec_fill": "bert",
-        "dec_labels": "masked",
-    },
-    "enc-dec-rtd": {
-        "enc": "random",
-        "enc_fill": "mask",
-        "enc_labels": "masked",
-        "decoder": "nested",
-        "dec": "random",
-        "dec_fill": "mask",
-        "dec_labels": "masked",
-        "original": True,
-    },
-    "seed": {
-        "enc": "random",
-        "enc_fill": "bert",
-        "enc_labels": "masked",
-        "decoder": "clean",
-        "dec_labels": "content",
-    },
-    "condenser": {"enc": "random", "enc_fill": "bert", "enc_labels": "masked", "decoder": "none"},
-    "autoencoder": {
-        "enc": None,
-        "enc_fill": "keep",
-        "enc_labels": "none",
-        "decoder": "all_mask",
-        "dec_labels": "content",
-    },
-    "contrastive": {
-        "enc": "random",
-        "enc_fill": "bert",
-        "enc_labels": "masked",
-        "decoder": "none",
-        "spans": True,
-    },
-}
-
-# collator setting <- the objective option it reads its paper default from
-SETTINGS_FROM_OPTIONS = {
-    "enc_p": "p_enc",
-    "dec_p": "p_dec",
-    "sigma": "sigma",
-    "mask_prob": "mask_prob",
-    "random_prob": "random_prob",
-    "whole_word": "whole_word",
-    "crop": "crop",
-    "enc_fill": "generator_fill",
-    "dec_fill": "generator_fill",
-}
+# The methods whose batches the collator makes (``config.choices.COLLATOR_METHODS``, where the
+# command line reads them without importing numpy). Each one's batch (its views and how each is
+# masked, filled and labelled) is the core's ``Method::shape`` (rust/core/src/collate/method.rs);
+# the numbers (rates, lengths, whole words, crop, the generator's fill) are the paper's, declared
+# once in ``dense_pt.config.defaults.objectives`` and read by ``paper_settings``. For simlm /
+# enc-dec-rtd the two views are the generator's inputs (filled as ``generator_fill``), and
+# ``original_ids`` comes with the batch: the device samples the replacements (SimLM eq. 1).
+METHODS = COLLATOR_METHODS
 
 
 def paper_settings(method: str, paper: str | None = None) -> dict[str, Any]:
-    """The collator settings ``method`` takes from its paper (``dense_pt.config.defaults.objectives``)."""
+    """The collator settings ``method`` takes from its paper (``dense_pt.config.defaults.objectives``),
+    under their own names: the objective's options the collator shares, and ``max_length``."""
     from dense_pt.config.defaults.objectives import profile
 
-    _preset(method)
+    _check_method(method)
     prof = profile(method, paper)
-    out: dict[str, Any] = {"max_length": prof.top["max_length"].value}
-    for ours, theirs in SETTINGS_FROM_OPTIONS.items():
-        if theirs in prof.options:
-            out[ours] = prof.options[theirs].value
-    return out
+    shared = {k: v for k, v in prof.values("options").items() if k in MaskOptions.model_fields}
+    return {"max_length": prof.top["max_length"].value, **shared}
 
 
 class Collator:
@@ -153,7 +67,7 @@ class Collator:
       (masked positions; every content position for ``simlm``; none for ``autoencoder``).
     - ``enc_mask`` [B, L] bool: the encoder's masked positions (every method but ``autoencoder``).
     - ``dec_input_ids``, ``dec_labels`` [B, L]: the decoder view, where there is one:
-      ``cdmae``: its own ``importance_mask`` (p=0.5, sigma=1, the store's importance column) with
+      ``cdmae``: its own ``importance_mask`` (``p_dec``, ``sigma``, the store's importance column) with
       80/10/10 (``dec_fill="mask"`` for all-[MASK]), labels where masked; ``enc-dec-mlm``: nested
       masks 0.3/0.5, 80/10/10 on each view; ``simlm``/``enc-dec-rtd``: the generator's input for
       the decoder's view (``dec_mask`` filled, independently of the encoder's view; labels at every
@@ -168,15 +82,19 @@ class Collator:
       spans of each (uncropped) passage as [CLS] span [SEP]; span j of row b is row b*num_spans+j.
 
     The settings are the fields of ``dense_pt.config.collate.CollatorSettings`` (each default and
-    range written there; a bad or unknown one is a ``ConfigError`` naming it). A setting left
-    ``None`` takes the method's paper default (``paper_settings(method, paper)``,
-    declared in ``dense_pt.config.defaults.objectives``: ``max_length``, the rates, whole words, crop, the
-    generator's fill); every setting can be overridden: ``enc_p``, ``dec_p``, ``sigma``
-    (importance noise), ``enc_fill``/``dec_fill`` ("bert", "mask", "keep"),
-    ``mask_prob``/``random_prob`` (the 80/10 of "bert"), ``whole_word`` (mask whole words using
-    the store's ``word_ids``), ``crop`` ("random" window or "head"), ``pad_to``,
+    range written there; a bad or unknown one is a ``ConfigError`` naming it), given as a model
+    (``settings``: a ``CollatorSettings``, or the objective's ``MethodOptions``, whose masking
+    fields are the collator's under the same names) and/or as keywords over it. A setting left
+    ``None`` takes the method's paper default (``paper_settings(method, paper)``, declared in
+    ``dense_pt.config.defaults.objectives``: ``max_length``, the rates, whole words, crop, the
+    generator's fill); every setting can be overridden: ``p_enc``, ``p_dec``, ``sigma``
+    (importance noise), ``enc_fill``/``dec_fill`` ("bert", "mask", "keep"; over the method's and
+    ``generator_fill``), ``mask_prob``/``random_prob`` (the 80/10 of "bert"), ``whole_word`` (mask
+    whole words using the store's ``word_ids``), ``crop`` ("random" window or "head"), ``pad_to``,
     ``pad_to_multiple_of``, ``importance_column``, ``num_spans``, ``span_min_len``,
     ``span_max_len``; ``paper`` picks another paper's defaults (``condenser``: "simlm").
+    The old keyword names of ``p_enc`` and ``p_dec`` are still accepted, deprecated
+    (``config.collate.RENAMED``).
 
     Randomness: row ``r`` of epoch ``e`` depends only on (seed, e, r) and its content, never on the
     rest of the batch; each view equals the standalone masker in ``dense_pt.masking`` called with
@@ -187,17 +105,13 @@ class Collator:
         self,
         store,
         method: str = "mlm",
-        max_length: int | None = None,
-        seed: int | None = None,
-        **settings: Any,
+        settings: MaskOptions | None = None,
+        **overrides: Any,
     ) -> None:
-        # Each setting's default and range are written once, in CollatorSettings.
-        given = {"max_length": max_length, **({} if seed is None else {"seed": seed}), **settings}
         self.method = method
-        self.settings = _resolve_settings(method, CollatorSettings(**given))
+        self.settings = resolve_settings(method, settings, overrides)
         self._store_path: Path | None = None
-        arrays = self._arrays_from_store(store, method, self.settings)
-        self._setup(arrays)
+        self._setup(self._arrays_from_store(store))
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -211,13 +125,14 @@ class Collator:
         importance: np.ndarray | None = None,
         word_ids: np.ndarray | None = None,
         method: str = "mlm",
-        **settings: Any,
+        settings: MaskOptions | None = None,
+        **overrides: Any,
     ) -> Collator:
         """A collator over raw ragged arrays (the layout of ``CorpusStore.ragged``):
         ``special_tokens`` maps cls/sep/pad/mask (and optionally unk) to ids."""
         self = cls.__new__(cls)
         self.method = method
-        self.settings = _resolve_settings(method, CollatorSettings(**settings))
+        self.settings = resolve_settings(method, settings, overrides)
         if self.settings.whole_word and word_ids is None:
             raise InvalidArgumentError(
                 f"{method} masks whole words (its paper's default): pass word_ids=, or whole_word=False"
@@ -235,93 +150,52 @@ class Collator:
         )
         return self
 
-    def _arrays_from_store(self, store, method: str, settings: CollatorSettings) -> dict:
+    def _arrays_from_store(self, store) -> dict:
+        """The store's columns the settings' views read (importance and word ids only if used)."""
         from dense_pt.data.store import CorpusStore
 
         if isinstance(store, str | Path):
             store = CorpusStore.open(store)
         self._store_path = Path(store.path)
         values, offsets = store.ragged("input_ids")
-        importance_column = settings.importance_column
-        preset = _preset(method)
-        wants_importance = "importance" in (preset.get("enc"), preset.get("dec"))
+        special_tokens = dict(store.special_tokens)
+        native = self._native_collator(store.vocab_size, special_tokens)
+        column = self.settings.importance_column
         importance = None
-        if wants_importance:
-            if not store.has_column(importance_column):
+        if native.needs_importance:
+            if not store.has_column(column):
                 raise InvalidArgumentError(
-                    f"method {method!r} masks by importance but the store {store.path} has no "
-                    f"{importance_column!r} column (columns: {store.column_names}); compute it with "
+                    f"method {self.method!r} masks by importance but the store {store.path} has no "
+                    f"{column!r} column (columns: {store.column_names}); compute it with "
                     "`dense-pt pmi` first"
                 )
-            importance = store.ragged(importance_column)[0]
-        word_ids = store.ragged("word_ids")[0] if settings.whole_word else None
+            importance = store.ragged(column)[0]
+        word_ids = store.ragged("word_ids")[0] if native.needs_word_ids else None
         return {
             "values": values,
             "offsets": offsets,
             "importance": importance,
             "word_ids": word_ids,
             "vocab_size": store.vocab_size,
-            "special_tokens": store.special_tokens,
+            "special_tokens": special_tokens,
         }
 
-    def _setup(self, arrays: dict) -> None:
-        s = self.settings
-        method = self.method
-        preset = _preset(method)
-        specials = arrays["special_tokens"]
-        missing = [r for r in ("cls", "sep", "pad", "mask") if r not in specials]
+    def _native_collator(self, vocab_size: int, special_tokens: Mapping[str, int]) -> Any:
+        """The core's collator of ``self.method``: it reads each setting by its field name."""
+        missing = [r for r in ("cls", "sep", "pad", "mask") if r not in special_tokens]
         if missing:
             raise InvalidArgumentError(f"special_tokens lacks {missing}")
-        self.vocab_size = int(arrays["vocab_size"])
-        self.special_tokens = {k: int(v) for k, v in specials.items()}
-        self.max_length = int(s.max_length)  # type: ignore[arg-type]  # resolved: the paper's when not given
-        self.epoch = 0
-
-        def mask(kind, p_override):
-            if kind is None:
-                return None
-            return (kind, float(p_override), float(s.sigma or 0.0), bool(s.whole_word))
-
-        def fill(name: str, default: str):
-            f = getattr(s, name) or default
-            return {
-                "bert": (float(s.mask_prob or 0.0), float(s.random_prob or 0.0)),
-                "mask": (1.0, 0.0),
-                "keep": None,
-            }[f]
-
-        decoder = preset["decoder"]
-        enc = mask(preset.get("enc"), s.enc_p)
-        dec = mask(preset.get("dec"), s.dec_p)
-        spans = None
-        if preset.get("spans"):
-            top = self.max_length - 2 if s.span_max_len is None else s.span_max_len
-            spans = (min(s.span_min_len, top), top, s.num_spans)
-        self.seed = s.seed
-        assert s.crop is not None  # resolved: every method's paper declares its crop
-        self._native = _native.Collator(
-            max_length=self.max_length,
-            cls_id=self.special_tokens["cls"],
-            sep_id=self.special_tokens["sep"],
-            pad_id=self.special_tokens["pad"],
-            mask_id=self.special_tokens["mask"],
-            vocab_size=self.vocab_size,
-            seed=self.seed,
-            special_ids=sorted(set(self.special_tokens.values())),
-            crop=s.crop,
-            pad_to_max=s.pad_to == "max_length",
-            pad_to_multiple_of=s.pad_to_multiple_of,
-            enc_mask=enc,
-            enc_fill=fill("enc_fill", preset["enc_fill"]),
-            enc_labels=preset["enc_labels"],
-            decoder=decoder,
-            dec_mask=dec if decoder == "independent" else None,
-            p_dec=dec[1] if dec is not None else 0.0,
-            dec_fill=fill("dec_fill", preset.get("dec_fill", "keep")),
-            dec_labels=preset.get("dec_labels", "masked"),
-            spans=spans,
-            return_original=bool(s.return_original or preset.get("original", False)),
+        return _native.Collator(
+            self.method, self.settings, vocab_size=int(vocab_size), special_tokens=special_tokens
         )
+
+    def _setup(self, arrays: dict) -> None:
+        self.vocab_size = int(arrays["vocab_size"])
+        self.special_tokens = {k: int(v) for k, v in arrays["special_tokens"].items()}
+        self._native = self._native_collator(self.vocab_size, self.special_tokens)
+        self.max_length = int(self.settings.max_length)  # type: ignore[arg-type]  # resolved: the paper's
+        self.seed = self.settings.seed
+        self.epoch = 0
         self._values = np.ascontiguousarray(arrays["values"])
         self._offsets = np.ascontiguousarray(arrays["offsets"], dtype=np.int64)
         imp = arrays["importance"]
@@ -383,29 +257,35 @@ class Collator:
         self.method, self.settings = state["method"], state["settings"]
         self._store_path = state["store_path"]
         if self._store_path is not None:
-            arrays = self._arrays_from_store(self._store_path, self.method, self.settings)
+            arrays = self._arrays_from_store(self._store_path)
         else:
             arrays = state["arrays"]
         self._setup(arrays)
         self.epoch = state["epoch"]
 
 
-# Settings a method's paper does not declare (sigma outside cdmae, the fill of the auto-encoder's
-# absent encoder mask, ...): unused by its views, given a neutral value.
-_UNUSED = {"whole_word": False, "sigma": 0.0, "mask_prob": 1.0, "random_prob": 0.0}
+def resolve_settings(
+    method: str, settings: MaskOptions | None = None, overrides: Mapping[str, Any] | None = None
+) -> CollatorSettings:
+    """``settings`` (a ``CollatorSettings``, or ``MethodOptions``: the masking fields, by name) with
+    ``overrides`` over it, each setting left ``None`` taken from the method's paper."""
+    _check_method(method)
+    if settings is not None and not isinstance(settings, MaskOptions):
+        raise InvalidArgumentError(
+            f"settings must be a CollatorSettings or MethodOptions, got {type(settings).__name__} "
+            "(give max_length= and the others by name)"
+        )
+    own = CollatorSettings.model_fields
+    given = {} if settings is None else settings.model_dump(exclude_none=True, include=set(own))
+    merged = CollatorSettings(**{**given, **(overrides or {})})
+    paper = paper_settings(method, merged.paper)
+    return merged.model_copy(update={k: v for k, v in paper.items() if getattr(merged, k) is None})
 
 
-def _resolve_settings(method: str, given: CollatorSettings) -> CollatorSettings:
-    """``given`` with each setting left None taken from the method's paper (or ``_UNUSED``)."""
-    base = {**_UNUSED, **paper_settings(method, given.paper)}
-    return given.model_copy(update={k: base[k] for k, v in given if v is None and k in base})
-
-
-def _preset(method: str) -> dict[str, Any]:
-    try:
-        return PRESETS[method]
-    except KeyError:
-        raise InvalidArgumentError(f"unknown method {method!r}; expected one of {list(METHODS)}") from None
+def _check_method(method: str) -> str:
+    if method not in METHODS:
+        raise InvalidArgumentError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+    return method
 
 
 def preview(
@@ -453,4 +333,4 @@ def preview(
     return result
 
 
-__all__ = ["METHODS", "PRESETS", "SETTINGS_FROM_OPTIONS", "Collator", "paper_settings", "preview"]
+__all__ = ["METHODS", "Collator", "paper_settings", "preview", "resolve_settings"]

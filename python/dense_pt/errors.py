@@ -119,6 +119,11 @@ def already_exists(path: str | Path, message: str) -> AlreadyExistsError:
     return err
 
 
+class DivergedError(DensePtError, FloatingPointError):
+    """Training produced a loss (or weights) that is not a finite number: the run stops before
+    saving anything non-finite, naming the step, the loss and the setting to change."""
+
+
 class InternalError(DensePtError, RuntimeError):
     """A bug in dense-pt (for instance a panic in the Rust core): the message says so and what
     failed; it is never the user's fault, and the process stays usable."""
@@ -140,6 +145,7 @@ __all__ = [
     "DataWarning",
     "DensePtError",
     "DensePtIOError",
+    "DivergedError",
     "FormatError",
     "InternalError",
     "InvalidArgumentError",

@@ -49,7 +49,7 @@ _WRITE_ERRNOS = {
 _WRITE_FAILURE_TEXT = re.compile(
     r"no space left on device|file too large|disk quota exceeded|read-only file system|"
     r"file write failed|os error (?:28|27|122|30)\b|errno (?:28|27|122|30)\b|"
-    r"\d+ requested and \d+ written",
+    r"\d+ requested and \d+ written|enforce fail at inline_container\.cc",
     re.IGNORECASE,
 )
 
@@ -63,18 +63,16 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 
 # ---- names -----------------------------------------------------------------------------------
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-
-
-def check_name(name: str, what: str, reserved: tuple[str, ...] = ()) -> str:
+def check_name(name: str, what: str, reserved: tuple[str, ...] = (), plain: bool = False) -> str:
     """``name`` if it is a plain identifier (ASCII letters, digits, ``_``; not starting with a
-    digit; at most 100 characters) and not reserved. Every user-given name that becomes part of a
-    file name goes through here, so ``../evil`` never leaves the folder it is meant for."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidArgumentError(
-            f"{what} must be a plain identifier (letters, digits and _, not starting with a digit), "
-            f"got {name!r}"
-        )
+    digit; at most 100 characters; with ``plain``: ``-`` and ``.`` too, see
+    ``dense_pt.config.names``) and not reserved. Every user-given name that becomes part of a file
+    name goes through here, so ``../evil`` never leaves the folder it is meant for."""
+    from dense_pt.config.names import IDENTIFIER, PLAIN_NAME, name_problem
+
+    problem = name_problem(name, PLAIN_NAME if plain else IDENTIFIER)
+    if problem is not None:
+        raise InvalidArgumentError(f"{what} {problem}")
     if name in reserved:
         raise InvalidArgumentError(f"{what} {name!r} is reserved (reserved: {', '.join(reserved)})")
     return name
@@ -196,8 +194,10 @@ def write_error(exc: BaseException, target: str | Path, temps: tuple[Path, ...] 
         if code is None and re.search(r"file too large", str(exc), re.IGNORECASE):
             code = _errno.EFBIG
     reason = os.strerror(code) if code else str(exc)
-    if not code and re.search(r"requested and \d+ written", str(exc)):  # numpy's short fwrite
-        reason = f"the write stopped short ({exc}): the disk is full or a file size limit was reached"
+    if not code and re.search(r"requested and \d+ written|enforce fail at inline_container", str(exc)):
+        # numpy's short fwrite; torch.save's zip writer ("unexpected pos 704 vs 598")
+        detail = str(exc).splitlines()[0]
+        reason = f"the write stopped short ({detail}): the disk is full or a file size limit was reached"
     for t in temps:
         reason = reason.replace(str(t), str(target))
     return io_error(code, f"cannot write {target}: {reason}", target)
@@ -266,10 +266,13 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
     """Build a directory under a temporary sibling name and rename it into place on success.
 
-    With ``force`` an existing directory is replaced only after the new one is complete.
-    """
+    With ``force`` an existing directory is replaced only after the new one is complete. A
+    symbolic link to a folder is followed: the new folder takes its target's place (the link, and
+    the disk it points to, stay)."""
     path = Path(path)
-    if path.exists() and not force:
+    if path.is_symlink() and path.is_dir():
+        path = Path(os.path.realpath(path))
+    if os.path.lexists(path) and not force:
         raise already_exists(path, f"{path} already exists (use --force to replace it)")
     _mkdir_parent(path)
     tmp = temp_path(path, "partial")
@@ -277,15 +280,126 @@ def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
         with writing(path, (tmp,)):
             os.mkdir(tmp, 0o777)
             yield tmp
-            if path.exists():
+            if os.path.lexists(path):
                 old = temp_path(path, "old")
                 os.replace(path, old)
                 os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
+                remove_tree(old)
             else:
                 os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a folder dense-pt wrote (or a file, or a symbolic link: the link only, never what it
+    points to); a missing path is not an error."""
+    path = Path(path)
+    if path.is_symlink() or (os.path.lexists(path) and not path.is_dir()):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- what dense-pt may replace ---------------------------------------------------------------
+# dense-pt deletes or replaces only what it can prove it wrote: a folder that carries its mark
+# (OWNER_FILE, naming the command that wrote it) or, for older folders, the command's own manifest
+# (``proof``); a pipeline stage's folder, its manifest with its fingerprint. A non-empty folder it
+# did not write, and any existing file (a single file carries no mark), are refused unless the
+# user passes --force.
+OWNER_FILE = ".dense-pt.json"
+
+
+def folder_owner(folder: str | Path) -> str | None:
+    """The dense-pt command whose mark ``folder`` carries, or None (no mark, or not ours)."""
+    mark = Path(folder) / OWNER_FILE
+    try:
+        if mark.is_symlink() or mark.stat().st_size > 4096:
+            return None
+        data = json.loads(mark.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        isinstance(data, dict)
+        and data.get("written_by") == "dense-pt"
+        and isinstance(data.get("command"), str)
+    ):
+        return data["command"]
+    return None
+
+
+def _is_empty(folder: Path) -> bool:
+    """No entry but dense-pt's own temporaries (another process of the same command may be
+    writing the mark right now: torchrun's ranks claim the folder together)."""
+    with os.scandir(folder) as entries:
+        return all(_owner_of(e.name) is not None for e in entries)
+
+
+def check_output_file(path: str | Path, force: bool = False) -> Path:
+    """Refuse to replace an existing ``path`` unless ``force``: dense-pt cannot prove it wrote a
+    single file (a TREC run, a table, a PNG). Checked before any work."""
+    path = Path(path)
+    if path.is_dir():
+        raise io_error(_errno.EISDIR, f"cannot write {path}: it is a folder, expected a file name", path)
+    if os.path.lexists(path) and not force:
+        raise already_exists(path, f"{path} already exists (use --force to replace it)")
+    return path
+
+
+def check_output_dir(
+    path: str | Path, command: str, force: bool = False, proof: tuple[str, ...] = ()
+) -> bool:
+    """Whether dense-pt ``command`` may write into folder ``path``: it does not exist, is empty,
+    carries ``command``'s mark, or (a folder written before the marks) holds one of ``proof``;
+    anything else is refused unless ``force``. True when ``path`` exists. Writes nothing."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return False
+    if not path.is_dir():
+        raise io_error(_errno.ENOTDIR, f"cannot write {path}: it is a file, expected a folder", path)
+    if force or _is_empty(path):
+        return True
+    owner = folder_owner(path)
+    if owner == command or (owner is None and any(os.path.lexists(path / p) for p in proof)):
+        return True
+    if owner is not None:
+        why = f"{path} was written by dense-pt {owner}, not {command}"
+    else:
+        why = f"{path} is not empty and dense-pt did not write it (it has no {OWNER_FILE})"
+    raise already_exists(path, f"{why}: choose another folder, or pass --force to write into it")
+
+
+def mark_output_dir(path: str | Path, command: str) -> None:
+    """Create folder ``path`` if needed and mark it as written by ``command``."""
+    path = Path(path)
+    if folder_owner(path) == command:
+        return
+    write_json_atomic(path / OWNER_FILE, {"written_by": "dense-pt", "command": command})
+
+
+@contextlib.contextmanager
+def output_dir(
+    path: str | Path, command: str, force: bool = False, proof: tuple[str, ...] = ()
+) -> Iterator[Path]:
+    """Claim folder ``path`` for ``command`` (``check_output_dir``), mark it, and run the block;
+    when the block fails before writing anything but the mark, the folder is left as it was (one
+    this call created is removed, the mark taken out of one that was empty): a refused input
+    leaves nothing behind."""
+    path = Path(path)
+    existed = check_output_dir(path, command, force, proof)
+    was_empty = existed and _is_empty(path)
+    mark_output_dir(path, command)
+    try:
+        yield path
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if [e.name for e in os.scandir(path)] == [OWNER_FILE]:
+                if not existed:
+                    shutil.rmtree(path)
+                elif was_empty:
+                    (path / OWNER_FILE).unlink()
         raise
 
 

@@ -1,5 +1,5 @@
 """The one progress display of every long command (corpus build, pmi build/merge, encode, search,
-bm25, mine-negatives, training, pre-training, expansion, the pipeline's stages).
+bm25, negatives mine, training, pre-training, expansion, the pipeline's stages).
 
 A task runs in named phases; for each phase the display says when it starts and, when it ends,
 how much it did and how long it took. In between, with a rate and (when the total is known) an ETA:

@@ -9,36 +9,47 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
-import typer.core
 
 from dense_pt import __version__
 from dense_pt.errors import DensePtError, InvalidArgumentError
 
-
-def _flag_type(self, ctx):
-    """Typer's help shows `--force <bool>` as if a flag took a value: show no type for flags."""
-    return None if self.is_flag else _option_type(self, ctx)
-
-
-# Cosmetic, on a typer internal that older typer (0.16, the lower bound) lacks: there help keeps the type.
-_option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
-if _option_type is not None:
-    typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
-
+# Only typer's public API: no typer or click internal is patched (a test keeps it so). Flags show no
+# type through their metavar (``options.flag``); choices are Enums (``options.choice_type``).
 app = typer.Typer(
     name="dense-pt",
     help="Pre-train and fine-tune dense passage retrievers.",
     epilog="Results (runs, JSON, tables) go to stdout; status, progress and errors to stderr "
     "($DENSE_PT_LOG: debug, info, warning, error). Exit codes: 0 done, 1 an error in the data or "
-    "the system, 2 a usage error, 130 interrupted.",
+    "the system, 2 a usage error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: commands, options, choices
     pretty_exceptions_enable=False,
 )
+
+# The command names: `dense-pt [GROUP] VERB`. A top-level command is one step of the pipeline,
+# named by what it does (`pretrain`, `encode`, `search`, `fuse`, `score`, `evaluate`; `bm25` by its
+# method); a group is named for the thing its commands act on (`corpus`, `pmi`, `mask`,
+# `negatives`, `pipeline`, `study`) and its commands are verbs (`build`, `inspect`, `mine`,
+# `export`, `run`), hyphenated with their object when it is not the group's (`corpus
+# train-tokenizer`); `train` groups the training stages by what they train. An old name stays a
+# hidden alias (ALIASES): it works as before and is not listed or completed.
+ALIASES: dict[str, tuple[str, ...]] = {}  # old top-level name -> the command's path now
+
+
+def alias(group: typer.Typer, old: str, fn: Callable[..., Any], now: tuple[str, ...]) -> None:
+    """Keep ``old`` (a name the command had) working on ``group``: the same command, hidden from
+    ``--help`` and from completion, its help ending with its name now."""
+    ALIASES[old] = now
+    group.command(old, hidden=True, epilog=f"The old name of `dense-pt {' '.join(now)}`, kept working.")(fn)
+
 
 # Command-group modules, in pipeline order. Only groups that work are listed here.
 GROUPS = [
@@ -67,11 +78,11 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug messages too.", metavar=""),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="Warnings and errors only: no status lines, no progress."
+        False, "--quiet", "-q", help="Warnings and errors only: no status lines, no progress.", metavar=""
     ),
 ) -> None:
     """dense-pt: bottleneck pre-training (SimLM, CDMAE, SEED) and multi-stage fine-tuning."""
@@ -114,6 +125,39 @@ def command_path(argv: list[str]) -> tuple[str, ...]:
     return tuple(path)
 
 
+ROOT_FLAGS = ("-q", "--quiet", "-v", "--verbose")
+
+
+def hoist_root_flags(argv: list[str]) -> list[str]:
+    """``dense-pt encode ... -q`` read as ``dense-pt -q encode ...``: the root's ``-q`` / ``-v`` may
+    come anywhere before ``--``, unless the command has an option of that name itself
+    (``pipeline run --quiet``: its progress bars). Values of the command's options are skipped."""
+    if not any(a in ROOT_FLAGS for a in argv[1:]):
+        return argv
+    node = typer.main.get_command(app)
+    for name in command_path(argv):
+        node = node.commands[name]  # type: ignore[attr-defined]
+    own = {o for p in getattr(node, "params", []) for o in (*p.opts, *p.secondary_opts)}
+    takes_value = {o for p in getattr(node, "params", []) if not getattr(p, "is_flag", True) and p.nargs != 0
+                   for o in p.opts}  # fmt: skip
+    hoisted: list[str] = []
+    rest: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            rest += [word, *words]
+            break
+        if word in ROOT_FLAGS and word not in own:
+            hoisted.append(word)
+            continue
+        rest.append(word)
+        if word in takes_value:  # its value, even if it looks like -q
+            value = next(words, None)
+            if value is not None:
+                rest.append(value)
+    return hoisted + rest
+
+
 # click's usage errors, from typer's own copy of click (typer >= 0.26 vendors it) and from click.
 USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
     {c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"}
@@ -125,9 +169,25 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _interrupted() -> None:
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `kill`, Slurm and other schedulers send), raised where the program is, like
+    Ctrl-C: every ``finally`` and cleanup runs (temporaries removed), then one line and exit 143."""
+
+
+_terminated: list[bool] = []  # set by the handler: typer turns the exception into Exit(130)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _terminated.append(True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the cleanup ends it at once
+    raise Terminated()
+
+
+def _interrupted(exc: BaseException | None = None) -> None:
     hint = RESUMABLE.get(command_path(sys.argv[1:]))
-    _fail("interrupted" + (f"; {hint}" if hint else ""), 130)
+    terminated = bool(_terminated) or isinstance(exc, Terminated)
+    what, code = ("terminated (SIGTERM)", 143) if terminated else ("interrupted", 130)
+    _fail(what + (f"; {hint}" if hint else ""), code)
 
 
 def exit_code(exc: BaseException) -> int:
@@ -135,29 +195,95 @@ def exit_code(exc: BaseException) -> int:
     return 2 if isinstance(exc, InvalidArgumentError) else 1
 
 
+def _not_utf8_argument() -> str | None:
+    """The first command-line argument that is not UTF-8 (a latin-1 file name), as its bytes."""
+    for arg in sys.argv[1:]:
+        if any(0xDC80 <= ord(c) <= 0xDCFF for c in arg):  # how Python keeps undecodable bytes
+            return os.fsencode(arg).decode("utf-8", errors="backslashreplace")
+    return None
+
+
+def resource_message(exc: BaseException) -> str | None:
+    """One line for a failure of the machine's resources rather than of dense-pt: out of memory
+    (Python's, Arrow's, torch's, CUDA's), threads that could not start (a Rust library's thread
+    pool, Arrow's workers) under a memory or process limit (``ulimit -v`` / ``-u``), a file name
+    that is not UTF-8. None for anything else."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError) or name == "OutOfMemoryError" or "can't allocate memory" in text:
+        return (
+            f"out of memory ({text}): the process reached the memory it may use (the machine's, "
+            "`ulimit -v`, or the job's limit); raise the limit, or lower the batch size or --threads"
+        )
+    threads = ("ThreadPoolBuildError", "Resource temporarily unavailable", "can't start new thread",
+               "Failed to launch worker thread")  # fmt: skip
+    if any(t in text for t in threads):
+        return (
+            f"could not start worker threads ({text}): a memory or process limit (`ulimit -v` / "
+            "`ulimit -u`) leaves no room for them; raise it, or use fewer threads ($RAYON_NUM_THREADS, "
+            "--threads)"
+        )
+    if isinstance(exc, UnicodeEncodeError) and "surrogates not allowed" in text:
+        arg = _not_utf8_argument()
+        if arg is not None:
+            return (
+                f"{arg}: the file name is not UTF-8 text: dense-pt records paths in its manifests "
+                "and hands them to libraries as UTF-8; rename the file (or folder)"
+            )
+    return None
+
+
 def main() -> None:
     """Entry point. Exit codes: 0 done; 2 usage (unknown option, a value out of range:
     InvalidArgumentError); 1 an error in the data or the system (any other DensePtError, an
-    OSError), one line naming the file, line or option; 130 on Ctrl-C, with one line; any other
-    exception is a bug: one line, and the traceback only with $DENSE_PT_DEBUG set."""
+    OSError, out of memory), one line naming the file, line or option; 130 on Ctrl-C and 143 on
+    SIGTERM, with one line, after the command's cleanup; any other exception (a panic in a
+    library included) is a bug: one line, and the traceback only with $DENSE_PT_DEBUG set."""
+    _terminated.clear()
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous in (signal.SIG_DFL, _on_sigterm) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        _run()
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run() -> None:
+    try:
+        sys.argv[1:] = hoist_root_flags(sys.argv[1:])
         rv = app(standalone_mode=False)
     except USAGE_ERRORS as exc:  # usage: unknown option, invalid value, missing argument
         exc.show()  # type: ignore[attr-defined]
         sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-    except (typer.Abort, KeyboardInterrupt):
-        _interrupted()
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        _interrupted(exc)
     except DensePtError as exc:
         _fail(f"error: {exc}", exit_code(exc))
     except OSError as exc:
         from dense_pt.errors import from_os_error
 
         _fail(f"error: {from_os_error(exc)}", 1)
-    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
-        if os.environ.get(DEBUG_ENV):
-            traceback.print_exc()
-        detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-        _fail(f"internal error: {detail} (set {DEBUG_ENV}=1 for the traceback)", 1)
+    except BaseException as exc:  # a bug, a panic in a library, or the machine's limits
+        if isinstance(exc, SystemExit | GeneratorExit):
+            raise
+        _unexpected(exc)
     if rv == 130:  # typer turns Ctrl-C inside a command into Exit(130)
         _interrupted()
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _unexpected(exc: BaseException) -> None:
+    """One line for an exception nobody planned for: the machine's limits (exit 1), else a bug,
+    a Rust panic raised inside a library (pyo3's PanicException is a BaseException) included."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc)
+    resource = resource_message(exc)
+    if resource is not None:
+        _fail(f"error: {resource}", 1)
+    detail = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    if type(exc).__name__ == "PanicException":
+        module = type(exc).__module__
+        detail = f"a library panicked ({module}): {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+    _fail(f"internal error: {detail} (set {DEBUG_ENV}=1 for the traceback)", 1)

@@ -6,21 +6,24 @@ import contextlib
 import warnings
 from collections.abc import Container, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import typer
 
 from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    choices,
     config_option,
+    flag,
     load_settings,
     model_options,
     set_option,
     split,
     with_model_options,
 )
-from dense_pt.config.corpus import MAX_RECORD_HELP, CorpusSettings
+from dense_pt.cli.output import emit, json_option
+from dense_pt.config.corpus import MAX_RECORD_HELP, CorpusFormat, CorpusSettings
 from dense_pt.progress import Progress
 
 corpus_app = typer.Typer(
@@ -29,6 +32,7 @@ corpus_app = typer.Typer(
 app.add_typer(corpus_app, name="corpus")
 
 KINDS = ("corpus", "queries", "qrels", "run")
+# Imports stay light here (`dense-pt --help`): the formats come from the config, not dense_pt.data.
 
 
 def record_bytes(mb: float | None) -> int | None:
@@ -64,7 +68,8 @@ def build(
         ..., "--tokenizer", "-t", help="A tokenizer.json or a local HF model folder."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even if an up-to-date store exists."),
+    force: bool = flag("--force", help="Rebuild even if an up-to-date store exists."),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -86,17 +91,23 @@ def build(
             progress=lambda done: progress.update("tokenizing", done),
             **settings,
         )
+    m = res.store.manifest
+    result = {"out": out, "built": res.built, "passages": len(res.store), "tokens": m["num_tokens"],
+              "truncated": res.truncated if res.built else m.get("truncated"), "max_length": m.get("max_length"),
+              "max_length_source": m.get("max_length_source", "given"), "seconds": res.seconds}  # fmt: skip
+    emit(result, as_json, lambda: logs.status(_build_line(out, res)))
+
+
+def _build_line(out: Path, res: Any) -> str:
     if not res.built:
-        logs.status(
+        return (
             f"{out} is up to date ({len(res.store):,} passages; same source, tokenizer and "
             "max length): nothing to do (use --force to rebuild)"
         )
-        return
     m = res.store.manifest
-    limit = m.get("max_length")
-    logs.status(
+    return (
         f"wrote {out}: {res.passages:,} passages, {m['num_tokens']:,} tokens, "
-        f"{res.truncated:,} truncated (max length {limit or 'none'}, "
+        f"{res.truncated:,} truncated (max length {m.get('max_length') or 'none'}, "
         f"{m.get('max_length_source', 'given')}), {res.seconds:.1f} s "
         f"({res.passages_per_s:,.0f} passages/s)"
     )
@@ -109,20 +120,14 @@ corpus_app.command("build")(with_model_options(build, model_options(BUILD)))
 @corpus_app.command("info")
 def info(
     store: Path = typer.Argument(..., help="A corpus store folder."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    verify: bool = typer.Option(
-        False,
+    as_json: bool = json_option(),
+    verify: bool = flag(
         "--verify",
         help="Hash every file of the store against its manifest checksum, even when it was "
         "verified before (columns included).",
     ),
 ) -> None:
     """Rows, tokens, length percentiles, columns and provenance of a store."""
-    import json
-
-    from rich.console import Console
-    from rich.table import Table
-
     from dense_pt.data.build import corpus_info
     from dense_pt.data.store import CorpusStore
 
@@ -130,9 +135,13 @@ def info(
     if verify:
         opened.verify_columns()
     summary = corpus_info(opened)
-    if json_out:
-        typer.echo(json.dumps(summary, indent=2))
-        return
+    emit(summary, as_json, lambda: _print_info(summary, verify))
+
+
+def _print_info(summary: dict[str, Any], verify: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"corpus store {summary['path']}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -164,16 +173,16 @@ def info(
 
 
 @corpus_app.command("train-tokenizer")
+@choices(format=get_args(CorpusFormat))
 def train_tokenizer(
     corpus: Path = typer.Argument(..., help="Corpus file or BEIR folder."),
     out: Path = typer.Option(..., "--out", "-o", help="tokenizer.json to write."),
     vocab_size: int = typer.Option(8000, help="Vocabulary size, special tokens included."),
-    format: str | None = typer.Option(
-        None, "--format", help="jsonl | tsv | parquet | arrow (default: detect)."
-    ),
-    cased: bool = typer.Option(False, "--cased", help="Keep case (default: lowercase, strip accents)."),
+    format: str | None = typer.Option(None, "--format", help="The corpus file's format (default: detect)."),
+    cased: bool = flag("--cased", help="Keep case (default: lowercase, strip accents)."),
     min_frequency: int = typer.Option(2, help="Minimum pair frequency for a merge."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    force: bool = flag("--force", help="Overwrite an existing file."),
+    as_json: bool = json_option(),
 ) -> None:
     """Train a BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK]) on a corpus."""
     from dense_pt.data.build import train_tokenizer_on_corpus
@@ -188,26 +197,28 @@ def train_tokenizer(
             min_frequency=min_frequency,
             force=force,
         )
-    logs.status(f"wrote {out}: {tok.get_vocab_size():,} tokens")
+    size = tok.get_vocab_size()
+    emit({"out": out, "vocab_size": size}, as_json, lambda: logs.status(f"wrote {out}: {size:,} tokens"))
 
 
 @corpus_app.command("check")
+@choices(kind=KINDS)
 def check(
     path: Path = typer.Argument(..., help="File to validate."),
-    kind: str = typer.Option("corpus", "--kind", "-k", help="corpus | queries | qrels | run"),
-    format: str | None = typer.Option(None, "--format", help="Override format detection."),
+    kind: str = typer.Option("corpus", "--kind", "-k", help="What the file holds."),
+    format: str | None = typer.Option(
+        None, "--format", help="Override format detection (the kind's readers name the formats they take)."
+    ),
     queries: Path | None = typer.Option(None, help="Queries file: qrels ids are checked against it."),
     corpus: Path | None = typer.Option(None, help="Corpus file or store: qrels ids are checked against it."),
-    strict: bool = typer.Option(False, "--strict", help="A judgement for an unknown id is an error."),
+    strict: bool = flag("--strict", help="A judgement for an unknown id is an error."),
     max_record_mb: float | None = typer.Option(None, "--max-record-mb", help=MAX_RECORD_HELP),
+    as_json: bool = json_option(),
 ) -> None:
     """Read a whole input file and report the first problem (file:line: what was expected)."""
     from dense_pt.data.judgements import read_qrels, read_run
     from dense_pt.data.readers import read_corpus, read_queries
-    from dense_pt.errors import InvalidArgumentError
 
-    if kind not in KINDS:
-        raise InvalidArgumentError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     limit = record_bytes(max_record_mb)
     with data_warnings():
         if kind == "corpus":
@@ -220,7 +231,13 @@ def check(
             qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None
             n = sum(1 for _ in read_qrels(path, format, qids, pids, strict=strict, max_record_bytes=limit))
-    typer.echo(f"{path}: ok, {n:,} {kind if kind != 'corpus' else 'passages'}")
+    what = {"corpus": "passages", "queries": "queries", "qrels": "judgements", "run": "run lines"}[kind]
+    if n == 0:  # an empty (or blank) file is no corpus: every command that reads it would fail later
+        from dense_pt.errors import FormatError
+
+        raise FormatError(f"holds no {what} (the file is empty or blank)", path=path)
+    result = {"path": path, "kind": kind, "ok": True, "records": n, "unit": what}
+    emit(result, as_json, lambda: typer.echo(f"{path}: ok, {n:,} {what}"))
 
 
 def _corpus_ids(path: Path) -> Container[str]:

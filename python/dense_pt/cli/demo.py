@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.cli.options import flag
+from dense_pt.cli.output import emit, json_option
 from dense_pt.demo.context import DEMO_THREADS
 
 
@@ -14,9 +16,12 @@ from dense_pt.demo.context import DEMO_THREADS
 def demo(
     out: Path = typer.Option(Path("demo-output"), "--out", "-o", help="Folder for the demo's artifacts."),
     corpus: Path | None = typer.Option(None, help="Run on this BEIR folder instead of the demo corpus."),
-    force: bool = typer.Option(False, "--force", help="Redo every stage, even those that are up to date."),
-    with_expansion: bool = typer.Option(
-        False,
+    force: bool = flag(
+        "--force",
+        help="Redo every stage, even those that are up to date; also write into a non-empty folder "
+        "the demo did not write.",
+    ),
+    with_expansion: bool = flag(
         "--with-expansion",
         help="Add an LLM document-expansion stage (SmolLM2 when installed), then a short contrastive "
         "pre-training on its queries.",
@@ -26,6 +31,7 @@ def demo(
         min=0,
         help="Torch threads (0: torch's default, one per core). One is faster on a busy machine.",
     ),
+    as_json: bool = json_option(),
 ) -> None:
     """Run the pipeline end to end on a small generated corpus (fictional DEMO DATA) with a tiny model."""
     from dense_pt.cli.corpus import data_warnings
@@ -37,4 +43,6 @@ def demo(
 
         stages = [*STAGES, ("expansion", stage_expansion), ("pretrain-expanded", stage_pretrain_expanded)]
     with data_warnings():
-        run_demo(out=out, corpus=corpus, force=force, stages=stages, threads=threads)
+        report = run_demo(out=out, corpus=corpus, force=force, stages=stages, threads=threads,
+                          print_summary=not as_json)  # fmt: skip
+    emit(report, as_json)

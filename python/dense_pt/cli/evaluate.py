@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,14 @@ from dense_pt.cli.options import (
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.evaluation import EvalSettings
 
 
 def evaluate(
     run: Path = typer.Argument(..., help="Run file: Arrow, or TREC text (qid Q0 docid rank score tag)."),
     qrels: Path = typer.Option(..., "--qrels", help="Qrels: TREC 'qid 0 docid rel' or BEIR tsv."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (measures + settings)."),
+    as_json: bool = json_option(),
     answers: Path | None = typer.Option(
         None, help="JSONL {_id, answers}: also report answer-string recall@k (needs --corpus)."
     ),
@@ -66,21 +66,23 @@ app.command()(with_model_options(evaluate, model_options(EVAL, flags={"measures"
 
 
 def _print_result(result: Any, comparison: dict[str, Any] | None, as_json: bool) -> None:
-    """The measures (and the comparison with a baseline) on stdout: one JSON object, or a table."""
-    if as_json:
-        out = result.to_json()
-        if comparison is not None:
-            out["comparison"] = {name: c.to_json() for name, c in comparison.items()}
-        typer.echo(json.dumps(out, sort_keys=False))
-    else:
-        for name, value in result.measures.items():
-            c = comparison.get(name) if comparison else None
-            vs = f"   vs baseline {c.baseline_mean:.4f}: {c.describe()}" if c else ""
-            typer.echo(f"{name:<18} {value:.4f}{vs}")
-        if comparison:
-            typer.echo(f"# comparison: {next(iter(comparison.values())).test}; bootstrap over queries")
-        for key, value in result.settings.items():
-            typer.echo(f"# {key}: {value}")
-        missing = result.settings["judged_queries_without_results"]
-        if missing:
-            typer.echo(f"# note: {missing} judged queries have no results in the run; each counts as zero")
+    """The measures (and the comparison with a baseline) on stdout: one JSON object (the measures,
+    the settings and the comparison), or a table."""
+    out = result.to_json()
+    if comparison is not None:
+        out["comparison"] = {name: c.to_json() for name, c in comparison.items()}
+    emit(out, as_json, lambda: _print_table(result, comparison))
+
+
+def _print_table(result: Any, comparison: dict[str, Any] | None) -> None:
+    for name, value in result.measures.items():
+        c = comparison.get(name) if comparison else None
+        vs = f"   vs baseline {c.baseline_mean:.4f}: {c.describe()}" if c else ""
+        typer.echo(f"{name:<18} {value:.4f}{vs}")
+    if comparison:
+        typer.echo(f"# comparison: {next(iter(comparison.values())).test}; bootstrap over queries")
+    for key, value in result.settings.items():
+        typer.echo(f"# {key}: {value}")
+    missing = result.settings["judged_queries_without_results"]
+    if missing:
+        typer.echo(f"# note: {missing} judged queries have no results in the run; each counts as zero")

@@ -10,13 +10,16 @@ import typer
 
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.expand import ExpandSettings, SamplingSettings
 from dense_pt.errors import InvalidArgumentError
 
@@ -34,6 +37,8 @@ def expand_cmd(
     out: Path = typer.Option(
         ..., "--out", "-o", help="Queries folder (Parquet shards); re-running resumes it."
     ),
+    force: bool = force_option(FORCE_DIR_HELP),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -41,13 +46,15 @@ def expand_cmd(
     """Generate pseudo-queries per passage with an LLM (paper's prompts, nucleus sampling), resumably."""
     from dense_pt import logs
     from dense_pt.expansion import SamplingParams
+    from dense_pt.fsutil import output_dir
 
     s = load_settings(ExpandSettings, config, set_, split(values, EXPAND), "dense-pt expand")
     sampling = SamplingParams(**s.model_dump(include=set(SamplingSettings.model_fields)))
     rest = s.model_dump(exclude={*SamplingSettings.model_fields, "chat"})
-    res = _expand_with_progress(corpus, out, model, sampling=sampling, chat=chat_option(s.chat),
-                                api_key=os.environ.get("DENSE_PT_API_KEY"), **rest)  # fmt: skip
-    logs.status(summary(res))
+    with output_dir(out, "expand", force, proof=("expansion.json",)):
+        res = _expand_with_progress(corpus, out, model, sampling=sampling, chat=chat_option(s.chat),
+                                    api_key=os.environ.get("DENSE_PT_API_KEY"), **rest)  # fmt: skip
+    emit(res, as_json, lambda: logs.status(summary(res)))
 
 
 EXPAND = [("top", ExpandSettings)]

@@ -10,14 +10,18 @@ import typer
 from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     M,
     config_option,
+    flag,
+    force_option,
     load_settings,
     model_options,
     set_option,
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.base import Model
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import (
@@ -33,6 +37,15 @@ train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_
 app.add_typer(train_app, name="train")
 
 
+def _tables(model: type[Model]) -> list[tuple[str, type[Model]]]:
+    """The command's option tables: its own keys, ``[mine]`` (a retriever's refresh), ``[train]``."""
+    from dense_pt.config import TrainConfig
+    from dense_pt.config.retrieval import MineSettings
+
+    mine = [("mine", MineSettings)] if "mine" in model.model_fields else []
+    return [("top", model), *mine, ("train", TrainConfig)]
+
+
 def _settings(model: type[M], command: str, config: Path | None, sets: list[str], values: dict[str, Any]):
     """The stage's settings from ``--config`` (its keys at the top, ``[train]`` for the engine),
     ``--set`` and the options, checked by ``model``; the engine's ``TrainConfig`` from its
@@ -43,15 +56,13 @@ def _settings(model: type[M], command: str, config: Path | None, sets: list[str]
     if values.get("epochs") is not None and values.get("max_steps") is not None:
         raise InvalidArgumentError("give --epochs or --max-steps, not both")
     where = f"dense-pt {command}"
-    s = load_settings(model, config, sets, split(values, [("top", model), ("train", TrainConfig)]), where)
+    s = load_settings(model, config, sets, split(values, _tables(model)), where)
     train = TrainConfig.load(s.train.model_dump(exclude_none=True), where, "train")  # type: ignore[attr-defined]
     return s, train
 
 
 def _options(model: type[Model]) -> list:
-    from dense_pt.config import TrainConfig
-
-    return model_options([("top", model), ("train", TrainConfig)])
+    return model_options(_tables(model))
 
 
 COMMON = dict(
@@ -59,7 +70,11 @@ COMMON = dict(
     queries=typer.Option(..., help="Queries file (BEIR jsonl or qid<TAB>text)."),
     qrels=typer.Option(..., help="Training judgements."),
     out=typer.Option(..., "--out", "-o", help="Output folder (resumable; final model in OUT/model)."),
+    force=force_option(FORCE_DIR_HELP),
 )
+RESUME = flag("--resume/--no-resume", default=True, help="Continue from the latest checkpoint in OUT.")
+# A training folder written before the marks: its manifest or its checkpoints prove it.
+TRAIN_PROOF = ("manifest.json", "checkpoints")
 CONFIG_HELP = "TOML file: the stage's keys at the top level, a \\[train] table for the engine; options win."
 
 
@@ -72,17 +87,21 @@ def retriever(
     negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True, help="Continue from the latest checkpoint in OUT."),
+    resume: bool = RESUME,
+    force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
     from dense_pt.finetune.stages import train_retriever
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
-    stage = s.model_dump(include=set(RetrieverSettings.model_fields))
-    m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling, train=cfg,
-                        resume=resume, epochs=s.epochs)  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    stage = s.model_dump(include=set(RetrieverSettings.model_fields) - {"refresh_every"})
+    with output_dir(out, "train retriever", force, TRAIN_PROOF):
+        m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling,
+                            train=cfg, resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
+    _trained(out, m, as_json)
 
 
 def reranker(
@@ -98,19 +117,23 @@ def reranker(
     negatives: Path = typer.Option(..., help="Negatives mined from the previous retriever's top-k."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True),
+    resume: bool = RESUME,
+    force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
     from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RerankerCommand, "train reranker", config, set_, values)
     init = resolve_checkpoint(model, None, "MODEL")
     stage = s.model_dump(include=set(RerankerSettings.model_fields))
-    m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
-                       epochs=s.epochs)  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    with output_dir(out, "train reranker", force, TRAIN_PROOF):
+        m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
+                           epochs=s.epochs)  # fmt: skip
+    _trained(out, m, as_json)
 
 
 def distill(
@@ -122,18 +145,28 @@ def distill(
     scores: Path = typer.Option(..., help="Re-ranker scores from `dense-pt score`."),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
-    resume: bool = typer.Option(True),
+    resume: bool = RESUME,
+    force: bool = COMMON["force"],
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
     retriever normalises its vectors iff the loss trains cosine similarity."""
     from dense_pt.finetune.stages import train_distill
+    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(DistillCommand, "train distill", config, set_, values)
     stage = s.model_dump(include=set(DistillSettings.model_fields))
-    m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
-                      epochs=s.epochs)  # fmt: skip
-    logs.status(f"wrote {out}/model after {m['steps']} steps")
+    with output_dir(out, "train distill", force, TRAIN_PROOF):
+        m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
+                          epochs=s.epochs)  # fmt: skip
+    _trained(out, m, as_json)
+
+
+def _trained(out: Path, manifest: dict[str, Any], as_json: bool) -> None:
+    """The stage's result: its manifest (inputs, settings, steps, last log), or one status line."""
+    result = {"out": out, "model": out / "model", **manifest}
+    emit(result, as_json, lambda: logs.status(f"wrote {out}/model after {manifest['steps']} steps"))
 
 
 for _name, _fn, _model in (
@@ -152,10 +185,15 @@ def score(
     qrels: Path = COMMON["qrels"],
     negatives: Path = typer.Option(..., help="Negatives file whose pairs to score."),
     out: Path = typer.Option(..., "--out", "-o", help="Scores file (.dpneg layout; manifest beside it)."),
-    batch_size: int = typer.Option(64),
+    batch_size: int = typer.Option(64, help="Pairs scored per forward pass."),
+    force: bool = force_option("Replace the output files (OUT and its manifest) if they exist."),
+    as_json: bool = json_option(),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
     from dense_pt.finetune.stages import score as run_score
+    from dense_pt.fsutil import check_output_file
 
+    for path in (out, Path(f"{out}.manifest.json")):
+        check_output_file(path, force)
     m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
-    logs.status(f"wrote {out}: {m['pairs']} pairs")
+    emit({"out": out, **m}, as_json, lambda: logs.status(f"wrote {out}: {m['pairs']} pairs"))

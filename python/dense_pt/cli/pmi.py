@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,16 @@ import typer
 from dense_pt import logs
 from dense_pt.cli import app
 from dense_pt.cli.options import (
+    choices,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.pmi import MIN_COUNT, WINDOW, PmiCounts
 from dense_pt.progress import Progress
 
@@ -46,25 +48,33 @@ def build_cmd(
     spill_dir: Path = typer.Option(
         None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
     ),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Count 1..max-n-grams of a corpus store into a table file."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.pmi import build
 
     tables = [("top", PmiCounts)]
     s = load_settings(PmiCounts, config, set_, split(values, tables), "dense-pt pmi build")
+    check_output_file(out, force)
     bar, cb = _progress("pmi build")
     with bar:
         stats = build(
             store, out, **s.model_dump(), threads=threads, shard=shard, spill_dir=spill_dir, progress=cb
         )
-    logs.status(
-        f"wrote {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
-        f"N_n {stats['totals']}  stored {stats['entries']}  "
-        f"passes {stats['passes']}  spilled runs {stats['spilled_runs']}  "
-        f"{stats['seconds']:.1f} s  peak RSS {_gb(stats['peak_rss_bytes'])}"
+    emit(
+        {"out": out, **stats},
+        as_json,
+        lambda: logs.status(
+            f"wrote {out}  shard {stats['shard']}  passages {stats['passages']:,}  "
+            f"N_n {stats['totals']}  stored {stats['entries']}  "
+            f"passes {stats['passes']}  spilled runs {stats['spilled_runs']}  "
+            f"{stats['seconds']:.1f} s  peak RSS {_gb(stats['peak_rss_bytes'])}"
+        ),
     )
 
 
@@ -80,28 +90,38 @@ def merge_cmd(
     min_count: int = typer.Option(
         MIN_COUNT, "--min-count", min=1, help="Prune n-grams of order >= 2 below this count."
     ),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.pmi import merge
 
+    check_output_file(out, force)
     bar, cb = _progress("pmi merge")
     with bar:
         res = merge(parts, out, min_count=min_count, progress=cb)
-    logs.status(f"wrote {out} from {res['parts']} shards  N_n {res['totals']}")
+    emit(
+        {"out": out, **res},
+        as_json,
+        lambda: logs.status(f"wrote {out} from {res['parts']} shards  N_n {res['totals']}"),
+    )
 
 
 @pmi_app.command("score")
+@choices(dtype=("float32", "float16"))
 def score_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory."),
     table: Path = typer.Option(..., "--table", help="Table built from this store's vocabulary."),
     window: int = typer.Option(WINDOW, "--window", min=2, help="AMI window L (uses orders 2..L)."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32 or float16."),
+    dtype: str = typer.Option("float32", "--dtype", help="The column's float type."),
     threads: int = typer.Option(
         None, "--threads", min=1, help="Worker threads (default: all available cores)."
     ),
     column: str = typer.Option(
         "importance", "--column", help="Name of the column to add (a plain identifier)."
     ),
+    as_json: bool = json_option(),
 ) -> None:
     """Add the per-token AMI column `importance` to the store (atomic; replaces an old one)."""
     from dense_pt.pmi import score
@@ -110,9 +130,13 @@ def score_cmd(
         progress.update(f"scoring with window {window}", 0)
         res = score(store, table, window=window, dtype=dtype, threads=threads, column=column)
         progress.update(f"scoring with window {window}", res["tokens"])
-    logs.status(
-        f"added column {res['column']!r} to {res['store']}: {res['tokens']:,} tokens, "
-        f"{res['tokens_per_s']:,.0f} tokens/s, mean AMI {res['mean']:.3f}"
+    emit(
+        res,
+        as_json,
+        lambda: logs.status(
+            f"added column {res['column']!r} to {res['store']}: {res['tokens']:,} tokens, "
+            f"{res['tokens_per_s']:,.0f} tokens/s, mean AMI {res['mean']:.3f}"
+        ),
     )
 
 
@@ -128,14 +152,15 @@ def inspect_cmd(
         5, "--top-min-count", min=0, help="Only list n-grams seen at least this often."
     ),
     window: int = typer.Option(WINDOW, "--window", min=2, help="AMI window L for --text."),
-    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON and exit."),
+    as_json: bool = json_option(),
 ) -> None:
     """Show a table's statistics, its top n-grams by PMI, and the AMI of each token of --text."""
     from dense_pt.pmi import NgramTable
-    from dense_pt.pmi.inspect import render
+    from dense_pt.pmi.inspect import describe, render
 
     t = NgramTable.open(table)
+    args = dict(tokenizer=tokenizer, texts=text or [], top=top, top_min_count=top_min_count, window=window)
     if as_json:
-        typer.echo(json.dumps(t.stats(), indent=2))
-        return
-    render(t, tokenizer=tokenizer, texts=text or [], top=top, top_min_count=top_min_count, window=window)
+        emit(describe(t, **args), as_json)  # type: ignore[arg-type]
+    else:
+        render(t, **args)  # type: ignore[arg-type]

@@ -18,7 +18,18 @@ from typer.core import TyperCommand
 
 from dense_pt import logs
 from dense_pt.cli import app
-from dense_pt.cli.options import Table, config_option, model_options, set_option, with_model_options
+from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
+    Table,
+    config_option,
+    flag,
+    force_option,
+    model_options,
+    set_option,
+    split,
+    with_model_options,
+)
+from dense_pt.cli.output import emit, json_option
 
 
 def print_defaults(method: str, console=None) -> None:
@@ -48,6 +59,7 @@ class PretrainCommand(TyperCommand):
     def format_help(self, ctx, formatter) -> None:
         super().format_help(ctx, formatter)
         method = ctx.params.get("method")
+        method = getattr(method, "value", method)  # a choice: its Enum member
         if method:
             from rich.console import Console
 
@@ -73,22 +85,22 @@ def _paper_keys() -> dict[str, set[str]]:
     return keys
 
 
-def _model_options() -> list[inspect.Parameter]:
-    """One option per field of the pre-training models (top level, ``[options]``, ``[train]``),
-    with the field's help and its default: the model's, or "the method's paper"."""
+def _tables() -> list[Table]:
+    """The pre-training settings as a file lays them out: the top level, ``[options]``, ``[train]``."""
     from dense_pt.config import MethodOptions, PretrainSettings, TrainConfig
 
+    return [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
+
+
+def _model_options() -> list[inspect.Parameter]:
+    """One option per field of the pre-training settings (top level, ``[options]``, ``[train]``),
+    with the field's help and its default: the model's, or "the method's paper"."""
     paper = _paper_keys()
 
-    def shown(table: str, name: str, f: Any) -> str | bool:
-        return (
-            "the method's paper"
-            if name in paper[table]
-            else (False if f.default is None else repr(f.default))
-        )
+    def shown(table: str, name: str, f: Any) -> str | None:
+        return "the method's paper" if name in paper[table] else None
 
-    tables: list[Table] = [("top", PretrainSettings), ("options", MethodOptions), ("train", TrainConfig)]
-    return model_options(tables, flags={"out": ["-o"]}, shown=shown, eager=["method"])
+    return model_options(_tables(), flags={"out": ["-o"]}, shown=shown, eager=["method"])
 
 
 def pretrain(
@@ -96,25 +108,26 @@ def pretrain(
     set_: list[str] = set_option(
         "Override one key of the file: dotted.key=VALUE (e.g. train.adam_eps=1e-6), checked as the file's own."
     ),
-    resume: bool = typer.Option(False, help="Continue from the last checkpoint in --out."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
+    resume: bool = flag("--resume/--no-resume", help="Continue from the last checkpoint in --out."),
+    quiet: bool = flag("--quiet", help="No progress bar."),
+    force: bool = force_option(FORCE_DIR_HELP),
+    as_json: bool = json_option(),
     **values: Any,
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
-    from dense_pt.config import MethodOptions, TrainConfig
-    from dense_pt.pretrain import build_config, run_pretrain
+    from dense_pt.fsutil import output_dir
+    from dense_pt.pretrain import load_settings, resolve, run_pretrain
 
-    options = {k: values.pop(k) for k in MethodOptions.model_fields}
-    train = {k: values.pop(k) for k in TrainConfig.model_fields}
-    cfg = build_config(config, top=values, options=options, train=train, sets=set_)
-    summary = run_pretrain(cfg, resume=resume, progress=not quiet)
+    # the file, --set and the options merged once into one PretrainSettings, then resolved once
+    cfg = resolve(load_settings(config, set_, split(values, _tables())))
+    with output_dir(cfg.out, "pretrain", force, proof=("run_config.json",)):
+        summary = run_pretrain(cfg, resume=resume, progress=not quiet)
     if summary.get("rank", 0) != 0:
         return
     rec = summary.get("final_record") or {}
-    logs.status(
-        f"done: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; "
-        f"encoder in {Path(cfg.out) / 'encoder'}"
-    )
+    encoder = Path(cfg.out) / "encoder"
+    line = f"done: {summary['steps']} steps, final loss {rec.get('loss', float('nan')):.4f}; encoder in {encoder}"
+    emit({"out": cfg.out, "encoder": encoder, **summary}, as_json, lambda: logs.status(line))
 
 
 app.command(cls=PretrainCommand)(with_model_options(pretrain, _model_options()))
@@ -128,9 +141,13 @@ def plot(
     label: list[str] | None = typer.Option(None, "--label", help="A legend label per log."),
     smooth: int = typer.Option(1, help="Moving-average window in logged points."),
     title: str | None = typer.Option(None, help="Figure title."),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Draw loss curves from training logs to a PNG."""
+    from dense_pt.fsutil import check_output_file
     from dense_pt.plot import plot_logs
 
+    check_output_file(out, force)
     path = plot_logs(logs, out, keys=key, labels=label or None, smooth=smooth, title=title)
-    typer.echo(str(path))
+    emit({"out": path, "logs": logs, "keys": key}, as_json, lambda: typer.echo(str(path)))

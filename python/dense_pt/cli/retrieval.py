@@ -1,4 +1,6 @@
-"""`dense-pt bm25 | encode | search | mine-negatives | negatives-export`: first-stage retrieval."""
+"""`dense-pt bm25 | encode | search` and `dense-pt negatives mine | export`: first-stage retrieval and
+the hard negatives mined from its runs (`mine-negatives` and `negatives-export` are the old names,
+kept as hidden aliases)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,18 @@ from typing import Any
 
 import typer
 
-from dense_pt.cli import app
+from dense_pt.cli import alias, app
 from dense_pt.cli.options import (
+    FORCE_DIR_HELP,
     config_option,
+    force_option,
     load_settings,
     model_options,
     set_option,
     split,
     with_model_options,
 )
+from dense_pt.cli.output import emit, json_option
 from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
 
 
@@ -43,24 +48,29 @@ def bm25(
         help="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
         "array; the shards' runs, concatenated in order, are the whole run.",
     ),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a TREC run."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
     from dense_pt.retrieval.bm25 import bm25_index
 
     s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
     if queries is None and out is None:
         idx = bm25_index(corpus, index, **s.model_dump())
-        logs.status(f"index ready at {idx.path} ({idx.num_docs:,} passages)")
+        done = f"index ready at {idx.path} ({idx.num_docs:,} passages)"
+        emit({"index": idx.path, "passages": idx.num_docs}, as_json, lambda: logs.status(done))
         return
     if queries is None or out is None:
         raise typer.BadParameter("give both --queries and --out (or neither, to build the index only)")
+    check_output_file(out, force)
     run_bm25(corpus, queries, out, index=index, threads=threads, query_shard=query_shard, **s.model_dump())
-    logs.status(f"wrote {out}")
+    emit({"out": out, "query_shard": query_shard}, as_json, lambda: logs.status(f"wrote {out}"))
 
 
 BM25 = [("top", BM25Settings)]
@@ -71,17 +81,33 @@ def encode(
     model: Path = typer.Argument(..., help="Local HF model folder (with tokenizer.json)."),
     source: Path = typer.Argument(..., help="Corpus store folder, or a queries file (jsonl / tsv)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder of .npy shards + manifest (resumable)."),
+    force: bool = force_option(FORCE_DIR_HELP),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
     from dense_pt import logs
+    from dense_pt.fsutil import output_dir
     from dense_pt.retrieval.encode import encode as run_encode
 
     s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
-    run_encode(model, source, out, **s.model_dump())
-    logs.status(f"wrote {out}")
+    with output_dir(out, "encode", force, proof=("manifest.json",)):
+        run_encode(model, source, out, **s.model_dump())
+    emit(_encoded(out), as_json, lambda: logs.status(f"wrote {out}"))
+
+
+def _encoded(out: Path) -> dict[str, Any]:
+    """What ``encode`` wrote, from its manifest (a rank's part of a sharded run has none yet)."""
+    import json
+
+    path = out / "manifest.json"
+    if not path.exists():
+        return {"out": out}
+    m = json.loads(path.read_text(encoding="utf-8"))
+    keys = ("kind", "num_rows", "dim", "pooling", "normalize", "complete", "elapsed_s")
+    return {"out": out, **{k: m.get(k) for k in keys}, "shards": len(m.get("shards", []))}
 
 
 def search(
@@ -90,17 +116,22 @@ def search(
     out: Path = typer.Option(
         ..., "--out", "-o", help="Run to write (.arrow: Arrow; any other name: TREC text)."
     ),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.search import search_file as run_search
 
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
-    run_search(queries, passages, out, **s.model_dump())
-    logs.status(f"wrote {out}")
+    check_output_file(out, force)
+    written = run_search(queries, passages, out, **s.model_dump())
+    result = {"out": out, "queries": written.queries, "hits": written.hits}
+    emit(result, as_json, lambda: logs.status(f"wrote {out}"))
 
 
 ENCODE, SEARCH = [("top", EncodeSettings)], [("top", SearchSettings)]
@@ -122,6 +153,8 @@ def mine_negatives(
     ),
     corpus: Path | None = typer.Option(None, help="Corpus store: refuse ids it does not hold."),
     text: Path | None = typer.Option(None, help="Also export 'qid<TAB>pid<TAB>score' text here."),
+    force: bool = force_option("Replace the output files (OUT, its manifest, --text) if they exist."),
+    as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),
     **values: Any,
@@ -131,10 +164,13 @@ def mine_negatives(
     from dense_pt import logs
     from dense_pt.data import load_qrels
     from dense_pt.errors import InvalidArgumentError
+    from dense_pt.fsutil import check_output_file
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
-    settings = load_settings(MineCommand, config, set_, split(values, MINE), "dense-pt mine-negatives")
+    settings = load_settings(MineCommand, config, set_, split(values, MINE), "dense-pt negatives mine")
+    for path in (out, Path(f"{out}.manifest.json"), *([text] if text is not None else [])):
+        check_output_file(path, force)
     known = None
     if corpus is not None:
         from dense_pt.data.store import CorpusStore
@@ -147,7 +183,7 @@ def mine_negatives(
         from dense_pt.retrieval.search import PairScorer
 
         scorer = PairScorer.open(query_embeddings, passage_embeddings)
-    with Progress("mine-negatives", "queries") as progress:
+    with Progress("negatives mine", "queries") as progress:
         progress.update("reading the judgements", 0)
         qrels_map = load_qrels(qrels)
         progress.update("mining", 0)
@@ -157,11 +193,18 @@ def mine_negatives(
     neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, settings.model_dump(), mined.stats)
     if text is not None:
         neg.export_text(out, text)
-    logs.status(mining_summary(out, mined.stats))
+    result = {"out": out, "manifest": Path(f"{out}.manifest.json"), "text": text, "stats": mined.stats}
+    emit(result, as_json, lambda: logs.status(mining_summary(out, mined.stats)))
 
 
 MINE = [("top", MineCommand)]
-app.command("mine-negatives")(with_model_options(mine_negatives, model_options(MINE)))
+negatives_app = typer.Typer(
+    help="Hard negatives: mine them from a run, export them as text.", no_args_is_help=True
+)
+app.add_typer(negatives_app, name="negatives")
+_mine = with_model_options(mine_negatives, model_options(MINE))
+negatives_app.command("mine")(_mine)
+alias(app, "mine-negatives", _mine, ("negatives", "mine"))
 
 
 def mining_summary(out: Path, stats: dict) -> str:
@@ -179,12 +222,21 @@ def mining_summary(out: Path, stats: dict) -> str:
     return f"wrote {out}: " + "; ".join(parts)
 
 
-@app.command("negatives-export")
 def negatives_export(
     path: Path = typer.Argument(..., help="Negatives file (.dpneg)."),
     out: Path = typer.Option(..., "--out", "-o", help="Text file 'qid<TAB>pid<TAB>score'."),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Export a binary negatives file as text."""
+    from dense_pt import logs
+    from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.negatives import export_text
 
+    check_output_file(out, force)
     export_text(path, out)
+    emit({"out": out, "negatives": path}, as_json, lambda: logs.status(f"wrote {out}"))
+
+
+negatives_app.command("export")(negatives_export)
+alias(app, "negatives-export", negatives_export, ("negatives", "export"))

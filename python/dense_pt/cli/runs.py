@@ -7,6 +7,9 @@ from pathlib import Path
 import typer
 
 from dense_pt.cli import app
+from dense_pt.cli.options import choices, force_option
+from dense_pt.cli.output import emit, json_option
+from dense_pt.data.run_merge import MERGE_MODES
 
 runs_app = typer.Typer(
     help="Run files: convert between Arrow and TREC text, merge the runs of query or passage shards.",
@@ -22,16 +25,22 @@ def convert(
         ..., help="Where to write it: .arrow for Arrow, any other name for TREC text."
     ),
     tag: str | None = typer.Option(None, help="The run tag to write (default: the run's own)."),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Copy a run into another format (e.g. the TREC text trec_eval reads), rows and scores unchanged."""
     from dense_pt import logs
     from dense_pt.data.runs import convert_run
+    from dense_pt.fsutil import check_output_file
 
+    check_output_file(out, force)
     info = convert_run(run, out, tag)
-    logs.status(f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['format']})")
+    emit({"out": out, **info}, as_json,
+         lambda: logs.status(f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['format']})"))  # fmt: skip
 
 
 @runs_app.command("merge")
+@choices(mode=MERGE_MODES)
 def merge(
     runs: list[Path] = typer.Argument(..., help="The shard runs (Arrow or TREC text), in shard order."),
     out: Path = typer.Option(..., "--out", "-o", help="The merged run (.arrow: Arrow; else TREC text)."),
@@ -43,14 +52,17 @@ def merge(
         help="queries (concatenate) | passages (top-k of the union) | auto (queries when no query repeats).",
     ),
     tag: str | None = typer.Option(None, help="The run tag to write (default: the first run's)."),
+    force: bool = force_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Merge the runs of query shards (concatenated) or passage shards (per query, the top-k of the
     union by score, ties by passage id as every run is ranked): the run one machine would write."""
     from dense_pt import logs
     from dense_pt.data.run_merge import merge_runs
+    from dense_pt.fsutil import check_output_file
 
+    check_output_file(out, force)
     info = merge_runs(runs, out, k=k, mode=mode, tag=tag)
     depth = f", top {info['k']}" if info["k"] else ""
-    logs.status(
-        f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['mode']} shards{depth})"
-    )
+    emit({"out": out, **info}, as_json,
+         lambda: logs.status(f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['mode']} shards{depth})"))  # fmt: skip

@@ -1,8 +1,10 @@
 """The base of every config model and the one formatter of pydantic's errors.
 
 Every model forbids unknown keys and is strict (a string is not a number, ``true`` is not an
-integer), and every error becomes one ``ConfigError`` line naming the file and the dotted key:
-``pipeline.toml: r1.train.lr: must be > 0, got -1``."""
+integer), refuses ``inf`` and ``nan`` in every float setting, and bounds every number: a count (or
+any setting) beyond 2**31 - 1 is a typo, not a plan (``max_steps = 1e23``), and a seed beyond
+2**63 - 1 is refused. Every error becomes one ``ConfigError`` line naming the file and the dotted
+key: ``pipeline.toml: r1.train.lr: must be > 0, got -1``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from dense_pt.errors import FormatError, InvalidArgumentError
 
@@ -96,11 +98,38 @@ def _known_keys(model: Any, table: str = "") -> dict[str, list[str]]:
     return out
 
 
-class Model(BaseModel):
-    """A config table: unknown keys refused, types strict, every value checked on construction
-    (``TrainConfig(lr=0)`` raises a ``ConfigError`` as a bad file does)."""
+# The largest magnitude of a number setting (int32: what torch, faiss and numpy index with), and of
+# a seed (torch takes 64 bits).
+NUMBER_LIMIT = 2**31 - 1
+SEED_LIMIT = 2**63 - 1
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+
+def _bounded(value: Any, limit: int) -> None:
+    """Refuse a number (or a number in a list or table) beyond ``limit`` in magnitude."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float) and abs(value) > limit:
+        raise ValueError(f"must be at most {limit:,} in magnitude, got {value!r}")
+    if isinstance(value, list | tuple):
+        for v in value:
+            _bounded(v, limit)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _bounded(v, limit)
+
+
+class Model(BaseModel):
+    """A config table: unknown keys refused, types strict, floats finite, numbers bounded, every
+    value checked on construction (``TrainConfig(lr=0)`` raises a ``ConfigError`` as a bad file
+    does)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _sane_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        _bounded(value, SEED_LIMIT if "seed" in (info.field_name or "") else NUMBER_LIMIT)
+        return value
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS, one_of
 
 DEFAULT_MEASURES = ("nDCG@10", "RR@10", "R@10", "R@100", "R@1000", "AP")  # dense-pt evaluate's
 PIPELINE_MEASURES = ("nDCG@10", "R@100", "RR@10")  # the pipeline's report
@@ -32,6 +32,7 @@ class EvalMeasures(Model):
     )
     tie_break: str = Field(
         DEFAULT_TIE_BREAK,
+        json_schema_extra=one_of(TIE_BREAKS),
         description="Order of equal scores: 'docno' (trec_eval) or 'score-only' (run-file order).",
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import FUSION_METHODS, RRF_K
+from dense_pt.config.choices import FUSION_METHODS, RRF_K, one_of
 from dense_pt.config.retrieval import K
 
 TUNE_MEASURE = "nDCG@10"  # what a tuned interpolation weight maximises
@@ -16,6 +16,7 @@ TUNE_MEASURE = "nDCG@10"  # what a tuned interpolation weight maximises
 class FusionMethod(Model):
     method: str = Field(
         "interpolation",
+        json_schema_extra=one_of(FUSION_METHODS),
         description="'interpolation' (min-max normalised, weighted sum) or 'rrf' (k / --rrf-k).",
     )
     rrf_k: int = Field(
@@ -38,7 +39,6 @@ class FuseSettings(FusionMethod):
         None,
         ge=0,
         le=1,
-        allow_inf_nan=False,
         description="interpolation: the dense run's weight in [0, 1]; omit it to choose it with --tune-qrels.",
     )
     tune_measure: str = Field(TUNE_MEASURE, description="The measure the weight maximises on --tune-qrels.")

@@ -23,7 +23,6 @@ class PmiCounts(Model):
     memory_gb: float = Field(
         MEMORY_GB,
         gt=0,
-        allow_inf_nan=False,
         description="Peak memory budget, corpus map included; a budget too small for the corpus is refused "
         "with the least that works.",
     )

@@ -1,4 +1,4 @@
-"""First-stage retrieval settings: ``dense-pt mine-negatives`` (and the pipeline's ``[mine]``),
+"""First-stage retrieval settings: ``dense-pt negatives mine`` (and the pipeline's ``[mine]``),
 ``dense-pt encode`` and ``dense-pt search``, with the Python functions behind them
 (``dense_pt.retrieval.negatives.mine_negatives``, ``retrieval.encode.encode``,
 ``retrieval.search.search``) validated by the same models."""
@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from dense_pt.config.base import Model
-from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS
+from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS, one_of
 from dense_pt.config.defaults import finetune as FT
 
 Dtype = Literal["float16", "float32"]
@@ -36,11 +36,14 @@ class MineSettings(Model):
     )
     pool: str = Field(
         "rank",
+        json_schema_extra=one_of(POOLS),
         description="rank: the run's top DEPTH hits, positives then dropped (SimLM's code) | rank+positives: the "
         "top DEPTH + P hits, at most DEPTH survivors (sentence-transformers' range_max) | filtered: the first "
         "DEPTH candidates that pass the filters.",
     )
-    sampling: str = Field("random", description="random | top (with --num).")
+    sampling: str = Field(
+        "random", json_schema_extra=one_of(SAMPLINGS), description="random | top (with --num)."
+    )
     absolute_margin: float | None = Field(
         None, description="Keep only if score + M <= the positive's score (lowest positive)."
     )
@@ -49,6 +52,7 @@ class MineSettings(Model):
     )
     relative_form: str = Field(
         "magnitude",
+        json_schema_extra=one_of(RELATIVE_FORMS),
         description="magnitude: s+ - |s+| R (sentence-transformers today) | signed: s+ (1 - R) (before its fix).",
     )
     max_score: float | None = Field(None, description="Drop candidates scoring above this.")
@@ -65,7 +69,7 @@ class MineSettings(Model):
 
 
 class MineCommand(MineSettings):
-    """``dense-pt mine-negatives`` (the pipeline draws with its own seed)."""
+    """``dense-pt negatives mine`` (the pipeline draws with its own seed)."""
 
     seed: int = Field(
         0,
@@ -104,14 +108,12 @@ class BM25Settings(Model):
     k1: float = Field(
         BM25_K1,
         ge=0,
-        allow_inf_nan=False,
         description="Term-frequency saturation: 0 counts a term once, larger lets repeats count more.",
     )
     b: float = Field(
         BM25_B,
         ge=0,
         le=1,
-        allow_inf_nan=False,
         description="Length normalisation: 0 none, 1 full (scores scaled by passage length).",
     )
     stem: bool = Field(True, description="English Snowball stemming (PyStemmer), if installed.")
@@ -123,5 +125,5 @@ class SearchSettings(Model):
     k: int = Field(K, ge=1, description="Hits per query.")
     metric: Metric | None = Field(None, description="ip | cosine (default: cosine if normalised, else ip).")
     max_memory_gb: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Search the passages in chunks of at most this many GB."
+        None, gt=0, description="Search the passages in chunks of at most this many GB."
     )

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import PRETRAIN_METHODS
+from dense_pt.config.names import plain_name
 from dense_pt.config.pmi import PmiSettings
 from dense_pt.config.pretrain import MIN_LENGTH
 from dense_pt.config.train import TrainTable
@@ -54,6 +55,8 @@ class StudyFile(Model):
     @field_validator("objectives")
     @classmethod
     def objectives_distinct(cls, v: list[str]) -> list[str]:
+        for label in v:  # a cell's folder is OUT/cells/<label>-seed<seed>: never a path
+            plain_name(label, "an objective")
         return _distinct("objectives", v)
 
     @field_validator("seeds")

@@ -10,15 +10,42 @@ from typing import Any
 
 from dense_pt.errors import FormatError, InvalidArgumentError
 
+# A configuration is a few KB: anything larger is the wrong file (a corpus, /dev/zero), and is
+# refused after reading that much, never read to its end.
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def read_limited(
+    path: str | Path, limit: int = MAX_CONFIG_BYTES, what: str = "a configuration file"
+) -> bytes:
+    """The bytes of a small file, refused (a FormatError) once it has more than ``limit``: an
+    endless input (``/dev/zero``, a pipe) ends in one line instead of a hang."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise FormatError(f"larger than {limit >> 20} MiB: not {what}", path=path)
+    return data
+
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML file; syntax errors become a FormatError naming the file."""
+    """Parse a TOML file (UTF-8, at most ``MAX_CONFIG_BYTES``); syntax errors, another encoding
+    and nesting beyond what the parser can take become a FormatError naming the file."""
     path = Path(path)
+    data = read_limited(path)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        why = "it is UTF-16: save it as UTF-8" if utf16 else "it is not text (a binary file?)"
+        raise FormatError(
+            f"not a UTF-8 TOML file (byte {data[exc.start]:#04x} at offset {exc.start}): {why}", path=path
+        ) from None
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise FormatError(f"invalid TOML: {exc}", path=path) from exc
+    except RecursionError:
+        raise FormatError("invalid TOML: nested too deeply", path=path) from None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -12,9 +12,23 @@ from dense_pt.config.base import Model
 Schedule = Literal["linear", "cosine", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]
+AttnImplementation = Literal["auto", "sdpa", "eager"]
 # Steps when >= 1, a fraction of max_steps when < 1; an int stays an int (a run's fingerprint and
 # manifest keep ``1000``, not ``1000.0``).
 Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
+
+
+# The settings that change how a step is computed, not what it computes (the same gradients with
+# more or less memory or time): a resumed run may change them, a recipe may add them to a paper's.
+STEP_SWITCHES = (
+    "cache_chunk",
+    "gradient_checkpointing",
+    "attn_implementation",
+    "torch_compile",
+    "fused_adamw",
+    "tf32",
+    "collate_ahead",
+)
 
 
 class TrainConfig(Model):
@@ -52,6 +66,30 @@ class TrainConfig(Model):
     report_to: ReportTo = Field(
         "none",
         description="none or tensorboard: also write the logged scalars under OUT/tb (the tensorboard extra).",
+    )
+    # How a step is computed, not what it computes (dense_pt.training.cache / .switches; README
+    # "Large batches and the GPU switches"): each gives the same gradients as without it.
+    cache_chunk: int = Field(
+        0,
+        ge=0,
+        description="Cached contrastive gradients (GradCache): at most N sequences per encoder call, the "
+        "loss and its in-batch negatives still over the whole batch, exactly (0: off).",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute the encoder's layer activations in the backward pass (less memory)."
+    )
+    attn_implementation: AttnImplementation = Field(
+        "auto",
+        description="Attention kernel: sdpa or eager (auto: the checkpoint's, sdpa if it names another).",
+    )
+    torch_compile: bool = Field(False, description="torch.compile the encoder (the first steps compile).")
+    fused_adamw: bool = Field(True, description="AdamW's fused kernel on a GPU (no effect on CPU).")
+    tf32: bool = Field(True, description="TF32 for fp32 matmuls on Ampere or newer GPUs (no effect on CPU).")
+    collate_ahead: int = Field(
+        2,
+        ge=0,
+        description="Batches collated ahead by a background thread of the training process while a step "
+        "runs, when num_workers = 0 (0: collate inside the step).",
     )
 
     def warmup_steps(self) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.data.ids import check_id, id_problem
 from dense_pt.data.lines import first_line, iter_lines
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError, io_error
@@ -65,11 +66,20 @@ def detect_qrels_format(path: str | Path) -> str:
     )
 
 
-def _int(value: str, what: str, path: Path, lineno: int) -> int:
+# Relevance grades and ranks are 32-bit integers (trec_eval's, pytrec_eval's): 1e20 is not a grade.
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def _int(value: str, what: str, path: Path, lineno: int, low: int = INT32[0]) -> int:
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise FormatError(f"{what} must be an integer, found {value!r}", path=path, line=lineno) from None
+    if not low <= number <= INT32[1]:
+        raise FormatError(
+            f"{what} must be an integer from {low:,} to {INT32[1]:,}, found {value!r}", path=path, line=lineno
+        )
+    return number
 
 
 def read_qrels(
@@ -120,6 +130,8 @@ def read_qrels(
         first = False
         if not qid or not pid:
             raise FormatError("empty query or passage id", path=path, line=lineno)
+        check_id(qid, "query id", path, lineno)
+        check_id(pid, "passage id", path, lineno)
         rel = _int(rel_s, "relevance", path, lineno)
         prev = seen.setdefault((qid, pid), lineno)
         if prev != lineno:
@@ -207,7 +219,9 @@ def _run_entries(path: Path, max_record_bytes: int | None = None) -> Iterator[tu
                 line=lineno,
             )
         qid, _, pid, rank_s, score_s, tag = cols
-        rank = _int(rank_s, "rank", path, lineno)
+        check_id(qid, "query id", path, lineno)  # split() leaves no whitespace: a control character
+        check_id(pid, "passage id", path, lineno)
+        rank = _int(rank_s, "rank", path, lineno, low=0)
         try:
             score = float(score_s)
         except ValueError:
@@ -270,12 +284,18 @@ def write_run(
             "them to a .trec file, or write a {qid: {pid: score}} mapping"
         )
     n = 0
+
+    def line(e: RunEntry) -> str:
+        if not math.isfinite(e.score):  # read_run refuses it: never write it
+            raise InvalidArgumentError(f"{path}: score of passage {e.pid!r} for query {e.qid!r} is {e.score}")
+        for what, value in (("query id", e.qid), ("passage id", e.pid)):
+            problem = id_problem(value)  # read_run would refuse it: never write it either
+            if problem is not None:
+                raise InvalidArgumentError(f"{path}: {what} {value!r} {problem}")
+        return f"{e.qid} Q0 {e.pid} {e.rank} {format_score(e.score)} {e.tag}\n"
+
     with atomic_file(path, "w", encoding="utf-8") as f:
         for e in run:
-            if not math.isfinite(e.score):  # read_run refuses it: never write it
-                raise InvalidArgumentError(
-                    f"{path}: score of passage {e.pid!r} for query {e.qid!r} is {e.score}"
-                )
-            f.write(f"{e.qid} Q0 {e.pid} {e.rank} {format_score(e.score)} {e.tag}\n")
+            f.write(line(e))
             n += 1
     return n

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dense_pt.config.corpus import TITLE_SEP
+from dense_pt.data.ids import check_id
 from dense_pt.data.lines import first_line, iter_lines, max_record_bytes, record_too_large
 from dense_pt.data.unique import UniqueIds
 from dense_pt.errors import FormatError, InvalidArgumentError
@@ -126,9 +127,30 @@ def _parse_json(path: Path, lineno: int, line: str) -> dict[str, Any]:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON ({exc.msg} at column {exc.colno})", path=path, line=lineno) from None
+    except RecursionError:  # [[[[... 100,000 levels deep
+        raise FormatError("invalid JSON: nested too deeply", path=path, line=lineno) from None
     if not isinstance(obj, dict):
         raise FormatError(f"expected a JSON object, found {type(obj).__name__}", path=path, line=lineno)
+    if "\\ud" in line or "\\uD" in line:  # an escaped surrogate: valid only as half of a pair
+        _check_surrogates(obj, path, lineno)
     return obj
+
+
+def _check_surrogates(obj: dict[str, Any], path: Path, lineno: int) -> None:
+    """Refuse a string field holding a lone UTF-16 surrogate (``"\\ud800"`` in the JSON): no
+    UTF-8 text can hold it, so the tokenizer and every file written later would fail on it."""
+    for key, value in obj.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = value[exc.start]
+                raise FormatError(
+                    f'field "{key}" holds a lone UTF-16 surrogate ({bad!r} at character {exc.start}), '
+                    "which is not text",
+                    path=path,
+                    line=lineno,
+                ) from None
 
 
 def _json_id(obj: dict[str, Any], path: Path, lineno: int) -> str:
@@ -147,7 +169,7 @@ def _json_id(obj: dict[str, Any], path: Path, lineno: int) -> str:
     pid = raw.strip()
     if not pid:
         raise FormatError('field "_id" is empty', path=path, line=lineno)
-    return pid
+    return check_id(pid, f'field "{key}":', path, lineno)
 
 
 def _json_str(obj: dict[str, Any], key: str, path: Path, lineno: int, required: bool) -> str:
@@ -224,6 +246,7 @@ def _passages(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Passage]]
             title = ""
             if not pid:
                 raise FormatError("empty passage id in column 1", path=path, line=lineno)
+            check_id(pid, "passage id", path, lineno)
         if not text and not title:
             raise FormatError(f"passage {pid!r} has empty text (and no title)", path=path, line=lineno)
         yield lineno, Passage(pid, title, text)
@@ -268,6 +291,7 @@ def _read_columnar(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Pass
             if pid is None or str(pid).strip() == "":
                 raise FormatError(f"row {row}: empty or null id", path=path)
             pid = str(pid).strip()
+            check_id(pid, f"row {row}: passage id", path)
             if text is not None and not isinstance(text, str):
                 raise FormatError(f"row {row}: column 'text' must be a string", path=path)
             title = (title or "").strip()
@@ -326,6 +350,7 @@ def _queries(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Query]]:
             qid, text = _split_tsv(line, 2, "qid, text", path, lineno)
             if not qid:
                 raise FormatError("empty query id in column 1", path=path, line=lineno)
+            check_id(qid, "query id", path, lineno)
         if not text:
             raise FormatError(f"query {qid!r} has empty text", path=path, line=lineno)
         yield lineno, Query(qid, text)

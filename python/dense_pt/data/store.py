@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,11 @@ class CorpusStore:
         for name in (TOKENS_FILE, TOKENIZER_FILE):
             if name in files:
                 verify_file(path / name, files[name], verify)
+        for name, meta in manifest["columns"].items():  # a stat each: read when first used
+            if not (path / meta["file"]).is_file():
+                raise FormatError(
+                    f"missing file of the corpus store (column {name!r})", path=path / meta["file"]
+                )
         tokens = _read_arrow(path / TOKENS_FILE)
         if tokens.num_rows != manifest["num_rows"]:
             raise FormatError(
@@ -277,6 +283,12 @@ class CorpusStore:
         if name in self.manifest["columns"] and not force:
             raise already_exists(
                 self.path / name, f"{self.path}: column {name!r} exists (use force to replace it)"
+            )
+        if name not in self.manifest["columns"] and os.path.lexists(self.path / f"{name}.arrow"):
+            raise already_exists(
+                self.path / f"{name}.arrow",
+                f"{self.path / f'{name}.arrow'} is not a column of this store: dense-pt did not write it; "
+                "move it away or choose another column name",
             )
         offsets = np.asarray(offsets, dtype=np.int64)
         if not np.array_equal(np.diff(offsets), self.lengths()):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
@@ -114,8 +116,13 @@ def train_wordpiece(
     tok.normalizer = normalizers.Sequence(norm)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS
+    from dense_pt.logs import stderr_is_terminal
+
+    trainer = trainers.WordPieceTrainer(  # its progress (indicatif) is blank lines in a log file
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=stderr_is_terminal(),
     )
     tok.train_from_iterator(texts, trainer=trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
@@ -182,6 +189,44 @@ def _head(text: str, chars: int) -> tuple[str, bool]:
     return text[:chars], True
 
 
+_pool_started = False
+
+
+def start_thread_pool(tok: Tokenizer) -> None:
+    """Start the tokenizers library's thread pool (it starts on the first parallel call of the
+    process) on a two-text batch, with stderr silenced. A pool that cannot start (a memory or
+    process limit: ``ulimit -v`` leaves no room for its threads' stacks and arenas) panics inside
+    the library, whose panic hook writes a Rust report to stderr before Python sees the exception;
+    then the rest of the process tokenizes on its own thread, with one warning, instead of failing
+    at every batch."""
+    global _pool_started
+    if _pool_started or os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0", "off", "no"):
+        return
+    _pool_started = True
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                tok.encode_batch(["a", "b"], add_special_tokens=False)
+                return
+            except BaseException as exc:  # pyo3's PanicException derives from BaseException
+                if type(exc).__name__ != "PanicException":
+                    raise
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from dense_pt import logs
+
+    logs.log.warning(
+        "the tokenizer's worker threads could not start (a memory or process limit, `ulimit -v` / "
+        "`ulimit -u`?): tokenizing on one thread"
+    )
+
+
 def encode_texts(
     tok: Tokenizer, texts: list[str], max_content: int | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -197,6 +242,7 @@ def encode_texts(
     cost as much as the tokenization itself).
     """
     tok = without_padding_or_truncation(tok)
+    start_thread_pool(tok)
     if max_content is None:
         encs = tok.encode_batch(texts, add_special_tokens=False)
         ids_lists = [e.ids for e in encs]

@@ -61,8 +61,9 @@ def finetune_config(
         "r1": retriever,
         "r2": retriever,
         # the demo's encoder is the only checkpoint here (no ELECTRA): the re-ranker starts from it
-        "reranker": {"init": "model", "group_size": 4, "query_max_length": FT.QUERY_MAX_LENGTH, "max_length": 128,
-                     "depth": 30, "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
+        # the authors' procedure on groups of 4: trained on the top half (a quarter is the positive alone)
+        "reranker": {"init": "model", "group_size": 4, "forward_factor": 2, "query_max_length": FT.QUERY_MAX_LENGTH,
+                     "max_length": 128, "depth": 30, "num": 8, "rerank_depth": 30, "score_num": 6, "train": train},
         # SimLM distils from the pre-trained model; this encoder is a 30-step toy, so continue from R2
         "distill": {**{k: v for k, v in retriever.items() if k != "loss"}, "init": "r2"},
     }  # fmt: skip
@@ -77,14 +78,17 @@ def finetune_demo_stage(
     steps: int = DEMO_FINETUNE_STEPS,
     seed: int = 0,
     force: bool = False,
-    progress: bool = False,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """``dense-pt demo``'s fine-tuning stage: run (or continue) the pipeline and summarise each
     stage's nDCG@10 / R@100 on the dev split (the test split when there is no dev split, as in
     BEIR SciFact). Finished pipeline stages are skipped on a re-run. Without train qrels and a dev
-    or test split there is nothing to fine-tune on: the stage says so and is skipped."""
+    or test split there is nothing to fine-tune on: the stage says so and is skipped. Each pipeline
+    stage is named as it starts and ends (``demo: finetune: [r1] running``), with the training
+    progress of each model (a bar on a terminal, a line every 30 s otherwise)."""
     import shutil
 
+    from dense_pt import logs
     from dense_pt.fsutil import atomic_file
     from dense_pt.pipeline.run import run_pipeline
 
@@ -98,8 +102,13 @@ def finetune_demo_stage(
     if force and out.exists():
         shutil.rmtree(out)
     lines: list[str] = []
+
+    def log(message: str) -> None:
+        lines.append(message)
+        logs.status(f"demo: finetune: {message}")
+
     cfg = finetune_config(out, Path(beir), qrels["train"], qrels[eval_split], Path(encoder), steps, seed)
-    res = run_pipeline(cfg, progress=progress, log=lines.append)
+    res = run_pipeline(cfg, progress=progress, log=log)
     with atomic_file(Path(workdir) / "pipeline.log", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     summary: dict[str, Any] = {

@@ -22,7 +22,7 @@ def demo_stage(
     batch_size: int = 8,
     seed: int = 0,
     force: bool = False,
-    progress: bool = False,
+    progress: bool = True,
     queries: str | Path | None = None,
     curriculum: str | None = None,
 ) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def demo_stage(
     ``queries`` / ``curriculum``: the LLM queries and the context curriculum of querygen / contrastive.
     """
     from dense_pt.data.store import CorpusStore
-    from dense_pt.pretrain.config import build_config
+    from dense_pt.pretrain.config import build_config, run_record
     from dense_pt.pretrain.run import run_pretrain
 
     store = CorpusStore.open(store_path)
@@ -72,7 +72,7 @@ def demo_stage(
     done = out / "pretrain.json"
     if not force and done.is_file():
         prev = json.loads(done.read_text(encoding="utf-8"))
-        if prev.get("config") == cfg.to_dict() and prev.get("steps") == max_steps:
+        if prev.get("config") == run_record(cfg) and prev.get("steps") == max_steps:
             rec = prev.get("final_record") or {}
             return _summary("up to date", method, out, prev["steps"], rec)
     if force or (out.exists() and not (out / "run_config.json").is_file()):

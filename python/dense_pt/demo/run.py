@@ -45,7 +45,7 @@ def run_demo(
     """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
     ``<out>/summary.json``. Each stage is named on stderr as it starts, with its wall time when it
     ends."""
-    from dense_pt.fsutil import write_json_atomic
+    from dense_pt.fsutil import check_output_dir, mark_output_dir, write_json_atomic
 
     set_threads(threads)
     # Absolute paths: later stages write configs that resolve paths against their own folders.
@@ -56,7 +56,9 @@ def run_demo(
         vocab_size=vocab_size,
         finetune_steps=finetune_steps,
     )
-    ctx.out.mkdir(parents=True, exist_ok=True)
+    # A folder the demo did not write is refused unless --force (summary.json, data.json: older demos').
+    check_output_dir(ctx.out, "demo", force, proof=("summary.json", "data.json"))
+    mark_output_dir(ctx.out, "demo")
     todo = stages if stages is not None else STAGES
     results: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
@@ -78,6 +80,10 @@ def run_demo(
     return report
 
 
+# Summary keys that hold a path (printed in full under the table).
+PATH_KEYS = ("folder", "file", "encoder", "log", "table", "queries_path")
+
+
 def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -88,7 +94,7 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_column("seconds", justify="right")
     table.add_column("summary")
     for name, s in report["stages"].items():
-        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "folder", "file", "metrics")}
+        rest = {k: v for k, v in s.items() if k not in ("status", "seconds", "metrics", *PATH_KEYS)}
         table.add_row(
             name,
             str(s.get("status", "")),
@@ -97,6 +103,12 @@ def print_report(report: dict[str, Any]) -> None:
         )
     console = Console()
     console.print(table)
+    # the table cuts long cells with "…" on a narrow terminal: every path in full below it
+    paths = [("output folder", str(report["out"]))]
+    paths += [(f"{name} {key.replace('_', ' ')}", str(s[key])) for name, s in report["stages"].items()
+              for key in PATH_KEYS if s.get(key)]  # fmt: skip
+    width = max(len(k) for k, _ in paths)
+    print("\n".join(f"{k:<{width}}  {v}" for k, v in paths))
     if report.get("note"):
         console.print(report["note"])
 

@@ -37,8 +37,13 @@ def _tokenizer(texts: Iterable[str], vocab_size: int):  # -> transformers.PreTra
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    from dense_pt.logs import stderr_is_terminal
+
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=stderr_is_terminal(),
     )
     tok.train_from_iterator(list(texts), trainer)
     return transformers.PreTrainedTokenizerFast(

@@ -10,8 +10,10 @@ the switch to queries happens at step 750 exactly. Fractions must be positive an
 (within 1e-6).
 
 Learning rate (the paper's default): the first stage follows warm-up (a fraction of the first
-stage) + cosine decay over its own steps; later stages use a constant rate (the peak rate).
-``--stage-schedules cosine,constant`` overrides this per stage.
+stage) + cosine decay over its own steps; later stages use a constant rate (the peak rate) from
+their first step. ``--stage-schedules cosine,constant`` overrides this per stage, and
+``--stage-warmup`` gives each later stage a linear warm-up from 0 to the peak (steps, or a fraction
+of that stage) before its own schedule.
 
 In a ``queries`` stage only passages that have at least one LLM query take part
 (:func:`rows_with_queries`), and the context of a passage is one of its queries chosen
@@ -99,15 +101,22 @@ def stage_at(stages: Sequence[Stage], step: int) -> Stage:
     raise InvalidArgumentError(f"step {step} lies outside the curriculum (0..{stages[-1].end - 1})")
 
 
-def lr_factor(stages: Sequence[Stage], step: int, warmup_steps: int = 0) -> float:
-    """Multiplier of the peak learning rate at ``step`` (warmup applies to the first stage only)."""
+def stage_warmup_steps(stage: Stage, stage_warmup: float) -> int:
+    """Warm-up steps of a later stage: ``stage_warmup`` steps when >= 1, else that fraction of it."""
+    return int(stage_warmup) if stage_warmup >= 1 else round(stage_warmup * stage.steps)
+
+
+def lr_factor(stages: Sequence[Stage], step: int, warmup_steps: int = 0, stage_warmup: float = 0) -> float:
+    """Multiplier of the peak learning rate at ``step``: ``warmup_steps`` of warm-up in the first
+    stage, ``stage_warmup`` (steps, or a fraction of the stage) in each later one, then the stage's
+    schedule over the rest of it."""
     s = stage_at(stages, step)
     t = step - s.start
-    if s is stages[0] and t < warmup_steps:
-        return (t + 1) / warmup_steps
+    w = warmup_steps if s is stages[0] else stage_warmup_steps(s, stage_warmup)
+    if t < w:
+        return (t + 1) / w
     if s.schedule == "constant":
         return 1.0
-    w = warmup_steps if s is stages[0] else 0
     progress = (t - w) / max(1, s.steps - w)
     if s.schedule == "linear":
         return max(0.0, 1.0 - progress)

@@ -25,11 +25,18 @@ import numpy as np
 
 from dense_pt import __version__
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.config.finetune import RefreshSettings
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
+RERANKER_LOSS_SOURCES = {
+    "simlm": "SimLM as the authors train it (train_reranker_marco.sh --rerank_forward_factor 4 --rerank_use_rdrop "
+    "True): the group scored without gradients, the positive and the top-scoring negatives kept, R-Drop "
+    "(mean listwise cross-entropy of two dropout passes + their symmetric KL)",
+    "listwise": "SimLM eq. 4: listwise cross-entropy over a positive and group_size - 1 negatives",
+}
 TEACHER_MISSING = -1e4  # logit of a filler negative the re-ranker never scored: ~zero probability
 
 
@@ -142,8 +149,11 @@ def _check_retriever_args(teacher_scores: Any, alpha: float, **settings: Any) ->
     by ``RetrieverSettings`` (with a teacher: ``DistillSettings``), errors naming the key."""
     from dense_pt.config.finetune import DistillSettings, RetrieverSettings
 
+    refresh = settings.pop("refresh")
     if teacher_scores is None:
-        RetrieverSettings(**settings)
+        RetrieverSettings(**settings, refresh_every=None if refresh is None else refresh.every)
+    elif refresh is not None:
+        raise InvalidArgumentError("refresh (ANCE negatives) is for retrievers, not distillation")
     else:
         DistillSettings(**settings, alpha=alpha)
 
@@ -216,31 +226,28 @@ def train_retriever(
     resume: bool = True,
     progress: bool = True,
     epochs: float | None = None,
+    refresh: RefreshSettings | None = None,
 ) -> dict:
     """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5 / CDMAE eq. 11, ``loss``
     then being its contrastive term). ``tau=None``: the loss's own temperature (SimLM's 0.02 for the
     simlm losses, 1 for infonce). Returns the manifest.
     ``epochs`` sets ``max_steps`` from the number of training queries (``train.max_steps`` otherwise).
-    The model records its lengths in ``OUT/model/retriever.json``: encoding reads them from there."""
-    from dense_pt.finetune.data import build_sampler
+    The model records its lengths in ``OUT/model/retriever.json``: encoding reads them from there.
+    ``refresh``: ANCE negatives (``dense_pt.finetune.refresh``): every ``refresh.every`` steps the
+    model being trained encodes the corpus and the training queries and fresh negatives are mined
+    with ``refresh.mine`` and the training seed; ``negatives`` are used until the first refresh."""
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
     from dense_pt.retrieval.encoder import detect_spec
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
-    out = Path(out)
-    cfg = _train_config(train)
+    out, cfg = Path(out), _train_config(train)
     _check_retriever_args(teacher_scores, alpha, loss=loss, group_size=group_size, tau=tau,
-                          query_max_length=query_max_length, passage_max_length=passage_max_length)  # fmt: skip
-    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
-    teacher: dict[str, dict[str, float]] | None = None
-    if teacher_scores is not None:
-        teacher, negs, restrict_to = _teacher(teacher_scores, store, judged, restrict_to)
-    tok = hf_tokenizer(model, store)
-    sampler = build_sampler(
-        store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
-        group_size, cfg.seed, restrict_to,
-    )  # fmt: skip
+                          query_max_length=query_max_length, passage_max_length=passage_max_length,
+                          refresh=refresh)  # fmt: skip
+    store, qtexts, judged, teacher, tok, sampler = _retriever_rows(
+        model, corpus, queries, qrels, negatives, teacher_scores, restrict_to, group_size, cfg.seed
+    )
     make_batch = _retriever_batches(
         sampler, store, _specials(tok), teacher, query_max_length, passage_max_length
     )
@@ -250,12 +257,19 @@ def train_retriever(
     if cfg.batch_size > len(sampler):
         cfg = cfg.replace(batch_size=len(sampler))
     cfg = _for_epochs(cfg, len(sampler), epochs)
+    # built lazily in the training process (no workers): a refresh's negatives reach the next batch
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     stage = "distill" if teacher is not None else "retriever"
-    trainer = Trainer(module, cfg, out, source, progress=progress, description=stage)
+    lengths = (query_max_length, passage_max_length)
+    hooks = [] if refresh is None else [_refresh_hook(
+        out, refresh, cfg.seed, store, qtexts, judged, sampler,
+        lambda folder: _save_retriever(module, tok, folder, spec.pooling, *lengths), progress,
+    )]  # fmt: skip
+    trainer = Trainer(module, cfg, out, source, progress=progress, description=stage, callbacks=hooks,
+                      on_start=[h.on_start for h in hooks])  # fmt: skip
     result = trainer.train(resume=resume)
     if trainer.dist.is_main:
-        _save_retriever(module, tok, out / "model", spec.pooling, query_max_length, passage_max_length)
+        _save_retriever(module, tok, out / "model", spec.pooling, *lengths)
     settings = {
         "loss": f"distill (KL + alpha * {loss})" if teacher is not None else loss,
         "loss_source": module.spec.source, "similarity": module.spec.similarity,
@@ -264,17 +278,59 @@ def train_retriever(
         "margin": margin if loss == "triplet" else None, "alpha": alpha if teacher is not None else None,
         "epochs": epochs,
         "pooling": spec.pooling, "normalize": module.normalize, "train": cfg.to_dict(),
-        "rows": sampler.stats,
+        "rows": sampler.stats, **({"refresh": hooks[0].record()} if hooks else {}),
     }  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels,
               "negatives": negatives, "teacher_scores": teacher_scores}  # fmt: skip
     if trainer.dist.is_main:
-        what = (
-            "distillation (KL to the re-ranker's scores, SimLM eq. 5 / CDMAE eq. 11) plus " if teacher else ""
-        )
-        _card(out / "model", "retriever", f"dense retriever ({stage})", model, loss,
-              what + module.spec.source, inputs, settings)  # fmt: skip
+        _retriever_card(out, stage, model, loss, module.spec.source, inputs, settings)
     return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
+
+
+def _retriever_card(
+    out: Path, stage: str, model: Any, loss: str, source: str, inputs: dict, settings: dict
+) -> None:
+    what = (
+        "distillation (KL to the re-ranker's scores, SimLM eq. 5 / CDMAE eq. 11) plus "
+        if stage == "distill"
+        else ""
+    )
+    _card(
+        out / "model", "retriever", f"dense retriever ({stage})", model, loss, what + source, inputs, settings
+    )
+
+
+def _retriever_rows(
+    model: str | Path, corpus: str | Path, queries: str | Path, qrels: str | Path, negatives: str | Path | None,
+    teacher_scores: str | Path | None, restrict_to: Sequence[str] | None, group_size: int, seed: int,
+) -> tuple[Any, dict[str, str], dict[str, dict[str, int]], dict[str, dict[str, float]] | None, Any, Any]:  # fmt: skip
+    """The inputs read, the teacher's scores (distillation), the model's tokenizer and the group
+    sampler over the training queries: (store, query texts, judgements, teacher, tokenizer, sampler)."""
+    from dense_pt.finetune.data import build_sampler
+
+    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
+    teacher: dict[str, dict[str, float]] | None = None
+    if teacher_scores is not None:
+        teacher, negs, restrict_to = _teacher(teacher_scores, store, judged, restrict_to)
+    tok = hf_tokenizer(model, store)
+    sampler = build_sampler(
+        store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
+        group_size, seed, restrict_to,
+    )  # fmt: skip
+    return store, qtexts, judged, teacher, tok, sampler
+
+
+def _refresh_hook(
+    out: Path, refresh: RefreshSettings, seed: int, store: Any, queries: dict[str, str],
+    judged: dict[str, dict[str, int]], sampler: Any, export: Callable[[Path], None], progress: bool,
+) -> Any:  # fmt: skip
+    """ANCE negatives for the sampler's queries (``dense_pt.finetune.refresh``), mined with the
+    refresh's settings and the training seed."""
+    from dense_pt.finetune.refresh import NegativesRefresh, training_qrels
+
+    return NegativesRefresh(out, refresh.every, refresh.mine, seed, store, queries,
+                            training_qrels(judged, sampler.qids), sampler, export, refresh.batch_size,
+                            refresh.shard_size, progress)  # fmt: skip
 
 
 def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max_length: int,
@@ -315,16 +371,21 @@ def train_reranker(
     resume: bool = True,
     progress: bool = True,
     epochs: float | None = None,
+    loss: str = FT.RERANKER_LOSS,
+    forward_factor: int | None = None,
 ) -> dict:
-    """Cross-encoder with the listwise loss (SimLM eq. 4) over groups from ``negatives``; ``model``
-    is its initial checkpoint (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``).
-    The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
+    """Cross-encoder over groups from ``negatives``; ``model`` is its initial checkpoint (SimLM: an
+    ELECTRA-base discriminator, ``defaults.RERANKER_INIT``). ``loss="simlm"`` (default) trains as the
+    authors' code: the group scored without gradients, its positive and top negatives
+    (``group_size // forward_factor``, 64 // 4) trained with R-Drop; ``"listwise"`` is SimLM eq. 4
+    over the whole group. The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
     from dense_pt.config.finetune import RerankerSettings
     from dense_pt.finetune.data import build_sampler, pad_pairs
     from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
-    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length)
+    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length, loss=loss,
+                     forward_factor=forward_factor)  # fmt: skip
     out = Path(out)
     cfg = _train_config(train)
     store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
@@ -347,7 +408,7 @@ def train_reranker(
         return {"x_ids": x_ids, "x_mask": x_mask, "x_types": x_types}
 
     seed_everything(cfg.seed)
-    module = CrossEncoder(load_cross_encoder(str(model)), group_size)
+    module = CrossEncoder(load_cross_encoder(str(model)), group_size, loss, forward_factor)
     cfg = cfg.replace(batch_size=min(cfg.batch_size, len(sampler)))
     cfg = _for_epochs(cfg, len(sampler), epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
@@ -361,12 +422,13 @@ def train_reranker(
         write_json_atomic(
             out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}
         )
-    settings = {"loss": "listwise (SimLM eq. 4)", "group_size": group_size, "query_max_length": query_max_length,
+    settings = {"loss": loss, "loss_source": RERANKER_LOSS_SOURCES[loss], "forward_factor": module.forward_factor,
+                "trained_per_group": module.keep, "group_size": group_size, "query_max_length": query_max_length,
                 "max_length": max_length, "epochs": epochs, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
     inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
     if trainer.dist.is_main:
-        _card(out / "model", "reranker", "cross-encoder re-ranker", model, "listwise",
-              "SimLM eq. 4: listwise cross-entropy over a positive and group_size - 1 negatives", inputs, settings)  # fmt: skip
+        _card(out / "model", "reranker", "cross-encoder re-ranker", model, loss, RERANKER_LOSS_SOURCES[loss],
+              inputs, settings)  # fmt: skip
     return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
 
 

@@ -31,9 +31,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dense_pt import _native
+from dense_pt.config.defaults.objectives import BERT_FILL, IMPORTANCE_NOISE
 from dense_pt.errors import InvalidArgumentError
 
 IGNORE_INDEX = -100
+# The maskers' defaults are the papers' (config/defaults): CDMAE's noise, BERT's 80/10/10.
+SIGMA: float = IMPORTANCE_NOISE["sigma"].value
+MASK_PROB: float = BERT_FILL["mask_prob"].value
+RANDOM_PROB: float = BERT_FILL["random_prob"].value
 """Label of positions that are not predicted (PyTorch's ``ignore_index``)."""
 
 __all__ = [
@@ -164,7 +169,7 @@ def importance_mask(
     importance: npt.ArrayLike,
     p: float,
     seed: Seed,
-    sigma: float = 1.0,
+    sigma: float = SIGMA,
     special_tokens_mask: npt.ArrayLike | None = None,
     *,
     word_ids: npt.ArrayLike | None = None,
@@ -193,7 +198,7 @@ def nested_masks(
     importance: npt.ArrayLike | None = None,
     special_tokens_mask: npt.ArrayLike | None = None,
     *,
-    sigma: float = 1.0,
+    sigma: float = SIGMA,
     word_ids: npt.ArrayLike | None = None,
     special_ids: Sequence[int] = (),
     row_keys: npt.ArrayLike | None = None,
@@ -218,8 +223,8 @@ def replace(
     mask_token_id: int,
     vocab_size: int,
     seed: Seed,
-    mask_prob: float = 0.8,
-    random_prob: float = 0.1,
+    mask_prob: float = MASK_PROB,
+    random_prob: float = RANDOM_PROB,
     special_ids: Sequence[int] = (),
     *,
     row_keys: npt.ArrayLike | None = None,

@@ -77,4 +77,4 @@ def mlm_loss(head: MLMHead, hidden: torch.Tensor, labels: torch.Tensor) -> torch
     if not bool(sel.any()):
         return hidden.sum() * 0.0
     logits = head(hidden[sel])
-    return F.cross_entropy(logits.float(), labels[sel])
+    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), labels[sel])

@@ -5,7 +5,14 @@ collator's ``span_input_ids``) or one of its LLM queries (``QueryTokens.context_
 given to the objective as ``ctx_input_ids`` / ``ctx_attention_mask``. Under data parallelism the
 passages and contexts of every rank are gathered (``dense_pt.objectives.gather``: exact gradients),
 so the other contexts of the global batch are the negatives; hence gradient accumulation is refused.
-L = L_mlm + L_head + L_con, L_con = cross-entropy over dot-product scores / temperature."""
+L = L_mlm + L_head + L_con, L_con = cross-entropy over dot-product scores / temperature.
+
+With ``cache_chunk`` (``dense_pt.training.cache``) the passages and contexts are encoded a chunk at
+a time: L_con is computed once over every [CLS] vector of the batch, and each passage chunk's MLM
+terms are back-propagated with it, as coCondenser's GradCache trainer does. Each chunk's MLM terms
+are its token losses summed over the *batch's* count of target tokens, so the chunks add up to the
+batch's mean and the gradient is the uncached one (coCondenser adds each chunk's own mean, which
+weighs the MLM term by the number of chunks)."""
 
 from __future__ import annotations
 
@@ -15,9 +22,10 @@ from dense_pt.models.decoders import LayerStack, bidirectional_keep
 from dense_pt.models.heads import mlm_loss
 from dense_pt.objectives.base import Objective
 from dense_pt.objectives.retrieval import infonce_loss
+from dense_pt.training.cache import CachedLoss, loss_precision
 
 
-class Contrastive(Objective):
+class Contrastive(CachedLoss, Objective):
     method = "contrastive"
     accumulation_safe = False
 
@@ -32,23 +40,41 @@ class Contrastive(Objective):
 
     def contrastive_loss(self, p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         # InfoNCE over the global batch (passage i's positive is context i), exact under DDP
-        return infonce_loss(p.float(), c.float(), self.temperature)
+        return infonce_loss(loss_precision(p), loss_precision(c), self.temperature)
 
-    def forward(self, batch):
-        am = batch["attention_mask"]
-        out = self.encode(batch["input_ids"], am, output_hidden_states=True)
-        seq, early = out.last_hidden_state, out.hidden_states[self.early]
-        cls = self.bottleneck_vector(seq, am)
+    # --- CachedLoss: L_con reads the [CLS] vectors only; the MLM terms are per row ------------
+
+    def cache_parts(self, batch):
+        return {
+            "passages": {
+                "ids": batch["input_ids"],
+                "mask": batch["attention_mask"],
+                "labels": batch["labels"],
+            },
+            "contexts": {"ids": batch["ctx_input_ids"], "mask": batch["ctx_attention_mask"]},
+        }
+
+    def represent(self, part, rows, batch, terms):
+        am = rows["mask"]
+        if part == "contexts":
+            return {"rep": self.bottleneck_vector(self.encode(rows["ids"], am).last_hidden_state, am)}
+        out = self.encode(rows["ids"], am, output_hidden_states=terms)
+        cls = self.bottleneck_vector(out.last_hidden_state, am)
+        if not terms:  # everything below draws its dropout after the vector: skipping it is safe
+            return {"rep": cls}
+        early = out.hidden_states[self.early]
         head_in = torch.cat([cls[:, None].to(early.dtype), early[:, 1:]], dim=1)
         head = self.head(head_in, bidirectional_keep(am))
-        l_mlm = mlm_loss(self.lm_head, seq, batch["labels"])
-        l_head = mlm_loss(self.lm_head, head, batch["labels"])
-        ctx_am = batch["ctx_attention_mask"]
-        ctx = self.bottleneck_vector(self.encode(batch["ctx_input_ids"], ctx_am).last_hidden_state, ctx_am)
-        l_con = self.contrastive_loss(cls, ctx)
-        return {
-            "loss": l_mlm + l_head + l_con,
-            "loss_enc": l_mlm.detach(),
-            "loss_dec": l_head.detach(),
-            "loss_con": l_con.detach(),
-        }
+        # token means over the whole batch's targets: the chunks' terms add up to the batch's
+        labels = rows["labels"]
+        l_mlm, l_head = (
+            mlm_loss(self.lm_head, out.last_hidden_state, labels),
+            mlm_loss(self.lm_head, head, labels),
+        )
+        here, whole = (labels != -100).sum(), (batch["labels"] != -100).sum().clamp(min=1)
+        share = here.to(l_mlm.dtype) / whole.to(l_mlm.dtype)
+        return {"rep": cls, "loss_enc": l_mlm * share, "loss_dec": l_head * share}
+
+    def coupled_loss(self, reps, batch):
+        l_con = self.contrastive_loss(reps["passages"], reps["contexts"])
+        return {"loss": l_con, "loss_con": l_con.detach()}

@@ -26,7 +26,11 @@ dot-product ones; d_i+ is query i's positive):
 * ``triplet`` -- SEED-Encoder's margin loss over the query's own group: mean over its hard
   negatives n of max(0, margin - q . d+ + q . n); no temperature, no in-batch negatives.
 
-Also ``listwise_rerank_loss`` (SimLM eq. 4) and ``distill_loss``: KL(p_ranker || p_ret) over each
+Also the re-ranker's losses: ``listwise_rerank_loss`` (SimLM eq. 4 as printed), and the authors'
+procedure (``train_reranker_marco.sh --rerank_forward_factor 4 --rerank_use_rdrop True``):
+``select_top_group`` (which passages of a group scored without gradients it trains on: the
+positive, then the highest-scoring negatives) and ``rdrop_listwise_loss`` (the listwise loss of
+two dropout passes plus their symmetric KL, R-Drop). And ``distill_loss``: KL(p_ranker || p_ret) over each
 group + alpha * a contrastive loss. With ``contrastive="simlm"`` it is SimLM eq. 5 as the authors
 train it (``kd_cont_loss_weight`` 0.2, hard negatives kept); with ``"infonce"`` CDMAE eq. 11 (the
 retriever's group scores are dot products, the contrastive term is eq. 10).
@@ -57,7 +61,9 @@ __all__ = [
     "group_scores",
     "infonce_loss",
     "listwise_rerank_loss",
+    "rdrop_listwise_loss",
     "resolve_loss",
+    "select_top_group",
     "simlm_loss",
     "triplet_loss",
 ]
@@ -165,6 +171,34 @@ def resolve_loss(name: str) -> RetrieverLoss:
 def listwise_rerank_loss(logits: torch.Tensor) -> torch.Tensor:
     """SimLM eq. 4: ``logits`` [B, n] re-ranker scores of each group, positive at index 0."""
     return F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
+
+
+def select_top_group(scores: torch.Tensor, keep: int) -> torch.Tensor:
+    """Which ``keep`` passages of each group [B, n] (positive at index 0) the re-ranker trains on,
+    as the authors' ``Reranker.forward`` picks them: the positive always (its score set to +inf),
+    then the ``keep - 1`` highest-scoring negatives, in descending score. Ties keep the group's
+    order (the mined rank): a stable sort, where the authors' ``torch.topk`` leaves it open.
+    Returns indices [B, keep], the positive's 0 first."""
+    n = scores.shape[1]
+    if not 1 <= keep <= n:
+        raise InvalidArgumentError(f"keep must be in [1, {n}], got {keep}")
+    s = scores.detach().float().clone()
+    s[:, 0] = float("inf")
+    return torch.sort(s, dim=1, descending=True, stable=True).indices[:, :keep]
+
+
+def rdrop_listwise_loss(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor:
+    """R-Drop over the listwise loss, as the authors' re-ranker trains: ``logits_a`` / ``logits_b``
+    [B, n] are two forward passes of the same groups with independent dropout (positive at 0). The
+    mean of the two passes' cross-entropy plus the symmetric KL between their distributions,
+    0.5 (KL(p_a || p_b) + KL(p_b || p_a)), each KL summed over the group and averaged over the
+    queries (``KLDivLoss(reduction="batchmean", log_target=True)``), weight 1; the gradient flows
+    through both sides of each KL (neither is detached)."""
+    la, lb = F.log_softmax(logits_a, dim=-1), F.log_softmax(logits_b, dim=-1)
+    ce = 0.5 * (-la[:, 0].mean() - lb[:, 0].mean())
+    kl_ab = (la.exp() * (la - lb)).sum(-1).mean()
+    kl_ba = (lb.exp() * (lb - la)).sum(-1).mean()
+    return ce + 0.5 * (kl_ab + kl_ba)
 
 
 def group_scores(

@@ -118,7 +118,7 @@ def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths
            max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
     encode(model, queries, folder / "emb_queries", batch_size=batch_size,
            max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
-    return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k)
+    return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k).out
 
 
 MINE_FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")
@@ -168,6 +168,26 @@ def retriever_kwargs(sec: Trained) -> dict[str, Any]:
     return {k: getattr(sec, k) for k in keys}
 
 
+def refresh_kwargs(ctx: Ctx, sec: Trained) -> dict[str, Any]:
+    """ANCE negatives (``refresh_every``): mined with ``[mine]``'s settings (filters included, as for
+    every dense run) and encoded with ``[encode]``'s batch size."""
+    from dense_pt.config.finetune import RefreshSettings
+    from dense_pt.config.retrieval import MineSettings
+
+    every = getattr(sec, "refresh_every", None)
+    if every is None:
+        return {}
+    mine = MineSettings(**{k: getattr(ctx.cfg.mine, k) for k in MineSettings.model_fields})
+    return {"refresh": RefreshSettings(every=every, mine=mine, batch_size=ctx.cfg.encode.batch_size)}
+
+
+def refresh_params(ctx: Ctx, sec: Trained) -> dict[str, Any]:
+    """What a refreshing stage's fingerprint adds: the mining and encoding settings it uses."""
+    if getattr(sec, "refresh_every", None) is None:
+        return {}
+    return {"refresh": {"mine": settings(ctx.cfg.mine), "encode_batch_size": ctx.cfg.encode.batch_size}}
+
+
 def train_retriever_stage(
     ctx: Ctx, folder: Path, sec: Trained, init: Path, negatives: Path | None = None,
     teacher: Path | None = None, mined: dict | None = None,
@@ -176,7 +196,7 @@ def train_retriever_stage(
     then retrieve for every judged query with it and evaluate on the dev split."""
     from dense_pt.finetune.stages import train_retriever
 
-    kw = retriever_kwargs(sec)
+    kw = {**retriever_kwargs(sec), **refresh_kwargs(ctx, sec)}
     if teacher is not None:
         assert isinstance(sec, DistillTable)  # only the distillation stage has a teacher
         kw["alpha"] = sec.alpha

@@ -41,6 +41,7 @@ from dense_pt.config.pipeline import (
     PROFILES,
     STAGE_TABLES,
     STAGE_TRAIN,
+    TRAIN_LEGACY_VALUES,
     DistillTable,
     EncodeTable,
     EvalTable,
@@ -49,6 +50,7 @@ from dense_pt.config.pipeline import (
     PipelineFile,
     PmiTable,
     PretrainTable,
+    R2Table,
     RerankerTable,
     RetrieverTable,
 )
@@ -69,11 +71,15 @@ IMPORTANCE_METHODS = frozenset({"cdmae"})
 def settings(table: BaseModel) -> dict[str, Any]:
     """A table as a stage's fingerprint and manifest record it: every key, and a ``train`` sub-table
     with only the keys set (by the file, its profile or the stage's defaults), not every engine key.
-    Byte for byte the dicts the stages read before the config was typed: finished stages stay done."""
-    out = table.model_dump()
+    Byte for byte the dicts the stages read before the config was typed: finished stages stay done.
+    Keys added since that hold the value that computes what older code did are left out
+    (``LEGACY_VALUES`` of the table, ``TRAIN_LEGACY_VALUES``)."""
+    legacy = getattr(type(table), "LEGACY_VALUES", {})
+    out = {k: v for k, v in table.model_dump().items() if k not in legacy or v != legacy[k]}
     train = getattr(table, "train", None)
     if isinstance(train, BaseModel):
-        out["train"] = train.model_dump(exclude_none=True)
+        out["train"] = {k: v for k, v in train.model_dump(exclude_none=True).items()
+                        if k not in TRAIN_LEGACY_VALUES or v != TRAIN_LEGACY_VALUES[k]}  # fmt: skip
     return out
 
 
@@ -128,7 +134,7 @@ class ResolvedPipeline(Model):
     encode: EncodeTable
     r1: RetrieverTable
     mine: MineTable
-    r2: RetrieverTable
+    r2: R2Table
     reranker: RerankerTable
     distill: DistillTable
     pretrain: ResolvedPretrain | None

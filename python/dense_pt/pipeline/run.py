@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dense_pt.errors import DensePtError
+from dense_pt.errors import DensePtError, InvalidArgumentError
 from dense_pt.pipeline.config import ResolvedPipeline
 from dense_pt.pipeline.runner import Context, Step, format_plan, plan, run_stages
 from dense_pt.pipeline.stages import load_stages
@@ -41,9 +41,9 @@ def check_stage(name: str | None, cfg: ResolvedPipeline | None = None, option: s
     if name is None:
         return
     if name not in STAGES:
-        raise DensePtError(f"{option} {name!r}: not a stage; the stages are {', '.join(STAGES)}")
+        raise InvalidArgumentError(f"{option} {name!r}: not a stage; the stages are {', '.join(STAGES)}")
     if cfg is not None and name not in planned_stages(cfg):
-        raise DensePtError(
+        raise InvalidArgumentError(
             f"{option} {name!r}: this configuration does not run that stage (it runs "
             f"{', '.join(planned_stages(cfg))})"
         )
@@ -73,12 +73,13 @@ def _context(
     option: str,
     log: Callable[[str], None],
     progress: bool,
+    force: bool = False,
 ) -> Context[ResolvedPipeline]:
     if until is not None and only is not None:
-        raise DensePtError("give one of --until and --only, not both")
+        raise InvalidArgumentError("give one of --until and --only, not both")
     check_stage(until, cfg, option)
     check_stage(only, cfg, "--only")
-    return Context(cfg, progress, log)
+    return Context(cfg, progress, log, force)
 
 
 def plan_pipeline(
@@ -98,17 +99,19 @@ def run_pipeline(
     *,
     until: str | None = None,
     only: str | None = None,
+    force: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Run (or continue) the chain; returns the manifests of the stages it ran or found done.
     ``until``: stop after that stage; ``only``: run that one stage, whose inputs must be finished;
-    ``stop_after``: as ``until``, then raise ``StopPipeline``."""
+    ``stop_after``: as ``until``, then raise ``StopPipeline``. ``force``: write into an output
+    folder the pipeline did not write, replacing stage folders without the stage's manifest."""
     cfg = _config(config)
     if log is None:
         from dense_pt import logs
 
         log = lambda m: logs.status(f"pipeline: {m}")  # noqa: E731  (stderr; --quiet hides it)
     option = "--stop-after" if stop_after is not None else "--until"
-    ctx = _context(cfg, until or stop_after, only, option, log, progress)
+    ctx = _context(cfg, until or stop_after, only, option, log, progress, force)
     run_stages(ctx, STAGE_DEFS, until or stop_after, only)
     if stop_after is not None and stop_after != STAGES[-1]:
         raise StopPipeline(stopped_message(stop_after, "--stop-after"))

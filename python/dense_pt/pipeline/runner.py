@@ -8,13 +8,18 @@ fingerprint, resumes one whose manifest says ``running`` with the same fingerpri
 restarts from its last checkpoint, encoding from its last shard), and redoes one whose inputs
 changed (its folder is replaced). A changed input changes the fingerprint of every stage that reads
 it, directly or through another stage, and of no other: only the dependents rerun.
+
+Nothing the pipeline did not write is deleted: the output folder must be new, empty or the
+pipeline's (``dense_pt.fsutil.check_output_dir``), and a stage folder is replaced only when it holds
+that stage's manifest with a fingerprint; anything else (a user's ``store/`` beside the stages, a
+symbolic link) is refused naming the path unless ``force``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,8 +27,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from dense_pt import __version__
-from dense_pt.errors import DensePtError
-from dense_pt.fsutil import sha256_file, write_json_atomic
+from dense_pt.errors import DensePtError, already_exists
+from dense_pt.fsutil import check_output_dir, mark_output_dir, remove_tree, sha256_file, write_json_atomic
 
 Manifest = dict[str, Any]
 
@@ -105,10 +110,13 @@ class Context(Generic[C]):
     ``ResolvedPipeline``, or any model with the runner's ``RunConfig`` fields), the plan's
     fingerprints, the manifests of the stages done so far, and memoised file hashes."""
 
-    def __init__(self, cfg: C, progress: bool = False, log: Callable[[str], None] = print):
+    def __init__(
+        self, cfg: C, progress: bool = False, log: Callable[[str], None] = print, force: bool = False
+    ):
         from dense_pt.evaluation.metrics import EVALUATION_VERSION
 
         self.cfg, self.progress, self.log = cfg, progress, log
+        self.force = force  # write into / replace folders the pipeline did not write
         self.out: Path = Path(cfg.out)
         self.seed: int = int(cfg.seed)
         self.results: dict[str, Manifest] = {}
@@ -137,8 +145,38 @@ class Context(Generic[C]):
 
 
 def read_manifest(folder: Path) -> Manifest | None:
+    """A stage folder's manifest, or None when there is none (or it is not a readable JSON object:
+    then the folder is not provably the stage's)."""
     path = folder / "manifest.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_stage_folder(folder: Path, name: str) -> bool:
+    """Whether ``folder`` provably holds stage ``name``'s work: its manifest, with a fingerprint."""
+    m = read_manifest(folder)
+    return m is not None and m.get("stage") == name and isinstance(m.get("fingerprint"), str)
+
+
+def _clear_stage_folder(ctx: Context[C], name: str, folder: Path) -> None:
+    """Remove a stage folder before the stage runs afresh: only one the stage wrote (a symbolic
+    link: never what it points to), else refused unless ``ctx.force``."""
+    if folder.is_symlink() and not ctx.force:
+        raise already_exists(
+            folder,
+            f"{folder} is a symbolic link: the pipeline writes its stage folders itself; remove the "
+            "link, or pass --force to replace the link (not what it points to)",
+        )
+    if not folder.is_symlink() and not is_stage_folder(folder, name) and not ctx.force:
+        raise already_exists(
+            folder,
+            f"{folder} holds no manifest of the {name} stage: dense-pt did not write it; move it "
+            "away, or pass --force to replace it",
+        )
+    remove_tree(folder)
 
 
 def plan(
@@ -220,14 +258,16 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     """Run (or skip, or resume) one planned stage; its manifest."""
     stage, folder = step.stage, ctx.out / step.stage.name
     if not stage.tracked:
+        check_output_dir(folder, f"pipeline {stage.name}", ctx.force, proof=stage.outputs)
+        mark_output_dir(folder, f"pipeline {stage.name}")
         return stage.run(ctx, folder)
     if step.action == "skip":
         old = refresh_metrics(ctx, stage, folder, read_manifest(folder) or {})
         ctx.log(f"[{stage.name}] up to date, skipped")
         ctx.results[stage.name] = old
         return old
-    if folder.exists() and step.action != "resume":
-        shutil.rmtree(folder)  # inputs changed (or no manifest): start the stage afresh
+    if os.path.lexists(folder) and step.action != "resume":
+        _clear_stage_folder(ctx, stage.name, folder)  # inputs changed: start the stage afresh
     elif step.action == "resume":
         ctx.log(f"[{stage.name}] resuming an interrupted run")
     folder.mkdir(parents=True, exist_ok=True)
@@ -311,7 +351,9 @@ def run_stages(
     """Plan, then run every planned stage up to ``until`` (or just ``only``); ``ctx.results``
     holds the manifests."""
     steps = plan(ctx, stages, until, only)
-    ctx.out.mkdir(parents=True, exist_ok=True)
+    proof = tuple(f"{s.name}/manifest.json" for s in stages if s.tracked)  # written before the mark
+    check_output_dir(ctx.out, "pipeline", ctx.force, proof)
+    mark_output_dir(ctx.out, "pipeline")
     if only is not None:
         check_only(ctx, steps, only)
     for step in steps:

@@ -131,10 +131,13 @@ def run_study(
     progress: bool = False,
     log: Callable[[str], None] = print,
     only: list[str] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run (or continue) every cell, then write ``OUT/results.json``, ``OUT/report.md`` and
     ``OUT/study.png``; returns the results. ``only``: run just these objectives (the table still
-    lists every finished cell)."""
+    lists every finished cell). ``force``: write into folders dense-pt did not write (the study's
+    and its cells', as ``pipeline run --force``)."""
+    from dense_pt.fsutil import check_output_dir, mark_output_dir
     from dense_pt.pipeline.run import run_pipeline
 
     study = study if isinstance(study, StudyConfig) else load_study(study)
@@ -142,6 +145,8 @@ def run_study(
         bad = set(only) - set(study.objectives)
         if bad:
             raise FormatError(f"--only names objectives the study does not have: {sorted(bad)}", "study")
+    check_output_dir(study.out, "study", force, proof=("results.json",))
+    mark_output_dir(study.out, "study")
     cells: dict[str, dict[str, Any]] = {}
     for i, cell in enumerate(study.cells, 1):
         if only and cell.objective not in only:
@@ -152,6 +157,7 @@ def run_study(
             progress=progress,
             until=study.until,
             log=_indented(log, cell.name),
+            force=force,
         )
         if any(s in manifests for s in STAGES):  # else nothing to tabulate yet (``until``)
             cells[cell.name] = _cell_record(cell, manifests)
@@ -278,7 +284,6 @@ def _fmt(cell: dict[str, float] | None) -> str:
 def write_study(study: StudyConfig, results: dict[str, Any]) -> None:
     from dense_pt.fsutil import atomic_file, write_json_atomic
 
-    study.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(study.out / "results.json", results)
     with atomic_file(study.out / "report.md", "w", encoding="utf-8") as f:
         f.write(render_markdown(results))

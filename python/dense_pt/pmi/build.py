@@ -12,7 +12,7 @@ import numpy as np
 
 from dense_pt import _native
 from dense_pt.config.pmi import MAX_N, MEMORY_GB, MIN_COUNT, WINDOW, PmiCounts
-from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
 Progress = Callable[[str, int, int], None]
@@ -164,6 +164,8 @@ def build(
     # a budget in bytes replaces memory_gb (tests force the spill path)
     PmiCounts.load(counts if memory_bytes is not None else {**counts, "memory_gb": memory_gb})
     store = _open_store(store_or_path)
+    if len(store) == 0:  # a store built with --allow-empty: a table of nothing is no statistic
+        raise FormatError("the corpus store has no passages: there are no n-grams to count", path=store.path)
     values, offsets = store.ragged("input_ids")
     stats = build_arrays(
         values,

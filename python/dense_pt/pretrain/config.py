@@ -1,5 +1,6 @@
-"""The configuration of one pre-training run: what to train (method, model, corpus, output), the
-method's options, and the optimisation settings. Read from a TOML file::
+"""The settings of one pre-training run (``dense_pt.config.PretrainSettings``): the one merge of a
+TOML file, ``--set`` and the options given (``load_settings``), and the one resolve step that fills
+what the method's paper decides and checks what needs the disk (``resolve``). A TOML file::
 
     method = "cdmae"
     model = "models/all-MiniLM-L6-v2"     # a checkpoint folder or a config.json (random init)
@@ -7,218 +8,183 @@ method's options, and the optimisation settings. Read from a TOML file::
     out = "runs/cdmae"
     max_length = 144     # default: the method's paper
 
-    [options]            # dense_pt.objectives.MethodOptions (the paper's values when absent)
-    p_dec = 0.5
-    sigma = 1.0
+    [options]            # dense_pt.config.MethodOptions (absent: the paper's, as
+    whole_word = true    # `dense-pt pretrain --method cdmae --help` lists them)
 
-    [train]              # dense_pt.training.TrainConfig (lr, warm-up, Adam: the paper's when absent)
+    [train]              # dense_pt.config.TrainConfig (lr, warm-up, Adam: the paper's when absent)
     max_steps = 300
     batch_size = 16
     lr = 1e-4
 
 Every value not given comes from the method's paper (``dense_pt.config.defaults.objectives``; ``paper``
 picks another paper's settings where a method has several). Relative paths in the file are
-resolved against the file's folder. CLI options override the file.
+resolved against the file's folder. Options given (the CLI's, or a Python caller's) override the file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
-from dense_pt.config.base import Model
-from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER
-from dense_pt.config.options import MethodOptions
-from dense_pt.config.pretrain import MAX_QUERY_TOKENS, MIN_LENGTH, PretrainSettings, StageOptimizer
+from dense_pt.config.defaults.objectives import STAGE_OPTIMIZER, STAGE_WARMUP
+from dense_pt.config.pretrain import CONTEXT_KEYS, REQUIRED, PretrainSettings
 from dense_pt.config.toml import apply_overrides
-from dense_pt.config.train import TrainConfig
+from dense_pt.config.train import TrainConfig, partial
 from dense_pt.errors import InvalidArgumentError, not_found
 from dense_pt.objectives import check_method, profile, resolve_options, resolve_pooling
 from dense_pt.training.config import read_toml
 
 _PATHS = ("model", "corpus", "out", "queries")
 CLI = "dense-pt pretrain"  # where a value given as an option (or in Python) is named
+# A file may leave out what the command line gives (method, model, corpus, out): checked key by
+# key on its own first, so its errors name it.
+PretrainFile = partial(PretrainSettings, "PretrainFile")
 
 
-class PretrainConfig(Model):
-    """One pre-training run, every setting resolved (``build_config`` makes it from
-    ``PretrainSettings``, the method's paper filling what is unset)."""
-
-    method: str
-    model: str
-    corpus: str
-    out: str
-    max_length: int | None = Field(None, ge=MIN_LENGTH)  # None: the method's paper
-    options: MethodOptions = Field(default_factory=MethodOptions)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    # whose defaults (a paper that trained this method); resolve fills in the method's own
-    paper: str | None = None
-    # querygen / contrastive: the `dense-pt expand` output, the curriculum and its stage schedules
-    queries: str | None = None
-    curriculum: str | None = None
-    stage_schedules: str | None = None
-    max_query_tokens: int = Field(MAX_QUERY_TOKENS, ge=1)
-    # curriculum: the AdamW moments at a stage switch ("reset": a new run from the checkpoint)
-    stage_optimizer: StageOptimizer | None = None
-
-    def resolve(self) -> PretrainConfig:
-        """Fill what the method's paper decides and check what needs the disk (corpus, model)."""
-        check_method(self.method)
-        prof = profile(self.method, self.paper)
-        self.paper = prof.paper
-        if self.max_length is None:
-            self.max_length = int(prof.top["max_length"].value)
-        self.options = resolve_options(self.method, self.options, self.paper)
-        if not Path(self.corpus).is_dir():
-            raise not_found(self.corpus, "no such corpus store")
-        if not Path(self.model).exists():
-            raise not_found(self.model, "no such model")
-        self.options = resolve_pooling(self.options, self.model)
-        if self.options.generator is not None:
-            from dense_pt.models.generator import resolve_generator
-
-            resolve_generator(self.options.generator)
-        self._validate_context()
-        self._validate_warmup()
-        return self
-
-    def length(self) -> int:
-        """``max_length`` once ``resolve`` has filled it (an unset one: the method's paper)."""
-        if self.max_length is None:
-            raise InvalidArgumentError("max_length is unset: resolve() the config first (build_config does)")
-        return self.max_length
-
-    def _validate_warmup(self) -> None:
-        """A warm-up longer than the run (or than the curriculum's first stage) never reaches the
-        peak rate: refused, naming where the number came from."""
-        from dense_pt.pretrain.context_data import CONTEXT_METHODS, warmup_steps
-
-        if self.method in CONTEXT_METHODS:
-            first = self.stages()[0]
-            warm, span, what = (
-                warmup_steps(first, self.train.warmup),
-                first.steps,
-                "the first curriculum stage",
-            )
-        else:
-            warm, span, what = self.train.warmup_steps(), self.train.max_steps, "the run"
-        if warm > span:
-            declared = profile(self.method, self.paper).train.get("warmup")
-            came = (
-                f" (the {self.paper} default: {declared.source})"
-                if declared and declared.value == self.train.warmup
-                else ""
-            )
-            raise InvalidArgumentError(
-                f"warm-up of {warm} steps{came} is longer than {what} ({span} steps): pass --warmup "
-                "(steps, or a fraction < 1)"
-            )
-
-    def _validate_context(self) -> None:
-        from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
-
-        if self.method not in CONTEXT_METHODS:
-            for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer"):
-                if getattr(self, key) is not None:
-                    raise InvalidArgumentError(
-                        f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {self.method}"
-                    )
-            return
-        if self.queries is not None and not Path(self.queries).is_dir():
-            raise not_found(self.queries, "no such queries folder (run `dense-pt expand`)")
-        if self.stage_optimizer is None:
-            self.stage_optimizer = STAGE_OPTIMIZER.value
-        plan(self)  # validates the curriculum against max_steps
-
-    def stages(self) -> list:
-        """The curriculum's stages (context methods only)."""
-        from dense_pt.pretrain.context_data import plan
-
-        return plan(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "model": str(self.model),
-            "corpus": str(self.corpus),
-            "out": str(self.out),
-            "max_length": self.max_length,
-            "paper": self.paper,
-            "options": self.options.to_dict(),
-            "train": self.train.to_dict(),
-            **self._context_dict(),
-        }
-
-    def _context_dict(self) -> dict[str, Any]:
-        from dense_pt.pretrain.context_data import CONTEXT_METHODS
-
-        if self.method not in CONTEXT_METHODS:
-            return {}
-        # The planned stages are part of the run: a resumed run must switch at the same step.
-        return {
-            "queries": None if self.queries is None else str(self.queries),
-            "curriculum": self.curriculum,
-            "stage_schedules": self.stage_schedules,
-            "max_query_tokens": self.max_query_tokens,
-            "stage_optimizer": self.stage_optimizer,
-            "stages": [[s.source, s.start, s.end, s.schedule] for s in self.stages()],
-        }
-
-
-def load_config(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> PretrainSettings:
-    """A pre-training TOML (with ``--set dotted.key=VALUE`` overrides applied) checked key by key
-    (errors name the file and the dotted key); relative paths resolved against the file's folder."""
-    path = Path(path)
-    settings = PretrainSettings.load(apply_overrides(read_toml(path), sets), path)
-    for key in _PATHS:
-        value = getattr(settings, key)
-        if value is not None and not Path(value).is_absolute():
-            setattr(settings, key, str(path.parent / value))
-    return settings
-
-
-def build_config(
+def load_settings(
     toml: str | Path | None = None,
-    *,
-    top: dict[str, Any] | None = None,
-    options: dict[str, Any] | None = None,
-    train: dict[str, Any] | None = None,
     sets: list[str] | tuple[str, ...] = (),
-) -> PretrainConfig:
-    """Merge the method's paper defaults, a TOML file (optional; ``sets`` override it, or stand
-    alone) and keyword overrides (``None`` values are ignored), in that order, and resolve."""
+    given: Mapping[str, Any] | None = None,
+) -> PretrainSettings:
+    """The one merge: a TOML file (optional; its relative paths against its folder), ``sets``
+    (``--set dotted.key=VALUE``) over it or alone, and ``given`` over both: a file's data (top-level
+    keys, ``options`` and ``train`` tables; ``None`` = not given), as the CLI's options or a Python
+    caller give it. Checked once, as one ``PretrainSettings``; nothing is filled in yet."""
+    data = apply_overrides(read_toml(Path(toml)) if toml else {}, sets)
+    base = PretrainFile.load(data, toml or "--set").model_dump(exclude_unset=True)
     if toml:
-        base = load_config(toml, sets).model_dump(exclude_none=True)
-    else:
-        base = PretrainSettings.load(apply_overrides({}, sets), "--set").model_dump(exclude_none=True)
-    given = {k: str(v) if isinstance(v, Path) else v for k, v in (top or {}).items() if v is not None}
-    for table, values in (("options", options), ("train", train)):
-        given[table] = {**base.get(table, {}), **{k: v for k, v in (values or {}).items() if v is not None}}
-    s = PretrainSettings.load({**base, **given}, CLI)
-    missing = [k for k in ("method", "model", "corpus", "out") if not getattr(s, k)]
+        for key in _PATHS:
+            if base.get(key) is not None and not Path(base[key]).is_absolute():
+                base[key] = str(Path(toml).parent / base[key])
+    for key, value in (given or {}).items():
+        if isinstance(value, Mapping):
+            base[key] = {**base.get(key, {}), **{k: v for k, v in value.items() if v is not None}}
+        elif value is not None:
+            base[key] = str(value) if isinstance(value, Path) else value
+    missing = [k for k in REQUIRED if base.get(k) is None]
     if missing:
         where = f" (not in {toml} either)" if toml else ""
         raise InvalidArgumentError(
             f"missing required setting(s): {', '.join('--' + m for m in missing)}{where}"
         )
-    assert s.method and s.model and s.corpus and s.out  # for the type checker: checked just above
-    prof = profile(check_method(s.method), s.paper)
-    train_values = {**prof.values("train"), **s.train.model_dump(exclude_none=True)}
-    cfg = PretrainConfig(
-        method=s.method,
-        model=s.model,
-        corpus=s.corpus,
-        out=s.out,
-        max_length=s.max_length,
-        options=s.options,
-        train=TrainConfig.load(train_values, CLI, "train"),
-        paper=prof.paper,
-        queries=s.queries,
-        curriculum=s.curriculum,
-        stage_schedules=s.stage_schedules,
-        max_query_tokens=s.max_query_tokens or MAX_QUERY_TOKENS,
-        stage_optimizer=s.stage_optimizer,
+    return PretrainSettings.load(base, CLI)
+
+
+def resolve(settings: PretrainSettings) -> PretrainSettings:
+    """``settings`` with what the method's paper decides filled in (``paper``, ``max_length``, the
+    options, the ``train`` keys not set) and what needs the disk checked (corpus, model, generator,
+    queries, the curriculum, the warm-up). Idempotent: a resolved run resolves to itself."""
+    method = check_method(settings.method)
+    prof = profile(method, settings.paper)
+    train_values = {**prof.values("train"), **settings.train.model_dump(exclude_unset=True)}
+    train = TrainConfig.load(train_values, CLI, "train")
+    options = resolve_options(method, settings.options, prof.paper)
+    if not Path(settings.corpus).is_dir():
+        raise not_found(settings.corpus, "no such corpus store")
+    if not Path(settings.model).exists():
+        raise not_found(settings.model, "no such model")
+    options = resolve_pooling(options, settings.model)
+    if options.generator is not None:
+        from dense_pt.models.generator import resolve_generator
+
+        resolve_generator(options.generator)
+    max_length = settings.max_length or int(prof.top["max_length"].value)
+    cfg = settings.model_copy(
+        update={"paper": prof.paper, "max_length": max_length, "options": options, "train": train}
     )
-    return cfg.resolve()
+    cfg = _resolve_context(cfg)
+    _check_warmup(cfg)
+    return cfg
+
+
+def build_config(
+    toml: str | Path | None = None,
+    *,
+    top: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    train: Mapping[str, Any] | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+) -> PretrainSettings:
+    """A resolved run from a TOML file (optional), ``sets`` and keyword overrides (``None`` values
+    are ignored), later ones winning key by key: ``resolve(load_settings(...))``."""
+    given = {**(top or {}), "options": options or {}, "train": train or {}}
+    return resolve(load_settings(toml, sets, given))
+
+
+def run_record(cfg: PretrainSettings) -> dict[str, Any]:
+    """What ``run_config.json`` and ``pretrain.json`` record of a resolved run: the settings (the
+    context keys only for querygen / contrastive) and, for those, the planned stages (a resumed run
+    must switch at the same step)."""
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
+
+    if cfg.method not in CONTEXT_METHODS:
+        return cfg.model_dump(exclude=set(CONTEXT_KEYS))
+    # stage_warmup recorded when set, so that runs started before it existed resume unchanged
+    record = cfg.model_dump(exclude=set() if cfg.stage_warmup else {"stage_warmup"})
+    return {**record, "stages": [[s.source, s.start, s.end, s.schedule] for s in plan(cfg)]}
+
+
+def _check_warmup(cfg: PretrainSettings) -> None:
+    """A warm-up longer than the run (or than the curriculum's first stage) never reaches the
+    peak rate: refused, naming where the number came from."""
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan, warmup_steps
+
+    if cfg.method in CONTEXT_METHODS:
+        first = plan(cfg)[0]
+        warm, span, what = warmup_steps(first, cfg.train.warmup), first.steps, "the first curriculum stage"
+    else:
+        warm, span, what = cfg.train.warmup_steps(), cfg.train.max_steps, "the run"
+    if warm > span:
+        declared = profile(cfg.method, cfg.paper).train.get("warmup")
+        came = (
+            f" (the {cfg.paper} default: {declared.source})"
+            if declared and declared.value == cfg.train.warmup
+            else ""
+        )
+        raise InvalidArgumentError(
+            f"warm-up of {warm} steps{came} is longer than {what} ({span} steps): pass --warmup "
+            "(steps, or a fraction < 1)"
+        )
+
+
+def _resolve_context(cfg: PretrainSettings) -> PretrainSettings:
+    """querygen / contrastive: the queries folder exists, the curriculum plans against max_steps,
+    ``stage_optimizer`` and ``stage_warmup`` default to the paper's, each later stage is longer than
+    its warm-up. Other methods refuse the context settings."""
+    from dense_pt.expansion.curriculum import stage_warmup_steps
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
+
+    if cfg.method not in CONTEXT_METHODS:
+        for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer", "stage_warmup"):
+            if getattr(cfg, key) not in (None, 0 if key == "stage_warmup" else None):
+                raise InvalidArgumentError(
+                    f"--{key.replace('_', '-')} is for {' and '.join(CONTEXT_METHODS)}, not {cfg.method}"
+                )
+        return cfg
+    if cfg.queries is not None and not Path(cfg.queries).is_dir():
+        raise not_found(cfg.queries, "no such queries folder (run `dense-pt expand`)")
+    if cfg.stage_optimizer is None:
+        cfg = cfg.model_copy(update={"stage_optimizer": STAGE_OPTIMIZER.value})
+    warmup = STAGE_WARMUP.value if cfg.stage_warmup is None else cfg.stage_warmup
+    cfg = cfg.model_copy(update={"stage_warmup": warmup})
+    for stage in plan(cfg)[1:]:  # plan validates the curriculum against max_steps
+        if stage_warmup_steps(stage, warmup) > stage.steps:
+            raise InvalidArgumentError(
+                f"stage_warmup ({warmup}) is longer than the {stage.source} stage ({stage.steps} steps)"
+            )
+    return cfg
+
+
+def __getattr__(name: str) -> Any:
+    """``PretrainConfig``: the old name of the resolved settings (deprecated; one model now)."""
+    if name == "PretrainConfig":
+        import warnings
+
+        warnings.warn(
+            "PretrainConfig is now dense_pt.config.PretrainSettings (resolved by dense_pt.pretrain.resolve)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PretrainSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from dense_pt.objectives import METHOD_KEYS, MethodOptions
 from dense_pt.training.data import epoch_order
 
 if TYPE_CHECKING:
-    from dense_pt.pretrain.config import PretrainConfig
+    from dense_pt.config.pretrain import PretrainSettings
 
 IGNORE = -100
 CONTEXT_METHODS = ("querygen", "contrastive")
@@ -67,7 +67,6 @@ class StageBatches:
         queries=None,  # QueryTokens, needed for source == "queries"
     ):
         from dense_pt.collate import Collator
-        from dense_pt.pretrain.data import collator_kwargs
 
         if method not in CONTEXT_METHODS:
             raise InvalidArgumentError(
@@ -82,13 +81,14 @@ class StageBatches:
         self.method, self.source, self.queries = method, source, queries
         self.max_length, self.seed = max_length, seed
         self.special = dict(store.special_tokens)
-        kw = collator_kwargs(method, opts)
-        if source == "spans":
-            kw.update(num_spans=1)  # one span per passage
-            self.collator = Collator(store, "contrastive", max_length=max_length, seed=seed, **kw)
+        if source == "spans":  # one span per passage
+            self.collator = Collator(
+                store, "contrastive", opts, max_length=max_length, seed=seed, num_spans=1
+            )
         else:  # the passage stage reads the clean crop the encoder's masked view was made from
-            kw.update(return_original=source == "passage")
-            self.collator = Collator(store, "mlm", max_length=max_length, seed=seed, **kw)
+            self.collator = Collator(
+                store, "mlm", opts, max_length=max_length, seed=seed, return_original=source == "passage"
+            )
         self.keys = METHOD_KEYS[method]
 
     def __call__(self, rows: np.ndarray, epoch: int) -> dict[str, Any]:
@@ -204,8 +204,8 @@ def default_curriculum(method: str, has_queries: bool) -> str:
     return "spans:1"
 
 
-def plan(cfg: PretrainConfig) -> list[Stage]:
-    """The stages of a ``PretrainConfig`` of a context method (validated). Stage schedules: one
+def plan(cfg: PretrainSettings) -> list[Stage]:
+    """The stages of a ``PretrainSettings`` of a context method (validated). Stage schedules: one
     stage follows ``train.schedule``; a curriculum follows the paper (cosine, then constant) unless
     ``stage_schedules`` says otherwise."""
     from dense_pt.expansion.curriculum import parse_curriculum, plan_stages
@@ -243,7 +243,7 @@ def switch_steps(stages: Sequence[Stage]) -> list[int]:
 
 
 def build_source(
-    cfg: PretrainConfig, store: Any, stages: Sequence[Stage], pin_memory: bool = False
+    cfg: PretrainSettings, store: Any, stages: Sequence[Stage], pin_memory: bool = False
 ) -> CurriculumSource:
     """Rows and batch functions of every stage, from the config's store and queries folder."""
     from dense_pt.expansion.query_data import QueryTokens
@@ -288,10 +288,11 @@ def build_source(
     )
 
 
-def lr_lambda(stages: Sequence[Stage], warmup: int) -> Callable[[int], float]:
+def lr_lambda(stages: Sequence[Stage], warmup: int, stage_warmup: float = 0) -> Callable[[int], float]:
     """The curriculum's learning-rate multiplier per step, ``warmup`` steps of warm-up in the first
-    stage (clamped to the last step: the scheduler is stepped once more after the final step)."""
+    stage and ``stage_warmup`` (steps, or a fraction of the stage) in each later one (clamped to the
+    last step: the scheduler is stepped once more after the final step)."""
     from dense_pt.expansion.curriculum import lr_factor
 
     last = stages[-1].end - 1
-    return lambda step: lr_factor(stages, min(step, last), warmup)
+    return lambda step: lr_factor(stages, min(step, last), warmup, stage_warmup)

@@ -18,18 +18,6 @@ from dense_pt.objectives import METHOD_KEYS, MethodOptions
 MakeBatch = Callable[[np.ndarray, int], dict[str, Any]]
 
 
-def collator_kwargs(method: str, opts: MethodOptions) -> dict[str, Any]:
-    """The collator's settings from the method's resolved options (every rate, fill, whole-word
-    and crop setting passed explicitly, so the run config records what the batches used)."""
-    from dense_pt.collate import SETTINGS_FROM_OPTIONS
-
-    return {
-        ours: getattr(opts, theirs)
-        for ours, theirs in SETTINGS_FROM_OPTIONS.items()
-        if getattr(opts, theirs) is not None
-    }
-
-
 def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, seed: int) -> MakeBatch:
     """``rows, epoch -> batch`` through the native collator, checked against the objective's keys."""
     from dense_pt.collate import Collator
@@ -39,7 +27,8 @@ def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, se
             f"cdmae masks the decoder by importance, but the store {store.path} has no 'importance' "
             "column: run `dense-pt pmi score` on it first"
         )
-    collator = Collator(store, method, max_length=max_length, seed=seed, **collator_kwargs(method, opts))
+    # the options passed whole: the collator reads p_enc, p_dec, sigma, ... under their own names
+    collator = Collator(store, method, opts, max_length=max_length, seed=seed)
     return CheckedCollate(collator, METHOD_KEYS[method])
 
 

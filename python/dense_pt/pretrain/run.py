@@ -1,4 +1,4 @@
-"""``run_pretrain``: build everything from a ``PretrainConfig``, train on the shared engine, export.
+"""``run_pretrain``: build everything from a ``PretrainSettings``, train on the shared engine, export.
 
 Layout of the output folder::
 
@@ -21,20 +21,24 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt import __version__
+from dense_pt.config.pretrain import PretrainSettings
+from dense_pt.config.train import STEP_SWITCHES
 from dense_pt.errors import InvalidArgumentError, MismatchError, already_exists
 from dense_pt.fsutil import write_json_atomic
-from dense_pt.pretrain.config import PretrainConfig
+from dense_pt.pretrain.config import resolve, run_record
 from dense_pt.pretrain.context_data import (
     CONTEXT_METHODS,
     build_source,
     lr_lambda,
+    plan,
     switch_steps,
     warmup_steps,
 )
 from dense_pt.pretrain.data import MakeBatch, make_collate_fn
 from dense_pt.pretrain.export import export_model
 
-# Settings a resumed run may change (extending a run, more workers, logging).
+# Settings a resumed run may change (extending a run, more workers, logging, and how a step is
+# computed: the same gradients on another card, with more or less memory).
 _RESUMABLE = (
     "max_steps",
     "save_every",
@@ -44,6 +48,7 @@ _RESUMABLE = (
     "prefetch_factor",
     "threads",
     "report_to",
+    *STEP_SWITCHES,
 )
 
 
@@ -62,7 +67,7 @@ def _comparable(cfg: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(flat))
 
 
-def _check_out(cfg: PretrainConfig, resume: bool) -> None:
+def _check_out(cfg: PretrainSettings, resume: bool) -> None:
     """Refuse to start over a run that made progress, or to resume one with other settings. A
     record without a checkpoint (a run that failed or was killed before its first save) holds
     nothing to continue: it is replaced, so the corrected command runs without --resume."""
@@ -76,24 +81,24 @@ def _check_out(cfg: PretrainConfig, resume: bool) -> None:
         raise already_exists(
             out, f"{out} already holds a pre-training run: pass --resume, or choose another --out"
         )
-    old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(cfg.to_dict())
+    old, new = _comparable(json.loads(run_config.read_text(encoding="utf-8"))), _comparable(run_record(cfg))
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:
         changes = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
         raise MismatchError(f"{run_config}: the run was started with other settings ({changes})")
 
 
-def _record_run(cfg: PretrainConfig, is_main: bool, barrier: Callable[[], None]) -> None:
+def _record_run(cfg: PretrainSettings, is_main: bool, barrier: Callable[[], None]) -> None:
     """Write ``run_config.json`` once model, data and objective are built (the run has started)."""
     barrier()  # every process has checked the folder before the main one writes into it
     if is_main:
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
-        write_json_atomic(Path(cfg.out) / "run_config.json", cfg.to_dict())
+        write_json_atomic(Path(cfg.out) / "run_config.json", run_record(cfg))
     barrier()
 
 
 def run_pretrain(
-    cfg: PretrainConfig,
+    cfg: PretrainSettings,
     resume: bool = False,
     *,
     callbacks: Sequence = (),
@@ -108,10 +113,7 @@ def run_pretrain(
     from dense_pt.data.store import CorpusStore
     from dense_pt.training import Trainer, init_distributed
 
-    if (
-        cfg.max_length is None
-    ):  # a PretrainConfig built by hand: the method's paper fills it (as build_config)
-        cfg = cfg.resolve()
+    cfg = resolve(cfg)  # a run built by hand is filled from the method's paper; a resolved one is kept
     dist = init_distributed()
     store = CorpusStore.open(cfg.corpus)
     if len(store) < cfg.train.batch_size * dist.world_size:
@@ -141,14 +143,14 @@ def run_pretrain(
     }
     if dist.is_main:
         summary["written"] = export_model(
-            objective, Path(cfg.out), store, cfg.model, cfg.length(), summary, cfg.to_dict()
+            objective, Path(cfg.out), store, cfg.model, cfg.length(), summary, run_record(cfg)
         )
         _write_summary(cfg, store, summary, started)
     dist.barrier()
     return summary
 
 
-def _build_objective(cfg: PretrainConfig, store: Any) -> tuple[Any, Any]:
+def _build_objective(cfg: PretrainSettings, store: Any) -> tuple[Any, Any]:
     """The encoder (checked against the store's vocabulary and ``max_length``) inside the method's
     objective, and the store's special token ids."""
     from dense_pt.models.encoder import check_vocab, load_encoder
@@ -171,7 +173,7 @@ def _build_objective(cfg: PretrainConfig, store: Any) -> tuple[Any, Any]:
     return objective, special
 
 
-def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None, world_size: int):
+def _batch_source(cfg: PretrainSettings, store: Any, make_batch: MakeBatch | None, world_size: int):
     """Where batches come from, the learning-rate schedule (None: the engine's) and the steps at
     which the optimizer is reset."""
     import torch
@@ -180,10 +182,10 @@ def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None,
 
     if cfg.method in CONTEXT_METHODS and make_batch is None:
         # querygen / contrastive: context batches, the curriculum switching at its planned step
-        stages = cfg.stages()
+        stages = plan(cfg)
         source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
         source.rounds_per_epoch(world_size)  # every stage fills a batch, before any training
-        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup))
+        lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup), cfg.stage_warmup or 0)
         # "reset": each later stage starts with fresh AdamW moments, as a new run from the
         # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
         resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
@@ -195,12 +197,12 @@ def _batch_source(cfg: PretrainConfig, store: Any, make_batch: MakeBatch | None,
     return indexed, None, ()
 
 
-def _write_summary(cfg: PretrainConfig, store: Any, summary: dict[str, Any], started: float) -> None:
+def _write_summary(cfg: PretrainSettings, store: Any, summary: dict[str, Any], started: float) -> None:
     write_json_atomic(
         Path(cfg.out) / "pretrain.json",
         {
             **summary,
-            "config": cfg.to_dict(),
+            "config": run_record(cfg),
             "corpus": {
                 "path": str(Path(cfg.corpus).resolve()),
                 "vocab_hash": store.vocab_hash,

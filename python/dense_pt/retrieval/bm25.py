@@ -24,7 +24,6 @@ import numpy as np
 from dense_pt.config.retrieval import BM25Settings
 from dense_pt.data.judgements import RunEntry
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.fsutil import atomic_file
 from dense_pt.progress import Progress
 from dense_pt.retrieval.bm25_index import (
     Analysis,

@@ -280,10 +280,14 @@ def _open_source(source: Path, model_dir: Path, tokenizer: Any) -> _Source:
     )
 
 
-def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+def _part_manifest(rank: int) -> str:
+    return f"manifest.part-{rank:05d}.json"
+
+
+def _open_manifest(out: Path, settings: dict[str, Any], name: str = MANIFEST) -> dict[str, Any]:
     """The folder's manifest (an interrupted run continues it), or a new one; other settings than
     the folder's are refused."""
-    mpath = out / MANIFEST
+    mpath = out / name
     if not mpath.exists():
         return {"settings": settings, "shards": [], "complete": False, "code_version": __version__}
     manifest = json.loads(mpath.read_text())
@@ -296,8 +300,8 @@ def _open_manifest(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], rows: tuple[int, int],
-                 emb: np.ndarray, n_shards: int) -> None:  # fmt: skip
-    """Shard ``s`` (ids file + embeddings), then the manifest that lists it."""
+                 emb: np.ndarray, n_shards: int, name: str = MANIFEST) -> None:  # fmt: skip
+    """Shard ``s`` (ids file + embeddings), then the manifest (``name``) that lists it."""
     ids_name, emb_name = f"ids-{s:05d}.txt", f"emb-{s:05d}.npy"
     with atomic_file(out / ids_name, "w", encoding="utf-8") as f:
         f.write("".join(f"{pid}\n" for pid in ids))
@@ -306,7 +310,7 @@ def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], ro
     manifest["shards"].append({"index": s, "file": emb_name, "ids": ids_name, "rows": list(rows)})
     manifest["shards"].sort(key=lambda x: x["index"])
     manifest["complete"] = len(manifest["shards"]) == n_shards
-    write_json_atomic(out / MANIFEST, manifest)
+    write_json_atomic(out / name, manifest)
 
 
 def _checked_inputs(model_dir: Path, source: Path, max_length: int | None, **settings: Any) -> int:
@@ -350,12 +354,16 @@ def encode(
     device: str | None = None,
     progress: bool = True,
     max_shards: int | None = None,
+    part: tuple[int, int] = (0, 1),
 ) -> Path:
     """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``.
 
     ``max_length`` (tokens, [CLS] and [SEP] included) defaults to the lengths the model was trained
     with (``default_max_length``). ``max_shards`` stops after that many new shards (used by tests to
-    simulate an interrupted run).
+    simulate an interrupted run). ``part=(rank, world)``: this process encodes shards ``rank,
+    rank + world, ...`` only and lists them in its own ``manifest.part-RANK.json``; once every
+    process has finished, ``merge_parts(out)`` writes the folder's manifest. A shard's embeddings do
+    not depend on which process computed it, so the folder equals a one-process encoding.
     """
     from dense_pt.retrieval.encoder import load_tokenizer
 
@@ -374,14 +382,16 @@ def encode(
                 "pooling": spec.pooling, "normalize": spec.normalize, "max_length": max_length, "dtype": dtype,
                 "shard_size": shard_size, "num_rows": len(src.ids)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    manifest = _open_manifest(out, settings)
+    rank, world = part
+    name = MANIFEST if world == 1 else _part_manifest(rank)
+    manifest = _open_manifest(out, settings, name)
     model = load_backbone(model_dir, device)
     manifest["dim"] = int(model.config.hidden_size)
     for k in ("pooling", "normalize", "kind", "num_rows"):
         manifest[k] = settings[k]
     done = {s["index"] for s in manifest["shards"]}
     n, n_shards = len(src.ids), max(1, -(-len(src.ids) // shard_size))
-    todo = [s for s in range(n_shards) if s not in done]
+    todo = [s for s in range(n_shards) if s % world == rank and s not in done]
     total = sum(min(shard_size, n - s * shard_size) for s in todo)
     t0 = time.perf_counter()
     bar = Progress("encode", src.kind, enabled=None if progress else False)
@@ -395,8 +405,37 @@ def encode(
                 model, src.rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
                 device, DTYPES[dtype], bar.advance,
             )  # fmt: skip
-            _write_shard(out, manifest, s, src.ids[a:b], (a, b), emb, n_shards)
-    manifest["complete"] = len(manifest["shards"]) == n_shards
+            _write_shard(out, manifest, s, src.ids[a:b], (a, b), emb, n_shards, name)
+    mine = {s for s in range(n_shards) if s % world == rank}
+    manifest["complete"] = (
+        {s["index"] for s in manifest["shards"]} == mine
+        if world > 1
+        else (len(manifest["shards"]) == n_shards)
+    )
     manifest["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    write_json_atomic(out / name, manifest)
+    return out
+
+
+def merge_parts(out: str | Path) -> Path:
+    """The manifest of a folder encoded by several processes (``encode(..., part=...)``): every part
+    made with the same settings, every shard present, listed in one ``manifest.json`` as a
+    one-process run writes it; the part manifests are removed."""
+    out = Path(out)
+    parts = sorted(out.glob("manifest.part-*.json"))
+    if not parts:
+        raise FormatError("no part manifests to merge (encode(..., part=(rank, world)) writes them)", out)
+    loaded = [json.loads(p.read_text()) for p in parts]
+    first = loaded[0]
+    if any(m["settings"] != first["settings"] for m in loaded):
+        raise MismatchError(f"{out}: its parts were encoded with other settings")
+    shards = sorted({s["index"]: s for m in loaded for s in m["shards"]}.values(), key=lambda x: x["index"])
+    n_shards = max(1, -(-int(first["settings"]["num_rows"]) // int(first["settings"]["shard_size"])))
+    if [s["index"] for s in shards] != list(range(n_shards)):
+        raise FormatError(f"only {len(shards)} of {n_shards} shards are encoded: a part is unfinished", out)
+    manifest = {k: v for k, v in first.items() if k not in ("shards", "complete", "elapsed_s")}
+    manifest.update(shards=shards, complete=True, elapsed_s=max(m.get("elapsed_s", 0.0) for m in loaded))
     write_json_atomic(out / MANIFEST, manifest)
+    for p in parts:
+        p.unlink()
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -253,12 +253,20 @@ def search_file(
     metric: str | None = None,
     max_memory_gb: float | None = None,
     tag: str = "dense-pt",
-) -> Path:
+) -> WrittenRun:
     """``search`` that only writes the run (``dense-pt search``, the pipeline): the hits go from
     the score arrays to the file a chunk of queries at a time, never through Python objects."""
     qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
-    write_arrays(out, qids, pids, scores, rows, tag)
-    return Path(out)
+    hits = write_arrays(out, qids, pids, scores, rows, tag)
+    return WrittenRun(Path(out), len(qids), hits)
+
+
+class WrittenRun(NamedTuple):
+    """A run ``search_file`` wrote: where, how many queries were searched, how many rows."""
+
+    out: Path
+    queries: int
+    hits: int
 
 
 def write_arrays(out: str | Path, qids: list[str], pids: pa.Array, scores: np.ndarray, rows: np.ndarray,

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from dense_pt.errors import FormatError
-from dense_pt.fsutil import write_json_atomic, writing
+from dense_pt.fsutil import remove_tree, write_json_atomic, writing
 
 STATE_FILE = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -107,27 +107,34 @@ def save_checkpoint(
     """Write ``checkpoint-<step>`` atomically. Every rank calls this (each saves its RNG state);
     rank 0 writes the shared parts and renames the folder into place."""
     final = checkpoint_dir(root, step)
-    tmp = final.with_name(f".{final.name}.partial")
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        with writing(final, (tmp,)):
-            tmp.mkdir(parents=True)
-    barrier()
-    # A full disk (or quota) ends in one line naming the checkpoint, not torch's traceback.
-    with writing(final, (tmp,)):
-        _save_rng(tmp / f"rng-rank{rank}")
+    tmp = final.with_name(f".{final.name}.partial")  # the same name on every rank
+    try:
         if rank == 0:
-            save_model(model, str(tmp / "model.safetensors"))
-            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-            torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-            if scaler is not None:
-                torch.save(scaler.state_dict(), tmp / "scaler.pt")
-    barrier()
+            for stale in Path(root).glob(".checkpoint-*.partial"):  # of a killed run: never complete
+                remove_tree(stale)
+            with writing(final, (tmp,)):
+                tmp.mkdir(parents=True)
+        barrier()
+        # A full disk (or quota) ends in one line naming the checkpoint, not torch's traceback.
+        with writing(final, (tmp,)):
+            _save_rng(tmp / f"rng-rank{rank}")
+            if rank == 0:
+                save_model(model, str(tmp / "model.safetensors"))
+                torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+                torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+                if scaler is not None:
+                    torch.save(scaler.state_dict(), tmp / "scaler.pt")
+        barrier()
+        if rank == 0:
+            write_json_atomic(tmp / STATE_FILE, {**state, "step": step, "world_size": world_size})
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+    except BaseException:
+        if rank == 0:  # a failed or interrupted save leaves the previous checkpoint, nothing else
+            remove_tree(tmp)
+        raise
     if rank == 0:
-        write_json_atomic(tmp / STATE_FILE, {**state, "step": step, "world_size": world_size})
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
         for _, old in list_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     barrier()

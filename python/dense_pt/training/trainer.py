@@ -6,16 +6,21 @@ the result holds a scalar ``"loss"`` (other 0-dim tensors in it are logged as th
 ``accumulation_safe = False``: then gradient accumulation is refused, because micro-batches would
 silently shrink its negatives.
 
-The loop: AdamW (no decay on biases / norms), warmup + linear / cosine / constant schedule,
-autocast (bf16, or fp16 with a grad scaler) on GPU, gradient clipping and accumulation, DDP when
-started by torchrun, a checkpoint every ``save_every`` steps and at the end, exact resume, a JSONL
-log (and TensorBoard scalars with ``report_to = "tensorboard"``) and a progress bar.
+A model whose loss reads the batch only through per-row representations subclasses
+``dense_pt.training.cache.CachedLoss``; ``cache_chunk = N`` then computes its exact full-batch
+gradient N sequences per encoder call (GradCache).
+
+The loop: AdamW (no decay on biases / norms; fused on a GPU), warmup + linear / cosine / constant
+schedule, autocast (bf16, or fp16 with a grad scaler) on GPU, gradient clipping and accumulation,
+cached gradients, DDP when started by torchrun, the next batch collated by a background thread
+while a step runs, a checkpoint every ``save_every`` steps and at the end, exact resume, a JSONL
+log (and TensorBoard scalars with ``report_to = "tensorboard"``) and a progress bar. The switches
+(checkpointing, attention kernel, compile, TF32) are ``switches.py``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,13 +32,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from dense_pt.errors import InvalidArgumentError
+from dense_pt.errors import DivergedError, InvalidArgumentError
+from dense_pt.training.cache import CachedLoss, all_reduce_gradients, broadcast_parameters, cached_backward
 from dense_pt.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from dense_pt.training.config import TrainConfig
 from dense_pt.training.data import BatchSource, to_device
 from dense_pt.training.distributed import DistInfo, all_reduce_mean, init_distributed, pick_device
 from dense_pt.training.optim import build_optimizer, build_scheduler
+from dense_pt.training.prefetch import Prefetcher, as_tensors
 from dense_pt.training.progress import JsonlLog, ProgressBar
+from dense_pt.training.switches import apply_switches
 from dense_pt.training.tensorboard import open_report
 
 Callback = Callable[["Trainer", int, dict[str, Any] | None], None]
@@ -66,6 +74,24 @@ def batch_rows(batch: dict[str, Any]) -> int:
         if hasattr(value, "shape") and len(value.shape) >= 1:
             return int(value.shape[0])
     return 0
+
+
+def check_model(model: nn.Module, config: TrainConfig) -> None:
+    """Refuse what the model's loss does not allow: accumulation over in-batch negatives (micro-
+    batches would shrink them), caching a loss that does not declare its representations."""
+    name = type(model).__name__
+    if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
+        raise InvalidArgumentError(
+            f"{name} uses a contrastive loss over the batch; gradient accumulation would shrink its "
+            "negatives. Set grad_accum = 1 and raise batch_size instead (with cache_chunk to bound memory)."
+        )
+    if config.cache_chunk > 0 and not isinstance(model, CachedLoss):
+        what = getattr(model, "method", name)
+        raise InvalidArgumentError(
+            f"cache_chunk: {what} has no loss over the batch's representations to cache (cached "
+            "gradients are for contrastive pre-training and the retriever and distillation stages); "
+            "bound its memory with grad_accum or gradient_checkpointing instead"
+        )
 
 
 @dataclass
@@ -106,13 +132,10 @@ class Trainer:
         description: str = "train",
         lr_lambda: Callable[[int], float] | None = None,
         reset_optimizer_at: Sequence[int] = (),
+        on_start: Sequence[Callable[[Trainer], None]] = (),
     ):
         self.config = config
-        if config.grad_accum > 1 and not getattr(model, "accumulation_safe", True):
-            raise InvalidArgumentError(
-                f"{type(model).__name__} uses a contrastive loss over the batch; gradient accumulation "
-                "would shrink its negatives. Set grad_accum = 1 and raise batch_size instead."
-            )
+        check_model(model, config)
         if config.threads > 0:
             torch.set_num_threads(config.threads)
         self.dist = dist_info or init_distributed()
@@ -121,10 +144,14 @@ class Trainer:
         self.ckpt_root = self.out_dir / "checkpoints"
         self.log = JsonlLog(Path(log_path) if log_path else self.out_dir / "log.jsonl", self.dist.is_main)
         self.source, self.callbacks, self.description = source, list(callbacks), description
+        # called once the run has started or resumed, before its first batch is built (e.g. to
+        # restore data that depends on the step: ANCE negatives)
+        self.on_start = list(on_start)
         self.show_progress = progress and self.dist.is_main
         self.model = model.to(self.device)
+        apply_switches(self.model, config, self.device)
         self.autocast_dtype = resolve_precision(config.precision, self.device)
-        self.optimizer = build_optimizer(self.model, config)
+        self.optimizer = build_optimizer(self.model, config, self.device)
         # lr_lambda(step) -> multiplier of the peak rate replaces the config's schedule (a curriculum)
         self.scheduler = build_scheduler(self.optimizer, config, lr_lambda)
         # steps before which the optimiser's state (AdamW moments, step counts) is dropped, as if
@@ -132,7 +159,11 @@ class Trainer:
         self.reset_optimizer_at = frozenset(reset_optimizer_at)
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self.wrapped: nn.Module = self.model
-        if self.dist.enabled:
+        # a cached step runs the bare model and all-reduces the gradients once, after its last chunk
+        self.cached = config.cache_chunk > 0
+        if self.dist.enabled and self.cached:
+            broadcast_parameters(self.model)  # what DDP's wrapping would do first
+        elif self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -142,7 +173,12 @@ class Trainer:
         self.step = 0
         self.epoch = 0
         self.position = 0  # rounds of batches consumed in the current epoch
+        self._stream: Iterator[tuple[int, int, dict[str, Any]]] | None = None  # the running batch stream
         self.stop_requested = False
+        # the first step whose loss was not finite (-1: none), and that loss: kept on the device,
+        # checked where the loop syncs anyway (a log record, a checkpoint)
+        self._bad_step = torch.full((), -1, dtype=torch.long, device=self.device)
+        self._bad_loss = torch.zeros((), device=self.device)
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -155,6 +191,7 @@ class Trainer:
         }
 
     def save(self) -> Path:
+        self._check_finite(weights=True)  # nothing non-finite is ever saved
         return save_checkpoint(
             self.ckpt_root,
             self.step,
@@ -181,14 +218,43 @@ class Trainer:
 
     # --- loop -----------------------------------------------------------------------------------
 
-    def _batches(self) -> Iterator[dict[str, Any]]:
+    def _batches(self, epoch: int, position: int) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(epoch, data position after it, batch) from ``(epoch, position)`` on. The position is
+        the trainer's once the batch is consumed (``_next_batch``), not when it is produced."""
         while True:
-            it = self.source.iter_epoch(self.epoch, self.position, self.dist.rank, self.dist.world_size)
-            for batch in it:
-                self.position += 1
-                yield batch
-            self.epoch += 1
-            self.position = 0
+            for batch in self.source.iter_epoch(epoch, position, self.dist.rank, self.dist.world_size):
+                position += 1
+                yield epoch, position, batch
+            epoch, position = epoch + 1, 0
+
+    def _batch_stream(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """``_batches``, collated ahead by a background thread (``collate_ahead``) when the source
+        collates in this process (with worker processes, those already run ahead)."""
+        batches = self._batches(self.epoch, self.position)
+        if self.config.collate_ahead < 1 or getattr(self.source, "num_workers", 0) > 0:
+            return batches
+        pin = self.device.type == "cuda"
+        return Prefetcher(batches, self.config.collate_ahead, lambda x: (x[0], x[1], as_tensors(x[2], pin)))
+
+    def restart_batches(self) -> None:
+        """Drop the batches collated ahead: the next one is collated anew from the current data
+        position. For a callback that changed what ``make_batch`` reads (ANCE's refreshed
+        negatives), so that the steps after it see the change, as in a run resumed there."""
+        self._close_stream()
+        self._stream = self._batch_stream()
+
+    def _close_stream(self) -> None:
+        if isinstance(self._stream, Prefetcher):
+            self._stream.close()
+
+    def _next_batch(self, acc: _Interval) -> dict[str, Any]:
+        t_wait = time.perf_counter()
+        assert self._stream is not None  # train() opened it
+        self.epoch, self.position, batch = next(self._stream)
+        batch = to_device(batch, self.device)
+        acc.wait += time.perf_counter() - t_wait
+        acc.rows += batch_rows(batch)
+        return batch
 
     def _autocast(self):
         if self.autocast_dtype is None:
@@ -200,9 +266,11 @@ class Trainer:
         resumed_from = self._start(resume)
         if self.step >= cfg.max_steps:
             return TrainResult(self.step, latest_checkpoint(self.ckpt_root), None, 0.0, resumed_from)
+        for hook in self.on_start:
+            hook(self)
 
         self.model.train()
-        batches = self._batches()
+        self._stream = self._batch_stream()
         bar = ProgressBar(cfg.max_steps, self.step, self.show_progress, self.description)
         t_start = time.perf_counter()
         last_ckpt: Path | None = None
@@ -216,7 +284,8 @@ class Trainer:
                     # very step resets too (its saved state predates the reset)
                     self.optimizer.state.clear()
                 self.optimizer.zero_grad(set_to_none=True)
-                self._accumulate(batches, acc)
+                self._accumulate(acc)
+                self._watch_loss(acc)
                 lr = self._optimizer_step(acc)
                 record = None
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
@@ -237,6 +306,8 @@ class Trainer:
             if self.stop_requested and (last_ckpt is None or not last_ckpt.name.endswith(f"{self.step:08d}")):
                 last_ckpt = self.save()
         finally:
+            self._close_stream()
+            self._stream = None
             bar.close()
             self.log.close()
             if report is not None:
@@ -258,28 +329,31 @@ class Trainer:
                 self.log.path.unlink()  # a fresh start (or a run killed before its first checkpoint)
         return resumed_from
 
-    def _accumulate(self, batches: Iterator[dict[str, Any]], acc: _Interval) -> None:
+    def _accumulate(self, acc: _Interval) -> None:
         """Forward and backward over ``grad_accum`` micro-batches (gradients synchronised across
-        processes on the last one only)."""
+        processes once, after the last one)."""
         cfg = self.config
         for micro in range(cfg.grad_accum):
-            t_wait = time.perf_counter()
-            batch = to_device(next(batches), self.device)
-            acc.wait += time.perf_counter() - t_wait
-            acc.rows += batch_rows(batch)
-            sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
-            with contextlib.nullcontext() if sync else self.wrapped.no_sync():
-                with self._autocast():
-                    out = self.wrapped(batch)
-                loss = out["loss"]
-                scaled = loss / cfg.grad_accum
-                if self.scaler is not None:
-                    scaled = self.scaler.scale(scaled)
-                scaled.backward()
-            acc.loss += loss.detach().float() / cfg.grad_accum
+            batch = self._next_batch(acc)
+            if self.cached:
+                assert isinstance(self.model, CachedLoss)  # check_model
+                out = cached_backward(self.model, batch, cfg.cache_chunk, scale=1.0 / cfg.grad_accum,
+                                      backward=self._backward, autocast=self._autocast)  # fmt: skip
+            else:
+                sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
+                with contextlib.nullcontext() if sync else self.wrapped.no_sync():
+                    with self._autocast():
+                        out = self.wrapped(batch)
+                    self._backward(out["loss"] / cfg.grad_accum)
+            acc.loss += out["loss"].detach().float() / cfg.grad_accum
             for key, value in out.items():
                 if key != "loss" and isinstance(value, torch.Tensor) and value.ndim == 0:
                     acc.parts[key] = acc.parts.get(key, 0) + value.detach().float() / cfg.grad_accum
+        if self.cached:
+            all_reduce_gradients(self.model, self.dist.world_size)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
     def _optimizer_step(self, acc: _Interval) -> float:
         """Clip, step the optimizer and the schedule; the learning rate the step used."""
@@ -298,11 +372,44 @@ class Trainer:
         acc.steps += 1
         return lr
 
+    def _watch_loss(self, acc: _Interval) -> None:
+        """Remember the first step whose loss is not finite (``acc.loss`` sums the interval's:
+        once inf or nan it stays so). Device operations only: no sync per step."""
+        first = (self._bad_step < 0) & ~torch.isfinite(acc.loss)
+        self._bad_step = torch.where(first, torch.full_like(self._bad_step, self.step + 1), self._bad_step)
+        self._bad_loss = torch.where(first, acc.loss, self._bad_loss)
+
+    def _check_finite(self, weights: bool = False) -> None:
+        """Stop with one line (a ``DivergedError``) once a loss was not finite or, with
+        ``weights``, when a weight is not (a huge learning rate can do that to the weights of the
+        last step while its loss was still finite). One sync; every process agrees."""
+        flags = [(self._bad_step >= 0).float()]
+        if weights:
+            finite = torch.stack([torch.isfinite(p.detach()).all() for p in self.model.parameters()]).all()
+            flags.append((~finite).float())
+        loss_bad, *weights_bad = all_reduce_mean(torch.stack(flags), self.dist).tolist()
+        if not loss_bad and not any(weights_bad):
+            return
+        cfg = self.config
+        cause = f"its learning rate (lr = {cfg.lr:g}) is the likely setting to lower"
+        if self.autocast_dtype == torch.float16:
+            cause += ", or use precision bf16 / fp32 (fp16 overflows)"
+        step = int(self._bad_step.item())
+        if loss_bad and step >= 0:
+            what = f"step {step}: the loss is {self._bad_loss.item()}"
+        elif loss_bad:
+            what = f"step {self.step}: the loss of another process is not a finite number"
+        else:
+            what = f"step {self.step}: the model's weights are no longer finite numbers after it"
+        raise DivergedError(
+            f"{self.description}: training stopped at {what}; nothing non-finite was saved "
+            f"(checkpoints in {self.ckpt_root} predate it); {cause}"
+        )
+
     def _record(self, acc: _Interval, lr: float, t_start: float) -> dict[str, Any]:
         elapsed = time.perf_counter() - acc.t0
+        self._check_finite()
         loss = all_reduce_mean(acc.loss / acc.steps, self.dist).item()
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss} at step {self.step}; lower the learning rate")
         rec: dict[str, Any] = {
             "step": self.step,
             "epoch": self.epoch,

@@ -1,54 +1,120 @@
 //! Binding of `dense_pt_core::collate`: a frozen `Collator` holding a validated configuration;
 //! `collate(...)` borrows the corpus arrays (memory-mapped store columns) and returns a dict of
-//! numpy arrays. The Python class `dense_pt.collate.Collator` builds the configuration.
+//! numpy arrays. The Python class `dense_pt.collate.Collator` resolves the settings (the method's
+//! paper filling what is unset) and passes them whole: this binding reads each field by its name
+//! (`p_enc`, `p_dec`, `sigma`, ...) into the core's `CollateSettings`, whose fields are named alike.
 use crate::arrays::{invalid, FloatArr, IntArr};
 use crate::errors::{guarded, IntoPyResult};
 use dense_pt_core::collate::{
-    self, Batch, CollateConfig, Collator, Corpus, Crop, Decoder, DecoderKind, Fill, Labels,
-    MaskSpec, SpanSpec,
+    self, Batch, CollateConfig, CollateSettings, Collator, Corpus, Method, Tokens,
 };
-use dense_pt_core::masking::{Selector, SelectorKind};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyMapping};
 
-type SpecTuple = (String, f64, f64, bool);
-
-/// A core error about the option `name` (a bad choice name), as the Python exception it maps to.
-fn option_error(py: Python<'_>, name: &str, err: dense_pt_core::Error) -> PyErr {
-    invalid(py, format!("{name}: {err}"))
+/// A value read from a settings object by its field name.
+trait Setting: Sized {
+    fn from_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Self>;
 }
 
-/// Parse the option `name`'s value with the core's `FromStr`.
-fn parse<T: std::str::FromStr<Err = dense_pt_core::Error>>(
-    py: Python<'_>,
-    name: &str,
-    value: &str,
-) -> PyResult<T> {
-    value.parse().map_err(|e| option_error(py, name, e))
+macro_rules! plain_setting {
+    ($($t:ty),*) => {$(
+        impl Setting for $t {
+            fn from_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+                value.extract().map_err(|e| invalid(py, format!("{name}: {e}")))
+            }
+        }
+    )*};
+}
+plain_setting!(f64, bool, u64, usize, i64);
+
+/// A choice (crop, pad_to, a fill) given by its name, parsed by the core's `FromStr`.
+macro_rules! choice_setting {
+    ($($t:ty),*) => {$(
+        impl Setting for $t {
+            fn from_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+                let text: String = value.extract().map_err(|e| invalid(py, format!("{name}: {e}")))?;
+                text.parse().map_err(|e| invalid(py, format!("{name}: {e}")))
+            }
+        }
+    )*};
+}
+choice_setting!(
+    collate::Crop,
+    collate::PadTo,
+    collate::FillKind,
+    collate::Method
+);
+
+impl<T: Setting> Setting for Option<T> {
+    fn from_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(None);
+        }
+        T::from_value(py, name, value).map(Some)
+    }
 }
 
-fn mask_spec(py: Python<'_>, name: &str, t: Option<SpecTuple>) -> PyResult<Option<MaskSpec>> {
-    let Some((kind, p, sigma, whole_word)) = t else {
-        return Ok(None);
+/// The field `name` of `obj`: a key of a mapping, else an attribute (a pydantic model).
+fn read<T: Setting>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
+    let py = obj.py();
+    let value = match obj.cast::<PyMapping>() {
+        Ok(map) => map.get_item(name),
+        Err(_) => obj.getattr(name),
+    }
+    .map_err(|_| invalid(py, format!("the settings have no {name}")))?;
+    T::from_value(py, name, &value)
+}
+
+/// `Struct { field: read(obj, "field")?, ... }`: each field read under its own name.
+macro_rules! read_fields {
+    ($obj:expr, $ty:ident { $($field:ident),* $(,)? }) => {
+        $ty { $($field: read($obj, stringify!($field))?),* }
     };
-    let selector = Selector::new(parse::<SelectorKind>(py, name, &kind)?, sigma);
-    Ok(Some(MaskSpec {
-        selector,
-        p,
-        whole_word,
-    }))
 }
 
-fn fill(t: Option<(f64, f64)>) -> Fill {
-    match t {
-        None => Fill::Keep,
-        Some((mask_prob, random_prob)) => Fill::Bert {
+fn settings(obj: &Bound<'_, PyAny>) -> PyResult<CollateSettings> {
+    Ok(read_fields!(
+        obj,
+        CollateSettings {
+            max_length,
+            seed,
+            crop,
+            pad_to,
+            pad_to_multiple_of,
+            p_enc,
+            p_dec,
+            sigma,
+            whole_word,
             mask_prob,
             random_prob,
-        },
-    }
+            generator_fill,
+            enc_fill,
+            dec_fill,
+            num_spans,
+            span_min_len,
+            span_max_len,
+            return_original,
+        }
+    ))
+}
+
+/// The store's special tokens (`{"cls": id, "sep": id, "pad": id, "mask": id, ...}`, every id
+/// kept from random replacement) and its vocabulary size.
+fn tokens(special_tokens: &Bound<'_, PyAny>, vocab_size: i64) -> PyResult<Tokens> {
+    let map = special_tokens.cast::<PyMapping>()?;
+    let mut special_ids: Vec<i64> = map.values()?.extract()?;
+    special_ids.sort_unstable();
+    special_ids.dedup();
+    Ok(Tokens {
+        cls: read(special_tokens, "cls")?,
+        sep: read(special_tokens, "sep")?,
+        pad: read(special_tokens, "pad")?,
+        mask: read(special_tokens, "mask")?,
+        vocab_size,
+        special_ids,
+    })
 }
 
 #[pyclass(name = "Collator", module = "dense_pt._native", frozen)]
@@ -58,77 +124,24 @@ pub struct PyCollator {
 
 #[pymethods]
 impl PyCollator {
+    /// `method`'s collator with `settings` (a `CollatorSettings`, or a mapping with its keys)
+    /// over a store with `vocab_size` ids and `special_tokens`.
     #[new]
-    #[pyo3(signature = (*, max_length, cls_id, sep_id, pad_id, mask_id, vocab_size, seed, special_ids,
-                        crop="random", pad_to_max=false, pad_to_multiple_of=1, enc_mask=None,
-                        enc_fill=None, enc_labels="masked", decoder="none", dec_mask=None, p_dec=0.0,
-                        dec_fill=None, dec_labels="masked", spans=None, return_original=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (method, settings, *, vocab_size, special_tokens))]
     fn new(
         py: Python<'_>,
-        max_length: usize,
-        cls_id: i64,
-        sep_id: i64,
-        pad_id: i64,
-        mask_id: i64,
+        method: &Bound<'_, PyAny>,
+        settings: &Bound<'_, PyAny>,
         vocab_size: i64,
-        seed: u64,
-        special_ids: Vec<i64>,
-        crop: &str,
-        pad_to_max: bool,
-        pad_to_multiple_of: usize,
-        enc_mask: Option<SpecTuple>,
-        enc_fill: Option<(f64, f64)>,
-        enc_labels: &str,
-        decoder: &str,
-        dec_mask: Option<SpecTuple>,
-        p_dec: f64,
-        dec_fill: Option<(f64, f64)>,
-        dec_labels: &str,
-        spans: Option<(usize, usize, usize)>,
-        return_original: bool,
+        special_tokens: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let crop = parse::<Crop>(py, "crop", crop)?;
-        let dec_labels = parse::<Labels>(py, "dec_labels", dec_labels)?;
-        let decoder = match parse::<DecoderKind>(py, "decoder", decoder)? {
-            DecoderKind::None => Decoder::None,
-            DecoderKind::Independent => Decoder::Independent {
-                mask: mask_spec(py, "dec_mask", dec_mask)?
-                    .ok_or_else(|| invalid(py, "an independent decoder needs dec_mask".into()))?,
-                fill: fill(dec_fill),
-                labels: dec_labels,
-            },
-            DecoderKind::Nested => Decoder::Nested {
-                p_dec,
-                fill: fill(dec_fill),
-                labels: dec_labels,
-            },
-            DecoderKind::Clean => Decoder::Clean { labels: dec_labels },
-            DecoderKind::AllMask => Decoder::AllMask { labels: dec_labels },
-        };
-        let cfg = CollateConfig {
-            max_length,
-            crop,
-            pad_to_max,
-            pad_to_multiple_of,
-            cls_id,
-            sep_id,
-            pad_id,
-            mask_id,
-            vocab_size,
-            special_ids,
-            seed,
-            enc_mask: mask_spec(py, "enc_mask", enc_mask)?,
-            enc_fill: fill(enc_fill),
-            enc_labels: parse::<Labels>(py, "enc_labels", enc_labels)?,
-            decoder,
-            spans: spans.map(|(min_len, max_len, n)| SpanSpec {
-                min_len,
-                max_len,
-                n,
-            }),
-            return_original,
-        };
+        let method = Method::from_value(py, "method", method)?;
+        let cfg = CollateConfig::for_method(
+            method,
+            &self::settings(settings)?,
+            tokens(special_tokens, vocab_size)?,
+        )
+        .py_err(py)?;
         Ok(PyCollator {
             inner: Collator::new(cfg).py_err(py)?,
         })

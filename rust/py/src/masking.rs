@@ -226,7 +226,7 @@ fn mask_random<'py>(
 }
 
 #[pyfunction]
-#[pyo3(signature = (input_ids, attention_mask, importance, p, seed, sigma=1.0, special_tokens_mask=None,
+#[pyo3(signature = (input_ids, attention_mask, importance, p, seed, sigma, special_tokens_mask=None,
                     word_ids=None, special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn mask_importance<'py>(
@@ -267,7 +267,7 @@ fn mask_importance<'py>(
 }
 
 #[pyfunction]
-#[pyo3(signature = (input_ids, attention_mask, p_enc, p_dec, seed, importance=None, sigma=1.0,
+#[pyo3(signature = (input_ids, attention_mask, p_enc, p_dec, seed, importance, sigma,
                     special_tokens_mask=None, word_ids=None, special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn mask_nested<'py>(
@@ -309,7 +309,7 @@ fn mask_nested<'py>(
 }
 
 #[pyfunction]
-#[pyo3(signature = (input_ids, mask, mask_token_id, vocab_size, seed, mask_prob=0.8, random_prob=0.1,
+#[pyo3(signature = (input_ids, mask, mask_token_id, vocab_size, seed, mask_prob, random_prob,
                     special_ids=None, row_keys=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]

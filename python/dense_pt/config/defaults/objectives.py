@@ -80,6 +80,10 @@ BERT_FILL = {
     "random_prob": _d(0.1, "BERT §3.1: 10% a random token, 10% unchanged"),
 }
 
+# CDMAE's decoder masks the most important tokens after adding noise (also the standalone
+# ``dense_pt.masking.importance_mask``'s default).
+IMPORTANCE_NOISE = {"sigma": _d(1.0, "CDMAE Algorithm 1: importance + N(0, sigma^2) noise, sigma = 1")}
+
 # SimLM (Wang et al., ACL 2023): Table 11 and the authors' unilm/simlm code (scripts/train_rlm.sh,
 # src/config.py, src/collators/rlm_collator.py, src/models/rlm.py).
 SIMLM_TITLE = "SimLM (Wang et al., ACL 2023)"
@@ -275,7 +279,7 @@ _PROFILES: tuple[Profile, ...] = (
             **POOLING,
             "p_enc": _d(0.3, "CDMAE, method: encoder MLM on a random 30% mask"),
             "p_dec": _d(0.5, "CDMAE Algorithm 1: the decoder hides the 50% most important tokens"),
-            "sigma": _d(1.0, "CDMAE Algorithm 1: importance + N(0, sigma^2) noise, sigma = 1"),
+            **IMPORTANCE_NOISE,
             "projection": _d(True, "CDMAE, method: bottleneck h_b = W h_cls + b"),
             "decoder_layers": _d(2, "CDMAE, method: a 2-layer decoder (as wide as the encoder)"),
             "whole_word": _d(False, "dense-pt: CDMAE masks tokens (its importance is per token)"),
@@ -325,7 +329,10 @@ _PROFILES: tuple[Profile, ...] = (
             "adam_beta2": _d(0.999, "SEED-Encoder pre-training setup"),
             "max_grad_norm": _d(1.0, "SEED-Encoder pre-training setup: gradient clipping 1.0"),
         },
-        scale={"global_batch": _d(256, "SEED-Encoder pre-training setup")},
+        scale={
+            "global_batch": _d(256, "SEED-Encoder pre-training setup"),
+            "max_steps": _d(1_000_000, "SEED-Encoder pre-training setup: 1M steps (BERT-base, from scratch)"),
+        },
     ),
     Profile(
         "querygen",
@@ -398,6 +405,12 @@ STAGE_OPTIMIZER = Default(
     "fresh AdamW moments)",
 )
 
+STAGE_WARMUP = Default(
+    0,
+    "LLM expansion paper, Curriculum Learning: later stages run at a constant rate (no warm-up stated); "
+    "with a reset optimiser the first steps move at the peak rate at once, so --stage-warmup offers one",
+)
+
 PROFILES: dict[str, dict[str, Profile]] = {}
 for _p in _PROFILES:
     PROFILES.setdefault(_p.method, {})[_p.paper] = _p
@@ -451,11 +464,14 @@ def describe(method: str) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "BERT_FILL",
     "CURRICULUM_SCHEDULES",
     "DEFAULT_PAPER",
+    "IMPORTANCE_NOISE",
     "PROFILES",
     "REQUIRED",
     "STAGE_OPTIMIZER",
+    "STAGE_WARMUP",
     "Default",
     "Profile",
     "describe",

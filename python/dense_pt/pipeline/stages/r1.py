@@ -19,7 +19,8 @@ def inputs(ctx: C.Ctx) -> dict:
 
 
 def params(ctx: C.Ctx) -> dict:
-    return {**C.with_loss(ctx.cfg.r1), "negatives": _negatives(ctx), "mine": settings(ctx.cfg.mine)}
+    return {**C.with_loss(ctx.cfg.r1), "negatives": _negatives(ctx), "mine": settings(ctx.cfg.mine),
+            **C.refresh_params(ctx, ctx.cfg.r1)}  # fmt: skip
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:

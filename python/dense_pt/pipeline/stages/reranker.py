@@ -44,7 +44,7 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
                        C.split_file(ctx, "train.qrels"), neg, folder / "train", group_size=sec.group_size,
                        query_max_length=sec.query_max_length, max_length=sec.max_length,
                        train=C.train_config(sec, ctx.seed), restrict_to=C.train_ids(ctx), progress=ctx.progress,
-                       epochs=sec.epochs)  # fmt: skip
+                       epochs=sec.epochs, loss=sec.loss, forward_factor=sec.forward_factor)  # fmt: skip
     dev = set(load_qrels(C.split_file(ctx, "dev.qrels")))
     r2run = _top_of(C.run_file(r2), dev, sec.rerank_depth)
     reranked = rerank_run(folder / "train" / "model", C.store(ctx), ctx.cfg.data.queries, r2run,

@@ -25,6 +25,11 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
 
     init = C.init_model(ctx)
     tok_file = init / "tokenizer.json" if init.is_dir() else None
+    if not init.exists():
+        raise DensePtError(
+            f"[model] init {init} does not exist (a hub name is looked up in the local Hugging Face cache "
+            "only: fetch it first, e.g. `hf download NAME`)"
+        )
     if tok_file is None or not tok_file.exists():
         raise DensePtError(f"{init}: the pipeline needs a model folder with tokenizer.json")
     tok = load_tokenizer(tok_file)  # padding and truncation off (MiniLM's pads to 128)

@@ -6,6 +6,9 @@
 //! those cannot enter), so candidates come from the other terms' postings alone, and the
 //! non-essential terms are looked up (skipping ahead by block) only while the candidate's score
 //! plus their remaining bounds, tightened by the block maxima, can still beat the threshold.
+//! Candidates are taken a window of passages at a time (Lucene's bulk MaxScore): the essential
+//! terms' postings in the window are added into a dense accumulator in one sequential pass each,
+//! then the window's passages are completed in increasing order.
 //! The result is exactly the exhaustive top k (ties to the lower passage index; see `topk`).
 use rayon::prelude::*;
 
@@ -127,6 +130,49 @@ pub fn search(view: &View<'_>, query: &[u32], k: usize) -> Result<Vec<Hit>> {
     Ok(max_score(&mut cursors, k))
 }
 
+/// Passages scored at once: the essential terms' postings in a window are added into a dense
+/// accumulator (a sequential pass per list), then the window's passages are completed in order.
+const WINDOW: usize = 4096;
+
+/// The accumulator of one window: scores by offset, and which offsets were touched.
+struct Window {
+    acc: Vec<f64>,
+    touched: Vec<u64>,
+}
+
+impl Window {
+    fn new() -> Self {
+        Window {
+            acc: vec![0.0; WINDOW],
+            touched: vec![0; WINDOW / 64],
+        }
+    }
+
+    /// Add a cursor's postings in `[start, end)`, leaving it at the first posting past them.
+    #[inline]
+    fn add(&mut self, c: &mut Cursor<'_>, start: u32, end: u32) {
+        while c.pos < c.docs.len() && c.docs[c.pos] < end {
+            let off = (c.docs[c.pos] - start) as usize;
+            self.acc[off] += c.score();
+            self.touched[off / 64] |= 1 << (off % 64);
+            c.pos += 1;
+        }
+    }
+
+    /// Call `f(offset, score)` for every touched offset, in increasing order, clearing it.
+    #[inline]
+    fn drain(&mut self, mut f: impl FnMut(usize, f64)) {
+        for (w, word) in self.touched.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let off = w * 64 + bits.trailing_zeros() as usize;
+                f(off, std::mem::take(&mut self.acc[off]));
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
 fn max_score(cursors: &mut [Cursor<'_>], k: usize) -> Vec<Hit> {
     let n = cursors.len();
     // upto[i]: the most that terms 0..=i can add together.
@@ -139,42 +185,55 @@ fn max_score(cursors: &mut [Cursor<'_>], k: usize) -> Vec<Hit> {
         .collect();
     let mut top = TopK::new(k);
     let mut bounds = Vec::with_capacity(n);
+    let mut window = Window::new();
+    // Terms 0..essential are non-essential; the split moves only between windows (a term's
+    // postings in a window are either all accumulated or all looked up, never both).
     let mut essential = 0;
-    let mut cur = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
-    while cur != END {
-        let (mut score, mut next) = (0.0, END);
-        for c in cursors[essential..].iter_mut() {
-            if c.doc() == cur {
-                score += c.score();
-                c.pos += 1;
-            }
-            next = next.min(c.doc());
+    while essential < n {
+        let start = cursors[essential..]
+            .iter()
+            .map(Cursor::doc)
+            .min()
+            .unwrap_or(END);
+        if start == END {
+            break;
         }
-        let threshold = top.threshold();
-        let (rest, bounds) = (&mut cursors[..essential], &mut bounds);
-        let candidate = essential == 0 || complete(rest, bounds, cur, threshold, &mut score);
-        if candidate && top.push(cur, score) {
+        let end = start.saturating_add(WINDOW as u32);
+        let (rest, scored) = cursors.split_at_mut(essential);
+        for c in scored.iter_mut() {
+            window.add(c, start, end);
+        }
+        window.drain(|off, mut score| {
+            let doc = start + off as u32;
             let threshold = top.threshold();
-            while essential < n && upto[essential] <= threshold {
-                essential += 1;
+            if essential == 0 || complete(rest, &upto, &mut bounds, doc, threshold, &mut score) {
+                top.push(doc, score);
             }
+        });
+        let threshold = top.threshold();
+        while essential < n && upto[essential] <= threshold {
+            essential += 1;
         }
-        cur = next;
     }
     top.into_sorted()
 }
 
 /// Add the non-essential terms' contributions for passage `cur`, most valuable term first; false
 /// as soon as the passage cannot beat `threshold` (the rest is then left unread). The bounds are
-/// the block maxima where `cur` would be (`bounds[i]`: the most terms 0..=i can still add).
+/// the terms' bounds (`upto`), then the block maxima where `cur` would be (`bounds[i]`: the most
+/// terms 0..=i can still add).
 #[inline]
 fn complete(
     cursors: &mut [Cursor<'_>],
+    upto: &[f64],
     bounds: &mut Vec<f64>,
     cur: u32,
     threshold: f64,
     score: &mut f64,
 ) -> bool {
+    if *score + upto[cursors.len() - 1] <= threshold {
+        return false;
+    }
     bounds.clear();
     let mut acc = 0.0;
     for c in cursors.iter_mut() {

@@ -19,6 +19,9 @@ use crate::masking::{
 use crate::rng::{mix64, RowRng};
 use crate::{Error, Result};
 
+mod method;
+pub use method::{CollateSettings, FillKind, Method, PadTo, Shape, Tokens};
+
 /// View tags for `view_seed`.
 pub mod view {
     pub const ENC: u64 = 1;
@@ -205,12 +208,14 @@ pub struct Collator {
     dec_rep: Option<Replacer>,
 }
 
-fn check_spec(name: &str, spec: &MaskSpec) -> Result<()> {
-    crate::masking::check_probability(&format!("{name} p"), spec.p)?;
+/// A view's mask: its rate (named `rate`: `p_enc` or `p_dec`) a probability, its importance
+/// noise `sigma` finite and >= 0.
+fn check_spec(rate: &str, spec: &MaskSpec) -> Result<()> {
+    crate::masking::check_probability(rate, spec.p)?;
     if let Selector::Importance { sigma } = spec.selector {
         if !(sigma >= 0.0 && sigma.is_finite()) {
             return Err(Error::invalid(format!(
-                "{name} sigma must be finite and >= 0, got {sigma}"
+                "sigma must be finite and >= 0, got {sigma}"
             )));
         }
     }
@@ -268,12 +273,12 @@ impl Collator {
             }
         };
         if let Some(spec) = &cfg.enc_mask {
-            check_spec("enc_mask", spec)?;
+            check_spec("p_enc", spec)?;
         }
         let enc_rep = replacer(cfg.enc_fill)?;
         let dec_rep = match cfg.decoder {
             Decoder::Independent { mask, fill, .. } => {
-                check_spec("dec_mask", &mask)?;
+                check_spec("p_dec", &mask)?;
                 replacer(fill)?
             }
             Decoder::Nested { p_dec, fill, .. } => {
@@ -283,7 +288,7 @@ impl Collator {
                 };
                 if enc.p > p_dec {
                     return Err(Error::invalid(format!(
-                        "nested masks need enc p <= p_dec, got {} > {p_dec}",
+                        "nested masks need p_enc <= p_dec, got {} > {p_dec}",
                         enc.p
                     )));
                 }

@@ -470,16 +470,12 @@ fn count_into<S: CountSink>(
     allow_fused: bool,
 ) -> Result<BuildStats> {
     let v = opts.vocab_size;
-    let bits = token_bits(v);
     let span_len = (corpus.offsets[p1.max(p0)] - corpus.offsets[p0]) as u64;
     let mut stats = BuildStats {
         passages: (p1 - p0) as u64,
         ..Default::default()
     };
-    let resident = span_len * 4
-        + (p1 - p0 + 1) as u64 * 8 * 2
-        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
-        + FIXED_OVERHEAD;
+    let resident = resident_bytes(span_len, p1 - p0, v);
     // Before any work: a budget that would need thousands of passes is refused, naming the
     // minimum (a tiny budget once meant 22,104 passes and 12 minutes on SciFact).
     let fused_fits = allow_fused
@@ -489,8 +485,47 @@ fn count_into<S: CountSink>(
         check_budget(corpus, p0, p1, opts, resident)?;
     }
     crate::atomic::remove_stale_temporaries(spill_dir);
+    stats
+        .totals
+        .push(count_unigrams(corpus, p0, p1, v, writer, progress)?);
+    let ctx = OrderCtx {
+        corpus,
+        p0,
+        p1,
+        n: 2,
+        bits: token_bits(v),
+        vocab: v as usize,
+        spill_dir,
+        progress,
+    };
+    if fused_fits {
+        count_orders_fused(&ctx, opts, resident, writer, &mut stats)?;
+    } else {
+        count_orders_apart(&ctx, opts, resident, writer, &mut stats)?;
+    }
+    stats.entries = writer.entries();
+    Ok(stats)
+}
 
-    // Order 1: dense counts, one array per worker, summed.
+/// Bytes the build holds besides its key buffers: the tokens and offsets of the span, the
+/// per-worker dense count arrays, and a fixed overhead.
+fn resident_bytes(span_len: u64, passages: usize, v: u32) -> u64 {
+    span_len * 4
+        + (passages + 1) as u64 * 8 * 2
+        + (v as u64) * 8 * (2 * rayon::current_num_threads() as u64 + 2)
+        + FIXED_OVERHEAD
+}
+
+/// Order 1: dense counts, one array per worker, summed, written to `writer`; returns `N_1`.
+fn count_unigrams<S: CountSink>(
+    corpus: Corpus<'_>,
+    p0: usize,
+    p1: usize,
+    v: u32,
+    writer: &mut S,
+    progress: ProgressFn<'_>,
+) -> Result<u64> {
+    let span_len = (corpus.offsets[p1.max(p0)] - corpus.offsets[p0]) as u64;
     super::report(progress, "order 1", 0, span_len)?;
     let uni: Vec<u64> = (p0..p1)
         .into_par_iter()
@@ -518,56 +553,73 @@ fn count_into<S: CountSink>(
         }
     }
     writer.end_order()?;
-    stats.totals.push(n1);
     super::report(progress, "order 1", n1, n1)?;
+    Ok(n1)
+}
 
+/// Orders 2..=max_n in one pass and one sort (the fused path).
+fn count_orders_fused<S: CountSink>(
+    ctx: &OrderCtx<'_>,
+    opts: &BuildOptions,
+    resident: u64,
+    writer: &mut S,
+    stats: &mut BuildStats,
+) -> Result<()> {
+    let mut b64 = KeyBufs::<u64>::default();
+    stats.buffer_keys = buffer_keys::<u64>(opts.memory_bytes, resident);
+    stats.passes += 1;
+    stats.fused = true;
+    let totals = super::fused::count_fused(
+        ctx.corpus,
+        ctx.p0,
+        ctx.p1,
+        opts.max_n,
+        opts.vocab_size,
+        opts.min_count,
+        &mut b64,
+        writer,
+        ctx.progress,
+    )?;
+    stats.totals.extend(totals);
+    Ok(())
+}
+
+/// Orders 2..=max_n one after the other, each with its own sort (u64 keys while they fit,
+/// then u128).
+fn count_orders_apart<S: CountSink>(
+    base: &OrderCtx<'_>,
+    opts: &BuildOptions,
+    resident: u64,
+    writer: &mut S,
+    stats: &mut BuildStats,
+) -> Result<()> {
     let mut b64 = KeyBufs::<u64>::default();
     let mut b128 = KeyBufs::<u128>::default();
-    if fused_fits {
-        stats.buffer_keys = buffer_keys::<u64>(opts.memory_bytes, resident);
-        stats.passes += 1;
-        stats.fused = true;
-        let totals = super::fused::count_fused(
-            corpus,
-            p0,
-            p1,
-            opts.max_n,
-            v,
-            opts.min_count,
-            &mut b64,
-            writer,
-            progress,
-        )?;
-        stats.totals.extend(totals);
-        stats.entries = writer.entries();
-        return Ok(stats);
-    }
     for n in 2..=opts.max_n {
-        let kw = key_width(n, bits).expect("validated");
+        let kw = key_width(n, base.bits).expect("validated");
         let ctx = OrderCtx {
-            corpus,
-            p0,
-            p1,
+            corpus: base.corpus,
+            p0: base.p0,
+            p1: base.p1,
             n,
-            bits,
-            vocab: v as usize,
-            spill_dir,
-            progress,
+            bits: base.bits,
+            vocab: base.vocab,
+            spill_dir: base.spill_dir,
+            progress: base.progress,
         };
         let total = if kw <= 8 {
             let cap = buffer_keys::<u64>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u64, S>(&ctx, cap, &mut b64, writer, &mut stats)?
+            count_order::<u64, S>(&ctx, cap, &mut b64, writer, stats)?
         } else {
             b64 = KeyBufs::default();
             let cap = buffer_keys::<u128>(opts.memory_bytes, resident);
             stats.buffer_keys = stats.buffer_keys.max(cap);
-            count_order::<u128, S>(&ctx, cap, &mut b128, writer, &mut stats)?
+            count_order::<u128, S>(&ctx, cap, &mut b128, writer, stats)?
         };
         stats.totals.push(total);
     }
-    stats.entries = writer.entries();
-    Ok(stats)
+    Ok(())
 }
 
 /// Keys that fit the budget: a key buffer, its radix scratch twin and one count per key.

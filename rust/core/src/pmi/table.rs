@@ -418,179 +418,21 @@ impl NgramTable {
     fn from_bytes_inner(path: &Path, bytes: Bytes, verify: bool) -> Result<Self> {
         let fmt = |m: String| Error::format(path, m);
         let b: &[u8] = &bytes;
-        if b.len() < 16 {
-            return Err(fmt(format!(
-                "not an n-gram table: {} bytes is shorter than the header (truncated?)",
-                b.len()
-            )));
-        }
-        if &b[..8] != MAGIC {
-            return Err(fmt("not an n-gram table (bad magic bytes)".into()));
-        }
-        let version = u32_at(b, 8);
-        if version != FORMAT_VERSION {
-            return Err(fmt(format!(
-                "unsupported table format version {version} (this build reads {FORMAT_VERSION})"
-            )));
-        }
-        let header_len = u32_at(b, 12) as usize;
-        if !(FIXED + PER_ORDER + 8..=FIXED + PER_ORDER * MAX_ORDER + 8).contains(&header_len) {
-            return Err(fmt(format!("corrupt header: header length {header_len}")));
-        }
-        if b.len() < header_len {
-            return Err(fmt(format!(
-                "truncated: header needs {header_len} bytes, file has {}",
-                b.len()
-            )));
-        }
-        let stored = u64_at(b, header_len - 8);
-        if xxh3_64(&b[..header_len - 8]) != stored {
-            return Err(fmt("corrupt header: checksum mismatch".into()));
-        }
-        let mut vocab_hash = [0u8; 32];
-        vocab_hash.copy_from_slice(&b[16..48]);
-        let meta = TableMeta {
-            vocab_hash,
-            vocab_size: u32_at(b, 48),
-            max_n: u32_at(b, 56) as usize,
-            shard_index: u32_at(b, 60),
-            shard_count: u32_at(b, 64),
-            min_count: u64_at(b, 72),
-            num_passages: u64_at(b, 80),
-        };
-        meta.validate()
-            .map_err(|e| fmt(format!("corrupt header: {e}")))?;
-        if meta.header_len() != header_len || u32_at(b, 52) != meta.token_bits() {
-            return Err(fmt("corrupt header: inconsistent layout fields".into()));
-        }
-        let mut orders = Vec::with_capacity(meta.max_n);
-        let mut expect_offset = header_len as u64;
-        for n in 1..=meta.max_n {
-            let at = FIXED + PER_ORDER * (n - 1);
-            let o = OrderInfo {
-                n,
-                total: u64_at(b, at),
-                entries: u64_at(b, at + 8),
-                overflow: u64_at(b, at + 16),
-                offset: u64_at(b, at + 24),
-                key_width: b[at + 32] as usize,
-                checksum: u64_at(b, at + 40),
-            };
-            if o.key_width != stored_key_width(n, meta.token_bits())
-                || o.offset != expect_offset
-                || o.entries > o.total
-                || o.overflow > o.entries
-                || b[at + 33..at + 40].iter().any(|&x| x != 0)
-            {
-                return Err(fmt(format!("corrupt header: bad layout of order {n}")));
-            }
-            expect_offset = o
-                .region_bytes(meta.vocab_size)
-                .and_then(|size| expect_offset.checked_add(size))
-                .ok_or_else(|| fmt(format!("corrupt header: order {n} too large")))?;
-            orders.push(o);
-        }
-        let file_len = b.len() as u64;
-        if file_len < expect_offset {
-            return Err(fmt(format!(
-                "truncated: the header describes {expect_offset} bytes, the file has {file_len}"
-            )));
-        }
-        if file_len > expect_offset {
-            return Err(fmt(format!(
-                "corrupt: {} unexpected trailing bytes after the last section",
-                file_len - expect_offset
-            )));
-        }
+        let header_len = check_header(b).map_err(fmt)?;
+        let meta = read_meta(b, header_len).map_err(fmt)?;
+        let orders = read_orders(b, &meta, header_len).map_err(fmt)?;
         if verify {
-            for o in &orders {
-                let end = o.offset + o.region_bytes(meta.vocab_size).unwrap();
-                if xxh3_64(&b[o.offset as usize..end as usize]) != o.checksum {
-                    return Err(fmt(format!(
-                        "corrupt: checksum mismatch in the order-{} section",
-                        o.n
-                    )));
-                }
-            }
+            verify_sections(b, &meta, &orders).map_err(fmt)?;
         }
         // Cheap structural checks, so a file that passed without `verify` still cannot send a
         // lookup out of bounds: indexes monotone and complete, overflow list consistent.
         for o in &orders {
-            if o.n >= 2 {
-                let mut prev = 0u64;
-                for t in 0..=meta.vocab_size as usize {
-                    let x = index_at(b, o, t);
-                    if x < prev || x > o.entries || (t == 0 && x != 0) {
-                        return Err(fmt(format!(
-                            "corrupt: bad first-token index of order {}",
-                            o.n
-                        )));
-                    }
-                    prev = x;
-                }
-                if prev != o.entries {
-                    return Err(fmt(format!(
-                        "corrupt: bad first-token index of order {}",
-                        o.n
-                    )));
-                }
-            }
-            let mut prev: Option<u64> = None;
-            for i in 0..o.overflow as usize {
-                let (r, c) = overflow_at(b, o, i);
-                if prev.is_some_and(|p| r <= p)
-                    || r >= o.entries
-                    || c < ESCAPE
-                    || c > o.total
-                    || count_byte(b, o, r as usize) != ESCAPE as u8
-                {
-                    return Err(fmt(format!("corrupt: bad overflow list of order {}", o.n)));
-                }
-                prev = Some(r);
-            }
+            check_first_token_index(b, o, meta.vocab_size).map_err(fmt)?;
+            check_overflow_list(b, o).map_err(fmt)?;
         }
-        // Dense unigram counts.
-        let v = meta.vocab_size as usize;
-        let mut unigram = vec![0u64; v];
-        let o1 = &orders[0];
-        let mut last: Option<u128> = None;
-        let mut sum = 0u64;
-        let mut spill = 0usize;
-        for r in 0..o1.entries as usize {
-            let k = read_uint(&b[record_at(o1, r)..record_at(o1, r) + o1.key_width]);
-            let mut c = count_byte(b, o1, r) as u64;
-            if c == ESCAPE {
-                if spill as u64 >= o1.overflow {
-                    return Err(fmt(format!("corrupt: bad unigram record {r}")));
-                }
-                c = overflow_at(b, o1, spill).1;
-                spill += 1;
-            }
-            if k >= v as u128 || last.is_some_and(|l| k <= l) || c == 0 {
-                return Err(fmt(format!("corrupt: bad unigram record {r}")));
-            }
-            last = Some(k);
-            unigram[k as usize] = c;
-            sum = sum.saturating_add(c);
-        }
-        if sum != o1.total {
-            return Err(fmt(format!(
-                "corrupt: unigram counts sum to {sum}, header says N_1 = {}",
-                o1.total
-            )));
-        }
+        let unigram = decode_unigrams(b, &orders[0], meta.vocab_size).map_err(fmt)?;
         let ln_total = orders.iter().map(|o| (o.total as f64).ln()).collect();
-        let ln_n1 = (o1.total as f64).ln();
-        let ln_p1 = unigram
-            .iter()
-            .map(|&c| {
-                if c == 0 {
-                    f64::NAN
-                } else {
-                    (c as f64).ln() - ln_n1
-                }
-            })
-            .collect();
+        let ln_p1 = unigram_log_probs(&unigram, orders[0].total);
         Ok(NgramTable {
             path: path.to_path_buf(),
             bytes,
@@ -801,6 +643,224 @@ impl Iterator for Records<'_> {
         self.r += 1;
         Some((key, c))
     }
+}
+// ---- reading a table's bytes: each step of `NgramTable::from_bytes_inner` --------------------
+// Each returns the message of the format error (the caller names the file).
+
+/// The magic bytes, the version, the header's length and checksum; returns the header length.
+fn check_header(b: &[u8]) -> std::result::Result<usize, String> {
+    if b.len() < 16 {
+        return Err(format!(
+            "not an n-gram table: {} bytes is shorter than the header (truncated?)",
+            b.len()
+        ));
+    }
+    if &b[..8] != MAGIC {
+        return Err("not an n-gram table (bad magic bytes)".into());
+    }
+    let version = u32_at(b, 8);
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "unsupported table format version {version} (this build reads {FORMAT_VERSION})"
+        ));
+    }
+    let header_len = u32_at(b, 12) as usize;
+    if !(FIXED + PER_ORDER + 8..=FIXED + PER_ORDER * MAX_ORDER + 8).contains(&header_len) {
+        return Err(format!("corrupt header: header length {header_len}"));
+    }
+    if b.len() < header_len {
+        return Err(format!(
+            "truncated: header needs {header_len} bytes, file has {}",
+            b.len()
+        ));
+    }
+    let stored = u64_at(b, header_len - 8);
+    if xxh3_64(&b[..header_len - 8]) != stored {
+        return Err("corrupt header: checksum mismatch".into());
+    }
+    Ok(header_len)
+}
+
+/// The header's fixed fields, validated and consistent with its length.
+fn read_meta(b: &[u8], header_len: usize) -> std::result::Result<TableMeta, String> {
+    let mut vocab_hash = [0u8; 32];
+    vocab_hash.copy_from_slice(&b[16..48]);
+    let meta = TableMeta {
+        vocab_hash,
+        vocab_size: u32_at(b, 48),
+        max_n: u32_at(b, 56) as usize,
+        shard_index: u32_at(b, 60),
+        shard_count: u32_at(b, 64),
+        min_count: u64_at(b, 72),
+        num_passages: u64_at(b, 80),
+    };
+    meta.validate()
+        .map_err(|e| format!("corrupt header: {e}"))?;
+    if meta.header_len() != header_len || u32_at(b, 52) != meta.token_bits() {
+        return Err("corrupt header: inconsistent layout fields".into());
+    }
+    Ok(meta)
+}
+
+/// The per-order layout: each region right after the previous one, the last ending the file.
+fn read_orders(
+    b: &[u8],
+    meta: &TableMeta,
+    header_len: usize,
+) -> std::result::Result<Vec<OrderInfo>, String> {
+    let mut orders = Vec::with_capacity(meta.max_n);
+    let mut expect_offset = header_len as u64;
+    for n in 1..=meta.max_n {
+        let at = FIXED + PER_ORDER * (n - 1);
+        let o = OrderInfo {
+            n,
+            total: u64_at(b, at),
+            entries: u64_at(b, at + 8),
+            overflow: u64_at(b, at + 16),
+            offset: u64_at(b, at + 24),
+            key_width: b[at + 32] as usize,
+            checksum: u64_at(b, at + 40),
+        };
+        if o.key_width != stored_key_width(n, meta.token_bits())
+            || o.offset != expect_offset
+            || o.entries > o.total
+            || o.overflow > o.entries
+            || b[at + 33..at + 40].iter().any(|&x| x != 0)
+        {
+            return Err(format!("corrupt header: bad layout of order {n}"));
+        }
+        expect_offset = o
+            .region_bytes(meta.vocab_size)
+            .and_then(|size| expect_offset.checked_add(size))
+            .ok_or_else(|| format!("corrupt header: order {n} too large"))?;
+        orders.push(o);
+    }
+    let file_len = b.len() as u64;
+    if file_len < expect_offset {
+        return Err(format!(
+            "truncated: the header describes {expect_offset} bytes, the file has {file_len}"
+        ));
+    }
+    if file_len > expect_offset {
+        return Err(format!(
+            "corrupt: {} unexpected trailing bytes after the last section",
+            file_len - expect_offset
+        ));
+    }
+    Ok(orders)
+}
+
+/// Every section's checksum (reads the whole file once).
+fn verify_sections(
+    b: &[u8],
+    meta: &TableMeta,
+    orders: &[OrderInfo],
+) -> std::result::Result<(), String> {
+    for o in orders {
+        let end = o.offset + o.region_bytes(meta.vocab_size).unwrap();
+        if xxh3_64(&b[o.offset as usize..end as usize]) != o.checksum {
+            return Err(format!(
+                "corrupt: checksum mismatch in the order-{} section",
+                o.n
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An order >= 2's first-token index: starts at 0, never decreases, ends at its entries.
+fn check_first_token_index(
+    b: &[u8],
+    o: &OrderInfo,
+    vocab_size: u32,
+) -> std::result::Result<(), String> {
+    if o.n < 2 {
+        return Ok(());
+    }
+    let bad = || format!("corrupt: bad first-token index of order {}", o.n);
+    let mut prev = 0u64;
+    for t in 0..=vocab_size as usize {
+        let x = index_at(b, o, t);
+        if x < prev || x > o.entries || (t == 0 && x != 0) {
+            return Err(bad());
+        }
+        prev = x;
+    }
+    if prev != o.entries {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// An order's overflow list: record indexes increasing, each an escaped record with a count
+/// that needed the list.
+fn check_overflow_list(b: &[u8], o: &OrderInfo) -> std::result::Result<(), String> {
+    let mut prev: Option<u64> = None;
+    for i in 0..o.overflow as usize {
+        let (r, c) = overflow_at(b, o, i);
+        if prev.is_some_and(|p| r <= p)
+            || r >= o.entries
+            || c < ESCAPE
+            || c > o.total
+            || count_byte(b, o, r as usize) != ESCAPE as u8
+        {
+            return Err(format!("corrupt: bad overflow list of order {}", o.n));
+        }
+        prev = Some(r);
+    }
+    Ok(())
+}
+
+/// The dense unigram counts of order 1 (tokens increasing, counts positive, summing to N_1).
+fn decode_unigrams(
+    b: &[u8],
+    o1: &OrderInfo,
+    vocab_size: u32,
+) -> std::result::Result<Vec<u64>, String> {
+    let v = vocab_size as usize;
+    let mut unigram = vec![0u64; v];
+    let mut last: Option<u128> = None;
+    let mut sum = 0u64;
+    let mut spill = 0usize;
+    for r in 0..o1.entries as usize {
+        let k = read_uint(&b[record_at(o1, r)..record_at(o1, r) + o1.key_width]);
+        let mut c = count_byte(b, o1, r) as u64;
+        if c == ESCAPE {
+            if spill as u64 >= o1.overflow {
+                return Err(format!("corrupt: bad unigram record {r}"));
+            }
+            c = overflow_at(b, o1, spill).1;
+            spill += 1;
+        }
+        if k >= v as u128 || last.is_some_and(|l| k <= l) || c == 0 {
+            return Err(format!("corrupt: bad unigram record {r}"));
+        }
+        last = Some(k);
+        unigram[k as usize] = c;
+        sum = sum.saturating_add(c);
+    }
+    if sum != o1.total {
+        return Err(format!(
+            "corrupt: unigram counts sum to {sum}, header says N_1 = {}",
+            o1.total
+        ));
+    }
+    Ok(unigram)
+}
+
+/// ln p(t) = ln c(t) - ln N_1 per token (NaN when the token never occurs).
+fn unigram_log_probs(unigram: &[u64], n1: u64) -> Vec<f64> {
+    let ln_n1 = (n1 as f64).ln();
+    unigram
+        .iter()
+        .map(|&c| {
+            if c == 0 {
+                f64::NAN
+            } else {
+                (c as f64).ln() - ln_n1
+            }
+        })
+        .collect()
 }
 
 #[inline]

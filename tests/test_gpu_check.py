@@ -1,0 +1,38 @@
+"""The device check (``benches/gpu_check.py``) cannot rot: its ``--smoke`` mode runs the same code
+on a tiny model on the CPU, every item, and must succeed and report every figure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ITEMS = {"mlm", "cdmae", "simlm (joint generator)", "simlm (frozen ELECTRA-small-shaped generator)", "seed",
+         "condenser", "contrastive (cache_chunk)", "retriever, cached", "retriever, uncached", "re-ranker",
+         "encoding", "dense search"}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_gpu_check_smoke_runs_every_item(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, str(ROOT / "benches" / "gpu_check.py"), "--smoke", "--out", str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    results = {r["item"]: r for r in report["results"]}
+    assert set(results) == ITEMS
+    assert not [r for r in results.values() if "error" in r or "skipped" in r]
+    for item, r in results.items():
+        if r["group"] == "pretrain":
+            assert r["seq_per_s"] > 0 and r["flops_per_step"] > 0 and 0 <= r["data_stall"] < 1, item
+            loss = r["losses"]  # the CPU is the device here: fp32 twice, then bf16 autocast
+            assert loss["cpu_fp32"] == pytest.approx(loss["device_fp32"], rel=1e-6), item
+            assert loss["device_bf16"] == pytest.approx(loss["cpu_fp32"], rel=2e-2), item
+    assert results["retriever, cached"]["queries"] == results["retriever, uncached"]["queries"] == 4
+    assert results["dense search"]["queries_per_s"] > 0 and results["encoding"]["passages_per_s"] > 0
+    assert report["table"] in res.stdout and len(report["table"].splitlines()) == 2 + len(ITEMS)

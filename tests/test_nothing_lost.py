@@ -1,0 +1,228 @@
+"""Nothing lost, ever: every command that writes, run through the real command line with a file of
+the user's already in the place it writes to, leaves that file as it was.
+
+The rule (README, "Errors, interruptions and resuming"): dense-pt deletes or replaces only what it
+can prove it wrote (a folder with its mark, ``.dense-pt.json``, or a pipeline stage's manifest with
+its fingerprint); an existing file, or a non-empty folder it did not write, is refused unless
+``--force``; a name the user gives (a study's objective) is checked as a plain name and never
+leads out of the output folder.
+
+Each row of CASES: the command line (``{user}``: a file of the user's, ``{userdir}``: a folder of the
+user's holding ``notes.txt``; ``{world}``: the tiny inputs), the exit code and the message. The
+inputs are real where they are cheap (a store, embeddings, a run, negatives, an n-gram table), so
+that without the check the command would get on with the writing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("faiss")
+
+from cli_helpers import run_cli
+from retrieval_fixtures import tiny_setup
+
+USER = "the user's own words, not to be lost\n"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from dense_pt.data import write_run
+    from dense_pt.data.judgements import load_qrels, load_run
+    from dense_pt.pmi import build
+    from dense_pt.retrieval.bm25 import bm25
+    from dense_pt.retrieval.encode import encode
+    from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+
+    root = tmp_path_factory.mktemp("world")
+    beir, model, store, _, _ = tiny_setup(root)
+    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    write_run(root / "dense.trec", load_run(root / "run.trec"))
+    table = mine_negatives(load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), num=4)
+    write_negatives(root / "n.dpneg", table)
+    build(store, root / "t.pmi", memory_gb=0.2)
+    (root / "log.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n')
+    return root
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    message: str  # regex on the error line
+    code: int = 1
+
+
+TRAIN = ["--corpus", "{world}/store", "--queries", "{world}/beir/queries.jsonl",
+         "--qrels", "{world}/beir/qrels/train.tsv"]  # fmt: skip
+REFUSED_FILE = r"{user} already exists \(use --force to replace it\)"
+REFUSED_DIR = r"{userdir} is not empty and dense-pt did not write it .*pass --force to write into it"
+CASES = [
+    # ---- commands that write one file: an existing file is refused ----------------------------------
+    Case("bm25", ["bm25", "{world}/beir/corpus.jsonl", "--queries", "{world}/beir/queries.jsonl", "-o", "{user}"],
+         REFUSED_FILE),
+    Case("search", ["search", "{world}/qemb", "{world}/pemb", "-o", "{user}"], REFUSED_FILE),
+    Case("fuse", ["fuse", "{world}/run.trec", "{world}/dense.trec", "-o", "{user}"], REFUSED_FILE),
+    Case("negatives mine", ["negatives", "mine", "{world}/run.trec", "--qrels", "{world}/beir/qrels/train.tsv",
+                            "-o", "{user}"], REFUSED_FILE),
+    Case("negatives mine: the manifest beside the output",
+         ["negatives", "mine", "{world}/run.trec", "--qrels", "{world}/beir/qrels/train.tsv", "-o", "{tmp}/n"],
+         r"{tmp}/n\.manifest\.json already exists"),
+    Case("negatives mine --text", ["negatives", "mine", "{world}/run.trec", "--qrels",
+                                   "{world}/beir/qrels/train.tsv", "-o", "{tmp}/new.dpneg", "--text", "{user}"],
+         REFUSED_FILE),
+    Case("negatives export", ["negatives", "export", "{world}/n.dpneg", "-o", "{user}"], REFUSED_FILE),
+    Case("score", ["score", "{world}/model", *TRAIN, "--negatives", "{world}/n.dpneg", "-o", "{user}"],
+         REFUSED_FILE),
+    Case("pmi build", ["pmi", "build", "{world}/store", "-o", "{user}"], REFUSED_FILE),
+    Case("pmi merge", ["pmi", "merge", "{world}/t.pmi", "-o", "{user}"], REFUSED_FILE),
+    Case("plot", ["plot", "{world}/log.jsonl", "-o", "{user}"], REFUSED_FILE),
+    Case("runs convert", ["runs", "convert", "{world}/run.trec", "{user}"], REFUSED_FILE),
+    Case("runs merge", ["runs", "merge", "{world}/run.trec", "-o", "{user}"], REFUSED_FILE),
+    Case("corpus train-tokenizer", ["corpus", "train-tokenizer", "{world}/beir/corpus.jsonl", "-o", "{user}"],
+         REFUSED_FILE),
+    # ---- commands that write a folder: a non-empty folder dense-pt did not write is refused ---------
+    Case("corpus build", ["corpus", "build", "{world}/beir/corpus.jsonl", "-t", "{world}/model", "-o", "{userdir}"],
+         r"{userdir} already holds something that is not an up-to-date corpus store; use --force"),
+    Case("encode", ["encode", "{world}/model", "{world}/store", "-o", "{userdir}"], REFUSED_DIR),
+    Case("expand", ["expand", "--model", "{world}/model", "--corpus", "{world}/beir/corpus.jsonl", "-o", "{userdir}"],
+         REFUSED_DIR),
+    Case("pretrain", ["pretrain", "--method", "cdmae", "--model", "{world}/model", "--corpus", "{world}/store",
+                      "-o", "{userdir}", "--max-steps", "2"], REFUSED_DIR),
+    Case("train retriever", ["train", "retriever", "{world}/model", *TRAIN, "-o", "{userdir}"], REFUSED_DIR),
+    Case("train reranker", ["train", "reranker", "{world}/model", *TRAIN, "--negatives", "{world}/n.dpneg",
+                            "-o", "{userdir}"], REFUSED_DIR),
+    Case("train distill", ["train", "distill", "{world}/model", *TRAIN, "--scores", "{world}/n.dpneg",
+                           "-o", "{userdir}"], REFUSED_DIR),
+    Case("demo", ["demo", "-o", "{userdir}"], REFUSED_DIR),
+    Case("pipeline run: a folder of the user's holding store/ and bm25/",
+         ["pipeline", "run", "{tmp}/pipeline.toml"], REFUSED_DIR),
+    Case("study run: a folder of the user's", ["study", "run", "{tmp}/study.toml"], REFUSED_DIR),
+    # ---- a folder another command wrote is not this one's ---------------------------------------------
+    Case("encode into an embeddings folder another command wrote",
+         ["encode", "{world}/model", "{world}/store", "-o", "{marked}"],
+         r"{marked} was written by dense-pt pretrain, not encode"),
+    # ---- a name the user gives is a name, never a path ------------------------------------------------
+    Case("study: an objective labelled ../../x", ["study", "run", "{tmp}/study-dotdot.toml"],
+         r"objectives: an objective must be a plain name .*got '\.\./\.\./x'", code=2),
+    Case("study: an objective labelled with an absolute path", ["study", "run", "{tmp}/study-abs.toml"],
+         r"an objective must be a plain name .*got '/", code=2),
+]  # fmt: skip
+
+
+def _user_places(tmp: Path, world: Path) -> dict[str, str]:
+    """The user's files: {user} (a file), {userdir} (notes.txt, store/notes.txt, bm25/notes.txt),
+    a folder marked by `pretrain`, and the pipeline and study files that write into {userdir}."""
+    (tmp / "user.txt").write_text(USER)
+    for sub in ("", "store", "bm25", "cells"):
+        (tmp / "userdir" / sub).mkdir(parents=True, exist_ok=True)
+        (tmp / "userdir" / sub / "notes.txt").write_text(USER)
+    (tmp / "n.manifest.json").write_text(USER)
+    (tmp / "marked").mkdir()
+    (tmp / "marked" / ".dense-pt.json").write_text('{"written_by": "dense-pt", "command": "pretrain"}')
+    (tmp / "marked" / "notes.txt").write_text(USER)
+    _write_pipeline_toml(tmp / "pipeline.toml", tmp / "userdir", world)
+    escape = tmp / "outside"  # where ../../x would lead from the study's cells folder
+    (escape / "x-seed1" / "store").mkdir(parents=True)
+    (escape / "x-seed1" / "store" / "notes.txt").write_text(USER)
+    for name, objectives, out in [("study", '["none"]', tmp / "userdir"),
+                                  ("study-dotdot", '["none", "../../x"]', tmp / "outside" / "s" / "t"),
+                                  ("study-abs", f'["{escape}/x"]', tmp / "s2")]:  # fmt: skip
+        (tmp / f"{name}.toml").write_text(
+            f'out = "{out}"\npipeline = "pipeline.toml"\nobjectives = {objectives}\nseeds = [1]\n'
+        )
+    return {"user": str(tmp / "user.txt"), "userdir": str(tmp / "userdir"), "marked": str(tmp / "marked")}
+
+
+def _write_pipeline_toml(path: Path, out: Path, world: Path) -> None:
+    """A small pipeline (BM25, R1, mining, R2; two steps per stage) over the tiny inputs."""
+    beir = world / "beir"
+    retriever = 'group_size = 4\nquery_max_length = 16\npassage_max_length = 64\nloss = "infonce"\n' + (
+        'train = { max_steps = 2, batch_size = 8, lr = 5e-4, save_every = 2, log_every = 1, precision = "fp32" }\n'
+    )
+    path.write_text(
+        f'out = "{out}"\nseed = 13\n'
+        f'[data]\ncorpus = "{beir}/corpus.jsonl"\nqueries = "{beir}/queries.jsonl"\n'
+        f'qrels = "{beir}/qrels/train.tsv"\ndev_fraction = 0.25\nmax_length = 64\n'
+        f'[model]\ninit = "{world / "model"}"\n[eval]\nk = 20\nmeasures = ["nDCG@10"]\n'
+        f"[mine]\ndepth = 20\nnum = 8\nbm25_depth = 20\n[r1]\n{retriever}[r2]\n{retriever}"
+        "[reranker]\nenabled = false\n[distill]\nenabled = false\n"
+    )
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_users_file_survives(case: Case, world: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    places = {"tmp": str(tmp_path), "world": str(world), **_user_places(tmp_path, world)}
+    before = _snapshot(tmp_path)
+    code, _, err = run_cli([a.format(**places) for a in case.argv], capsys, monkeypatch)
+    assert code == case.code, err
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert re.search(case.message.format(**{k: re.escape(v) for k, v in places.items()}), last), err
+    assert "Traceback" not in err
+    assert _snapshot(tmp_path) == before, "a file of the user's was changed, or something was added"
+
+
+def test_there_is_a_case_for_every_command_that_writes():
+    """Every command with --out (or a folder in its configuration) has a row; a new one needs one
+    (an old name kept as a hidden alias runs the same command)."""
+    import typer
+
+    from dense_pt.cli import app
+
+    names = {c.name.split(":")[0].split(" --")[0].split(" into ")[0] for c in CASES}
+    root = typer.main.get_command(app)
+    writers = set()
+    for group, cmd in root.commands.items():  # type: ignore[attr-defined]
+        subs = cmd.commands.items() if hasattr(cmd, "commands") else [("", cmd)]
+        for sub, leaf in subs:
+            if leaf.hidden:  # an old name: the same command as its new one
+                continue
+            opts = {o for p in leaf.params for o in getattr(p, "opts", [])}
+            if "--out" in opts or (group, sub) in {("pipeline", "run"), ("study", "run")}:
+                writers.add(f"{group} {sub}".strip())
+    assert writers <= names, sorted(writers - names)
+
+
+# ---- the pipeline inside a folder it wrote ------------------------------------------------------------
+def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys, monkeypatch):
+    """A folder the pipeline wrote (up to `split`) in which the user then made bm25/ of their own,
+    and a stage folder that is a symbolic link: both refused naming the path; with --force the
+    stage runs, the link (not what it points to) is replaced, and the user's other files stay."""
+    _write_pipeline_toml(tmp_path / "p.toml", tmp_path / "out", world)
+    run = ["pipeline", "run", str(tmp_path / "p.toml")]
+    code, _, err = run_cli([*run, "--until", "split"], capsys, monkeypatch)
+    assert code == 0, err
+    out = tmp_path / "out"
+    (out / "bm25").mkdir()
+    (out / "bm25" / "notes.txt").write_text(USER)
+    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
+    assert code == 1 and re.search(
+        rf"error: {re.escape(str(out / 'bm25'))} holds no manifest of the bm25 stage: dense-pt did not "
+        r"write it; move it away, or pass --force to replace it$",
+        err.strip(),
+    ), err
+    assert (out / "bm25" / "notes.txt").read_text() == USER
+    # a symbolic link where a stage folder goes: the link is the user's, and so is what it points to
+    os.rename(out / "bm25", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", out / "bm25")
+    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
+    assert code == 1 and f"{out / 'bm25'} is a symbolic link" in err, err
+    code, _, err = run_cli([*run, "--until", "bm25", "--force"], capsys, monkeypatch)
+    assert code == 0, err
+    assert not (out / "bm25").is_symlink() and (out / "bm25" / "manifest.json").is_file()
+    assert (tmp_path / "elsewhere" / "notes.txt").read_text() == USER
+    # the stage it wrote is its own to replace: a changed setting reruns it without --force
+    code, _, err = run_cli([*run, "--until", "bm25", "--set", "seed=14"], capsys, monkeypatch)
+    assert code == 0 and "[bm25] running" in err, err
