@@ -308,5 +308,7 @@ def test_the_streamed_run_is_write_runs_bytes(tmp_path):
     # the Arrow run holds the same rows, scores to the bit
     assert write_hits(tmp_path / "a.arrow", chunks) == n
     assert list(read_run(tmp_path / "a.arrow")) == list(read_run(tmp_path / "a.trec"))
-    with pytest.raises(InvalidArgumentError, match="white space"):  # the ids rule: TREC cannot hold it
+    with pytest.raises(
+        InvalidArgumentError, match="an id must be one word"
+    ):  # the ids rule: TREC cannot hold it
         write_hits(tmp_path / "c.trec", list(retrieve(idx, [("q 2", "vaccine trial")], k=5)))

@@ -129,9 +129,19 @@ def test_writer_refuses_what_a_reader_would_refuse_and_leaves_no_file(tmp_path):
         with RunWriter(path) as w:
             w.write(["q"], [0, 1], ["a"], [1.0])
             w.write(["q"], [0, 1], ["b"], [1.0])
-    with pytest.raises(InvalidArgumentError, match="white space"):
-        with RunWriter(tmp_path / "r.trec") as w:
-            w.write(["q"], [0, 1], ["a b"], [1.0])
+    # the ids rule (dense_pt.data.ids), in both formats: whitespace, control characters, non-ASCII
+    # spaces; a non-ASCII id that is one word passes
+    for name, bad in (("r.trec", "a b"), ("r.arrow", "a b"), ("r.arrow", "a\x1bb"), ("r.trec", "a\u00a0b")):
+        with pytest.raises(InvalidArgumentError, match="an id must be one word"):
+            with RunWriter(tmp_path / name) as w:
+                w.write(["q"], [0, 1], [bad], [1.0])
+    with pytest.raises(InvalidArgumentError, match=r"query id 'q\\tq'"):
+        with RunWriter(tmp_path / "r.arrow") as w:
+            w.write(["q\tq"], [0, 1], ["a"], [1.0])
+    with RunWriter(tmp_path / "ok.arrow") as w:
+        w.write(["q"], [0, 2], ["ü", "a"], [1.0, 0.5])
+    assert [e.pid for e in read_run(tmp_path / "ok.arrow")] == ["ü", "a"]
+    (tmp_path / "ok.arrow").unlink()
     with pytest.raises(InvalidArgumentError, match="offsets"):
         with RunWriter(path) as w:
             w.write(["q", "r"], [0, 1], ["a"], [1.0])

@@ -134,6 +134,15 @@ def test_cli_train_retriever_report_to_and_toml(tmp_path):
         want = [(r["step"], float(np.float32(r["loss"]))) for r in records]
         assert read_events(tmp_path / name / "tb")["train/loss"] == want
         assert [s for s, _ in want] == [1, 2]
+    # a closed choice on the command line: click refuses it naming the choices (exit 2)
     res = CliRunner().invoke(app, [*common, "--out", str(tmp_path / "bad"), "--report-to", "wandb"])
+    assert res.exit_code == 2 and "'wandb' is not one of" in res.output and "tensorboard" in res.output, (
+        res.output
+    )
+    # the same value from a file: the model's message
+    (tmp_path / "wandb.toml").write_text("[train]\nreport_to = 'wandb'\n")
+    res = CliRunner().invoke(
+        app, [*common, "--out", str(tmp_path / "bad"), "--config", str(tmp_path / "wandb.toml")]
+    )
     assert isinstance(res.exception, InvalidArgumentError)  # main() turns it into exit code 2
     assert "report_to: must be one of none or tensorboard, got 'wandb'" in str(res.exception)

@@ -9,7 +9,7 @@ import typer
 from dense_pt.cli import app
 from dense_pt.cli.options import choices, force_option
 from dense_pt.cli.output import emit, json_option
-from dense_pt.data.run_merge import MERGE_MODES
+from dense_pt.config.choices import MERGE_MODES
 
 runs_app = typer.Typer(
     help="Run files: convert between Arrow and TREC text, merge the runs of query or passage shards.",

@@ -67,6 +67,10 @@ RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
 TIE_BREAKS: tuple[str, ...] = ("docno", "score-only")
 DEFAULT_TIE_BREAK = "docno"
 
+# How `runs merge` combines shard runs (dense_pt.data.run_merge): by query shards, by passage shards,
+# or whichever the inputs show.
+MERGE_MODES: tuple[str, ...] = ("auto", "queries", "passages")
+
 
 def one_of(names: Iterable[str]) -> dict[str, Any]:
     """A ``str`` field's closed list, for its ``json_schema_extra``: the JSON schema's ``enum``,

@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dense_pt.config.choices import MERGE_MODES
 from dense_pt.data.run_index import AlignedRuns
 from dense_pt.data.runs import RunChunk, RunReader, RunWriter, rank_order
 from dense_pt.errors import InvalidArgumentError
-
-MERGE_MODES = ("auto", "queries", "passages")
 
 
 def merge_runs(inputs: Sequence[str | Path], out: str | Path, k: int | None = None, mode: str = "auto",

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.data.ids import id_problem
 from dense_pt.errors import FormatError, InvalidArgumentError, not_found
 
 RUN_FORMAT_VERSION = "1"
@@ -318,6 +319,8 @@ class RunWriter:
         self.queries += len(names)
         if n == 0:
             return
+        for what, col in (("query", qids), ("passage", docids)):
+            _check_ids(col, what, self.path)
         qcol = qids.take(pa.array(np.repeat(np.arange(len(qids)), counts)))
         if self.format == "arrow":
             batch = pa.record_batch(
@@ -326,14 +329,20 @@ class RunWriter:
             )
             self._arrow.write_batch(batch)
         else:
-            for what, col in (("query", qids), ("passage", docids)):
-                spaced = pc.match_substring_regex(col, r"\s").to_numpy(zero_copy_only=False)
-                if spaced.any():
-                    raise InvalidArgumentError(
-                        f"{self.path}: {what} id {col[int(np.argmax(spaced))].as_py()!r} holds white space, "
-                        "which a TREC run cannot hold (write an .arrow run)"
-                    )
             self._sink.write(trec_lines(qcol, docids, scores, ranks, self.tag).encode("utf-8"))
+
+
+def _check_ids(col: pa.Array, what: str, path: Path) -> None:
+    """The ids rule (``dense_pt.data.ids``) over a column, in either format: printable ASCII without
+    a space passes vectorised; only the other ids (non-ASCII, rare) are checked one by one."""
+    plain = pc.match_substring_regex(col, r"^[\x21-\x7e]+$")
+    if pc.all(plain).as_py() is not False:
+        return
+    for i in np.flatnonzero(~plain.to_numpy(zero_copy_only=False)):
+        value = col[int(i)].as_py()
+        problem = id_problem(value)
+        if problem is not None:
+            raise InvalidArgumentError(f"{path}: {what} id {value!r} {problem}")
 
 
 def trec_lines(qids: pa.Array, docids: pa.Array, scores: np.ndarray, ranks: np.ndarray, tag: str) -> str:

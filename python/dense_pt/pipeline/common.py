@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dense_pt.config.pipeline import DistillTable, RerankerTable, RetrieverTable
 from dense_pt.config.train import TrainConfig
-from dense_pt.data.runs import RunSource
 from dense_pt.errors import DensePtError
 from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import C, Context, fingerprint
+
+if TYPE_CHECKING:  # numpy and pyarrow stay out of `dense-pt --help`'s imports
+    from dense_pt.data.runs import RunSource
 
 Ctx = Context[ResolvedPipeline]  # what every pipeline stage is handed
 Trained = RetrieverTable | DistillTable  # a table that trains a retriever

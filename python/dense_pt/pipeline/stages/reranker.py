@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
-from dense_pt.data.runs import RunChunk
 from dense_pt.pipeline import common as C
 from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import Stage
@@ -57,7 +53,10 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
 def _top_of(run: Path, queries: set[str], depth: int) -> dict[str, dict[str, float]]:
     """The top ``depth`` hits (``rank_hits``' order, what ``rerank_run`` re-scores) of the run's
     ``queries``, read a chunk at a time: only what is re-ranked is held."""
-    from dense_pt.data.runs import rank_order, read_run_chunks
+    import numpy as np
+    import pyarrow as pa
+
+    from dense_pt.data.runs import RunChunk, rank_order, read_run_chunks
 
     out: dict[str, dict[str, float]] = {}
     for chunk in read_run_chunks(run):
