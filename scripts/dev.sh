@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two entry points of the README, on a fresh machine with a Rust toolchain and Python 3.11:
 #   bash scripts/dev.sh demo   # set up .venv, build + install dense-pt[train] + the dev group, run `dense-pt demo`
-#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test, pytest,
+#   bash scripts/dev.sh test   # same setup, then fmt, clippy, ruff, stubtest, mypy, cargo test, the docs
+#                              # site (mkdocs build --strict), pytest,
 #                              # and the fast tests again with every lower bound pinned (scripts/min-versions.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,10 @@ run_tests() {
     # python/dense_pt at the level recorded in pyproject.toml ([tool.mypy]).
     "$VENV/bin/python" -m mypy.stubtest dense_pt._native
     "$VENV/bin/mypy"
+    # The documentation site (mkdocs.yml; strict: a broken link or anchor, or a page left out of the
+    # nav, fails the build), into the ignored site/ folder.
+    say "building the documentation site: mkdocs build --strict (into site/)"
+    NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet
     "$VENV/bin/python" -m pytest -q "$@"
     # The lower bounds of pyproject.toml, tested: a second venv with each bound pinned, the fast
     # tests again (scripts/min-versions.sh; ~7 min, most of it pytest). MINV=0 skips it locally.

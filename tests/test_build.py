@@ -423,7 +423,7 @@ print(json.dumps({"truncated": res.truncated, "lengths": res.store.lengths().tol
 def test_a_huge_passage_builds_within_a_memory_bound(tmp_path, tok_file):
     """One 40 MB passage (6.7M words) under an address-space limit: tokenizing it whole took
     ~19 GB for 200 MB; the head alone keeps the build within baseline + a few times the record.
-    The README's bound: about 150 MB + 5 x the largest record + 64 MB of batch text."""
+    The documented bound (docs/errors.md): about 150 MB + 5 x the largest record + 64 MB of batch text."""
     import resource
     import signal
     import subprocess

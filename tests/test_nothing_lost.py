@@ -1,7 +1,7 @@
 """Nothing lost, ever: every command that writes, run through the real command line with a file of
 the user's already in the place it writes to, leaves that file as it was.
 
-The rule (README, "Errors, interruptions and resuming"): dense-pt deletes or replaces only what it
+The rule (docs/errors.md, "Nothing lost"): dense-pt deletes or replaces only what it
 can prove it wrote (a folder with its mark, ``.dense-pt.json``, or a pipeline stage's manifest with
 its fingerprint); an existing file, or a non-empty folder it did not write, is refused unless
 ``--force``; a name the user gives (a study's objective) is checked as a plain name and never

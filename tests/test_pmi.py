@@ -389,7 +389,7 @@ store = CorpusStore.open(sys.argv[1])
 tokens = int(store.lengths().sum())
 table = NgramTable.open(sys.argv[2])
 base = status("VmRSS:")
-bound = 16 * tokens + os.path.getsize(sys.argv[2]) + (64 << 20)  # the README's bound
+bound = 16 * tokens + os.path.getsize(sys.argv[2]) + (64 << 20)  # the documented bound (docs/errors.md)
 limit = status("VmSize:") + bound + (64 << 20)
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 score(store, table, window=4, threads=2)
