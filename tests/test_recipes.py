@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_recipes_start_where_the_papers_started():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> dict[str, Path]:
+def tiny(tmp_path_factory) -> dict[str, Any]:
     """The demo's synthetic corpus split into train / dev qrels, and a tiny random 2-layer model."""
     import torch
 
