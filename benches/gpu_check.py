@@ -479,7 +479,8 @@ def search_item(ctx: Context, k: int = 100) -> dict:
 def items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
     s = ctx.sizes
     out: list[tuple[str, str, Callable[[], dict]]] = [
-        ("pretrain", label, functools.partial(pretrain_item, ctx, label, m, o, c)) for label, m, o, c in METHODS
+        ("pretrain", label, functools.partial(pretrain_item, ctx, label, m, o, c))
+        for label, m, o, c in METHODS
     ]
     out += [
         ("finetune", "retriever, cached", lambda: retriever_item(ctx, s.queries, s.retriever_chunk)),

@@ -69,7 +69,7 @@ def counter_counts(values: np.ndarray, offsets: np.ndarray, max_n: int) -> list[
     return counts
 
 
-def timed(fn: Callable[..., Any], repeat: int) -> tuple[float, float, Any]:  # fn() (a lambda binding its args)
+def timed(fn: Callable[..., Any], repeat: int) -> tuple[float, float, Any]:
     """Best wall time of `repeat` runs, with the CPU time of that run and its result."""
     best = None
     for _ in range(repeat):

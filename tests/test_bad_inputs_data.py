@@ -353,7 +353,9 @@ CASES = [
         1,
         r"empty: the corpus store has no passages: there are no n-grams to count",
         files={
-            "empty": lambda tmp: build_store_from_texts(tmp / "empty", [], train_wordpiece(TEXTS, 150, min_frequency=1))
+            "empty": lambda tmp: build_store_from_texts(
+                tmp / "empty", [], train_wordpiece(TEXTS, 150, min_frequency=1)
+            )
         },
         after=lambda tmp: _nothing_left(tmp) if not (tmp / "t.pmi").exists() else pytest.fail("built"),
     ),

@@ -210,7 +210,9 @@ def test_determinism_across_threads_and_batch_splits(batch, p, seed, cut):
         assert np.array_equal(full[cut:], tail)
     mask = random_mask(ids, att, p, seed, special)
     rep = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS)
-    rep_tail = replace(ids[cut:], mask[cut:], 4, VOCAB, seed, special_ids=SPECIALS, row_keys=np.arange(cut, B))
+    rep_tail = replace(
+        ids[cut:], mask[cut:], 4, VOCAB, seed, special_ids=SPECIALS, row_keys=np.arange(cut, B)
+    )
     rep_par = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS, num_threads=3)
     assert np.array_equal(rep[0][cut:], rep_tail[0]) and np.array_equal(rep[0], rep_par[0])
 
@@ -251,8 +253,16 @@ def test_every_argument_form_takes_the_one_path():
     imp = rng.random(ids.shape).astype(np.float16)
     words = np.repeat(np.arange(6), 2)[None].repeat(4, 0)
     # Any: the test hands the natives every accepted form of each argument.
-    kw: dict[str, Any] = {"word_ids": words, "special_ids": (0, 2), "row_keys": np.array([9, 3, 7, 1], dtype=np.uint64)}
-    alt: dict[str, Any] = {"word_ids": words.tolist(), "special_ids": np.array([0, 2]), "row_keys": [9, 3, 7, 1]}
+    kw: dict[str, Any] = {
+        "word_ids": words,
+        "special_ids": (0, 2),
+        "row_keys": np.array([9, 3, 7, 1], dtype=np.uint64),
+    }
+    alt: dict[str, Any] = {
+        "word_ids": words.tolist(),
+        "special_ids": np.array([0, 2]),
+        "row_keys": [9, 3, 7, 1],
+    }
     wide = np.zeros((4, 24), dtype=np.int64)
     wide[:, ::2] = ids
     forms: list[tuple[Any, Any, Any]] = [

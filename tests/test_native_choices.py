@@ -13,7 +13,6 @@ from dense_pt.config.collate import CollatorSettings
 from dense_pt.errors import InvalidArgumentError
 
 
-
 class Tokens(TypedDict):
     vocab_size: int
     special_tokens: dict[str, int]

@@ -7,8 +7,8 @@ import gzip
 import json
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -128,6 +128,7 @@ def test_verification_is_cached_per_file_state(tmp_path, tok, monkeypatch):
     build_store_from_texts(tmp_path / "s", DOCS, tok)
     hashed: list[str] = []
     real = fs.file_checksum
+
     def recording(p):
         hashed.append(str(p))
         return real(p)

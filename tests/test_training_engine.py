@@ -55,7 +55,9 @@ class Contrastive(Toy):
 
 
 def cfg(**kw) -> TrainConfig:
-    base: dict[str, Any] = dict(max_steps=12, batch_size=4, lr=1e-2, warmup=2, save_every=4, log_every=2, seed=3)
+    base: dict[str, Any] = dict(
+        max_steps=12, batch_size=4, lr=1e-2, warmup=2, save_every=4, log_every=2, seed=3
+    )
     base.update(kw)
     return TrainConfig(**base)
 
