@@ -48,7 +48,7 @@ def main() -> None:
         (d["_id"], (d["title"] + " " + d["text"]).strip())
         for d in map(json.loads, open(args.data / "corpus.jsonl"))
     )
-    store = build_store_from_texts(tmp / "store", docs, load_tokenizer(tok_file))
+    store = build_store_from_texts(tmp / "store", docs, load_tokenizer(str(tok_file)))
     model = tmp / "tiny.json"
     BertConfig(vocab_size=store.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                intermediate_size=64, max_position_embeddings=160).to_json_file(model)  # fmt: skip

@@ -153,7 +153,8 @@ def main() -> None:
         m = numpy_random_mask(att, special, 0.3, np_rng)
         return numpy_replace(ids, m, 4, regular, np_rng)
 
-    report(f"random_mask + replace {B}x{L} p=0.3", *median_times([native_rr, numpy_rr], reps), "numpy")
+    native_s, numpy_s = median_times([native_rr, numpy_rr], reps)
+    report(f"random_mask + replace {B}x{L} p=0.3", native_s, numpy_s, "numpy")
 
     # ---- 2. the collator vs HF DataCollatorForLanguageModeling ----------------------------------
     from transformers import BertTokenizerFast, DataCollatorForLanguageModeling

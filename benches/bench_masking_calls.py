@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent / "python"
@@ -32,7 +33,7 @@ def cases():
 
     from dense_pt.masking import importance_mask, nested_masks, random_mask, replace
 
-    out = {}
+    out: dict[str, Callable[..., object]] = {}  # lambdas binding their arrays as defaults
     for b in (1, 128):
         rng = np.random.default_rng(0)
         ids = rng.integers(5, 8000, size=(b, 144), dtype=np.int64)

@@ -41,6 +41,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dense_pt.retrieval.miner import MinedNegatives
 
 HERE = Path(__file__).resolve().parent
 GB = 1 << 30
@@ -173,7 +177,7 @@ def _sampler(a: argparse.Namespace):
     try:
         from dense_pt.retrieval.negatives import read_mined
 
-        negs = read_mined(a.negatives)
+        negs: MinedNegatives | dict[str, list[str]] = read_mined(a.negatives)
     except ImportError:  # the code before negatives were read as arrays
         from dense_pt.retrieval.negatives import read_negatives
 

@@ -105,7 +105,10 @@ def main() -> None:
             build(store, work / "x.pmi", memory_gb=0.001, threads=args.threads)
             raise SystemExit("a 1 MB budget was accepted")
         except ValueError as exc:
-            least = float(re.search(r"needs at least ([0-9.]+) GB", str(exc)).group(1))
+            said = re.search(r"needs at least ([0-9.]+) GB", str(exc))
+            if said is None:
+                raise SystemExit(f"the refusal does not say the budget it needs: {exc}") from exc
+            least = float(said.group(1))
         print("| budget GB | passes | spilled runs | s |")
         print("|---:|---:|---:|---:|")
         out = {}

@@ -18,12 +18,19 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 SCHEMA = pa.schema([("qid", pa.utf8()), ("docid", pa.utf8()), ("score", pa.float64()), ("rank", pa.int32())])
+
+
+# (name, file suffix, write, read, slice rows or None)
+Candidate = tuple[
+    str, str, Callable[[Path], None], Callable[[Path], int], Callable[[Path, np.ndarray], None] | None
+]
 
 
 def make_chunks(n_queries: int, depth: int, chunk: int, seed: int = 0) -> list[pa.RecordBatch]:
@@ -138,7 +145,7 @@ def main() -> None:
     rows = args.queries * args.depth
     work = Path(tempfile.mkdtemp(prefix="runfmt-", dir=args.work))
     picks = np.random.default_rng(1).integers(0, len(batches), size=100)
-    cands = [
+    cands: list[Candidate] = [
         ("arrow ipc", ".arrow", lambda p: write_ipc(p, batches, None), read_ipc, slice_ipc),
         ("arrow ipc lz4", ".arrow", lambda p: write_ipc(p, batches, "lz4"), read_ipc, slice_ipc),
         ("arrow ipc zstd", ".arrow", lambda p: write_ipc(p, batches, "zstd"), read_ipc, slice_ipc),

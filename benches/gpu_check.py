@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import math
@@ -477,8 +478,9 @@ def search_item(ctx: Context, k: int = 100) -> dict:
 
 def items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
     s = ctx.sizes
-    out = [
-        ("pretrain", label, lambda a=(label, m, o, c): pretrain_item(ctx, *a)) for label, m, o, c in METHODS
+    out: list[tuple[str, str, Callable[[], dict]]] = [
+        ("pretrain", label, functools.partial(pretrain_item, ctx, label, m, o, c))
+        for label, m, o, c in METHODS
     ]
     out += [
         ("finetune", "retriever, cached", lambda: retriever_item(ctx, s.queries, s.retriever_chunk)),
@@ -539,7 +541,7 @@ def table(results: list[dict]) -> str:
 
 
 def run(ctx: Context, only: set[str] | None) -> dict:
-    report = {"environment": environment(ctx), "results": []}
+    report: dict[str, Any] = {"environment": environment(ctx), "results": []}
     path = ctx.out / "gpu_check.json"
 
     def save() -> None:

@@ -68,7 +68,7 @@ def main() -> None:
         # Python reference on a sub-sample (counts of the sub-sample's n-grams from the table).
         end = int(np.searchsorted(offsets, args.python_tokens))
         passages = [values[a:b].tolist() for a, b in itertools.pairwise(offsets[: end + 1])]
-        counts = [Counter() for _ in range(4)]
+        counts: list[Counter] = [Counter() for _ in range(4)]
         for p in passages:
             for n in range(1, 5):
                 for s in range(len(p) - n + 1):
@@ -84,8 +84,8 @@ def main() -> None:
         np.testing.assert_allclose(scores[: len(ref)], ref, rtol=1e-5, atol=1e-5)
     print(f"AMI (window 4) over {len(values):,} tokens, table of the same sample")
     print(f"{'scorer':<26}{'wall s':>10}{'cpu s':>10}{'tokens/s':>14}")
-    for name, s, cpu, tps in rows:
-        print(f"{name:<26}{s:>10.2f}{cpu:>10.2f}{tps:>14,.0f}")
+    for name, wall, cpu, tps in rows:
+        print(f"{name:<26}{wall:>10.2f}{cpu:>10.2f}{tps:>14,.0f}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (tokens/s is wall-clock)")
     print(f"(python timed on {len(ref):,} tokens and scaled per token; rust == python within 1e-5)")
 

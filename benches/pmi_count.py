@@ -59,7 +59,7 @@ def numpy_counts(
 
 
 def counter_counts(values: np.ndarray, offsets: np.ndarray, max_n: int) -> list[Counter]:
-    counts = [Counter() for _ in range(max_n)]
+    counts: list[Counter] = [Counter() for _ in range(max_n)]
     for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
         p = values[a:b].tolist()
         for n in range(1, max_n + 1):
@@ -69,7 +69,7 @@ def counter_counts(values: np.ndarray, offsets: np.ndarray, max_n: int) -> list[
     return counts
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+def timed(fn: Callable[..., Any], repeat: int) -> tuple[float, float, Any]:
     """Best wall time of `repeat` runs, with the CPU time of that run and its result."""
     best = None
     for _ in range(repeat):

@@ -38,7 +38,7 @@ def main() -> None:
     )
 
     start = time.perf_counter()
-    last = {"phase": None}
+    last: dict[str, str | None] = {"phase": None}
 
     def progress(phase: str, done: int, total: int) -> None:
         if phase != last["phase"] or done == total:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the
 OBJECTIVES = ["none", "mlm", "cdmae", "simlm", "seed", "condenser", "contrastive"]
 
 
-def write_data(out: Path, args) -> tuple[Path, Path, Path, list[str]]:
-    """(corpus, train qrels, held-out qrels, texts for the tokenizer)."""
+def write_data(out: Path, args) -> tuple[Path, Path, Path | None, list[str]]:
+    """(corpus, train qrels, held-out qrels (none for the synthetic corpus), texts for the tokenizer)."""
     if args.corpus == "synthetic":
         from pipeline_fixtures import synthetic_corpus, write_beir
 

@@ -40,8 +40,8 @@ run_tests() {
     cargo test --workspace --release
     "$VENV/bin/ruff" check python tests benches
     "$VENV/bin/ruff" format --check python tests benches
-    # The typed surface: the hand-written _native.pyi against the built module, then mypy over
-    # python/dense_pt at the level recorded in pyproject.toml ([tool.mypy]).
+    # The typed surface: the hand-written _native.pyi against the built module, then mypy over the
+    # package, the tests and the benchmarks at the level recorded in pyproject.toml ([tool.mypy]).
     "$VENV/bin/python" -m mypy.stubtest dense_pt._native
     "$VENV/bin/mypy"
     # The documentation site (mkdocs.yml; strict: a broken link or anchor, or a page left out of the

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from typer.core import TyperCommand, TyperGroup
+
 CHILD = "import sys; from dense_pt.cli import main; sys.argv[0] = 'dense-pt'; main()"
 
 
@@ -26,6 +28,23 @@ def run_cli(argv: list[str], capsys, monkeypatch, env: dict[str, str] | None = N
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def subcommand(cmd: object, *path: str) -> TyperCommand | TyperGroup:
+    """The command at ``path`` under ``cmd`` (``typer.main.get_command(app)``: the root group).
+    Typed through typer's classes: typer >= 0.26 builds them on its own copy of click."""
+    for name in path:
+        assert isinstance(cmd, TyperGroup), f"{cmd!r} has no subcommands"
+        cmd = cmd.commands[name]
+    assert isinstance(cmd, TyperCommand | TyperGroup), cmd
+    return cmd
+
+
+def subgroup(cmd: object, *path: str) -> TyperGroup:
+    """The group at ``path`` under ``cmd`` (``cmd`` itself for no path)."""
+    group = subcommand(cmd, *path)
+    assert isinstance(group, TyperGroup), f"{group.name!r} has no subcommands"
+    return group
 
 
 def cli_child(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:

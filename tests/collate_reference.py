@@ -85,8 +85,9 @@ def collate(values, offsets, rows, epoch, cfg, importance=None, word_ids=None):
     def fill(mask, fill_cfg, rule, sd):
         if fill_cfg is None:
             return clean.copy(), _labels(clean, lens, rule, mask)
+        mask_prob, random_prob = fill_cfg
         new, lab = replace(
-            clean, mask, cfg["mask"], cfg["vocab"], sd, *fill_cfg, cfg["specials"], row_keys=keys
+            clean, mask, cfg["mask"], cfg["vocab"], sd, mask_prob, random_prob, cfg["specials"], row_keys=keys
         )
         if rule != "masked":
             lab = _labels(clean, lens, rule, mask)
@@ -121,6 +122,7 @@ def collate(values, offsets, rows, epoch, cfg, importance=None, word_ids=None):
     if dec in ("independent", "nested"):
         if dec == "independent":
             dec_mask = select(cfg["dec"], cfg["dec"][1], dec_seed)
+        assert dec_mask is not None, "a nested decoder's mask comes with the encoder's"
         out["dec_input_ids"], out["dec_labels"] = fill(dec_mask, cfg["dec_fill"], cfg["dec_labels"], dec_seed)
         out["dec_mask"] = dec_mask
     elif dec == "clean":

@@ -8,7 +8,7 @@ from collections import Counter
 
 def count_ngrams(passages: list[list[int]], max_n: int) -> tuple[list[Counter], list[int]]:
     """c(g) per order (index n-1) and N_n = sum over passages of max(0, len - n + 1)."""
-    counts = [Counter() for _ in range(max_n)]
+    counts: list[Counter] = [Counter() for _ in range(max_n)]
     totals = [0] * max_n
     for p in passages:
         for n in range(1, max_n + 1):

@@ -238,5 +238,6 @@ def test_refresh_settings_are_checked(setup, tmp_path, extra, message):
     from dense_pt.cli import exit_code
 
     res = CliRunner().invoke(app, [*_args(setup, tmp_path / "x"), *extra])
+    assert res.exception is not None
     assert exit_code(res.exception) == 2 and message in str(res.exception)
     assert not (tmp_path / "x").exists()

@@ -64,7 +64,7 @@ class Case:
     argv: list[str]
     code: int
     message: str  # regex searched in stdout + stderr
-    files: dict[str, str | bytes | Callable[[Path], None]] = field(default_factory=dict)
+    files: dict[str, str | bytes | Callable[[Path], object]] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     after: Callable[[Path], None] | None = None  # checks on the folder afterwards
 
@@ -353,7 +353,9 @@ CASES = [
         1,
         r"empty: the corpus store has no passages: there are no n-grams to count",
         files={
-            "empty": lambda tmp: build_store_from_texts(tmp / "empty", [], train_wordpiece(TEXTS, 150, 1))
+            "empty": lambda tmp: build_store_from_texts(
+                tmp / "empty", [], train_wordpiece(TEXTS, 150, min_frequency=1)
+            )
         },
         after=lambda tmp: _nothing_left(tmp) if not (tmp / "t.pmi").exists() else pytest.fail("built"),
     ),

@@ -134,7 +134,9 @@ def test_top_k_equals_bm25s_on_scifact(shared_data, tmp_path):
         k=100,
         threads=2,
     )
-    ours = {q: {} for q in queries} | run_of(tmp_path / "run.trec")  # a query without hits has no line
+    ours: dict[str, dict[str, float]] = {q: {} for q in queries} | run_of(
+        tmp_path / "run.trec"
+    )  # a query without hits has no line
     assert_same_but_ties(ours, reference(docs, queries, 100), 100)
 
 

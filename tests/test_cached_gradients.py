@@ -347,6 +347,7 @@ def test_pretraining_refuses_a_chunk_for_a_loss_without_negatives_and_resumes_wi
     args = ["pretrain", "--method", "mlm", "--model", config, "--corpus", str(store.path), "--out",
             str(tmp_path / "out"), "--cache-chunk", "4", "--batch-size", "4", "--max-steps", "1", "--warmup", "0"]  # fmt: skip
     res = CliRunner().invoke(app, args)
+    assert res.exception is not None
     assert exit_code(res.exception) == 2
     assert "cache_chunk: mlm has no loss over the batch's representations" in str(res.exception)
     assert not (tmp_path / "out" / "run_config.json").exists()

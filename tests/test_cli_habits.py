@@ -24,7 +24,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from cli_helpers import cli_child, run_cli
+from cli_helpers import cli_child, run_cli, subcommand
 from dense_pt.cli import ALIASES, app, command_path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "dense_pt"
@@ -330,8 +330,8 @@ def test_a_file_value_wins_over_a_shown_default(tmp_path):
     probe = typer.Typer()
     probe.command()(with_model_options(fn, model_options(tables)))
     (tmp_path / "m.toml").write_text('depth = 7\npool = "filtered"\n')
-    for argv, depth, pool in ([[], 200, "rank"], [["--config", str(tmp_path / "m.toml")], 7, "filtered"],
-                              [["--config", str(tmp_path / "m.toml"), "--depth", "9"], 9, "filtered"]):  # fmt: skip
+    for argv, depth, pool in (([], 200, "rank"), (["--config", str(tmp_path / "m.toml")], 7, "filtered"),
+                              (["--config", str(tmp_path / "m.toml"), "--depth", "9"], 9, "filtered")):  # fmt: skip
         res = CliRunner().invoke(probe, argv)
         assert res.exit_code == 0, res.output
         assert (got[-1].depth, got[-1].pool) == (depth, pool), argv
@@ -363,7 +363,7 @@ def test_old_names_work_and_are_hidden():
     listed = _help([])
     assert ALIASES == {"mine-negatives": ("negatives", "mine"), "negatives-export": ("negatives", "export")}
     for old, now in ALIASES.items():
-        cmd, new = root.commands[old], root.commands[now[0]].commands[now[1]]  # type: ignore[attr-defined]
+        cmd, new = subcommand(root, old), subcommand(root, *now)
         assert cmd.hidden and f" {old} " not in listed and not new.hidden
         assert [p.name for p in cmd.params] == [p.name for p in new.params]
         assert f"The old name of `dense-pt {' '.join(now)}`" in _help([old])

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ WORDS = (
 ).split()
 BERT = (0.8, 0.1)
 MASK_ALL = (1.0, 0.0)  # the generator's inputs of simlm / enc-dec-rtd: [MASK] at every masked position
-EXPECTED = {
+EXPECTED: dict[str, dict[str, Any]] = {
     "mlm": {"enc": ("random", 0.3), "enc_fill": BERT, "enc_labels": "masked", "decoder": "none"},
     "cdmae": {
         "enc": ("random", 0.3),
@@ -303,7 +304,7 @@ def test_bad_input_raises_invalid_argument(store, tmp_path):
     with pytest.raises(InvalidArgumentError, match="row -1 is out of range"):
         c([-1])
     with pytest.raises(InvalidArgumentError, match="rows must be integers"):
-        c([0.5])
+        c([0.5])  # type: ignore[list-item]  # bad on purpose
     with pytest.raises(InvalidArgumentError, match="enc_fill"):
         Collator(store, "mlm", enc_fill="zero")
     with pytest.raises(InvalidArgumentError, match="p_enc <= p_dec"):
@@ -422,4 +423,4 @@ def test_the_old_keyword_names_are_deprecated_aliases(store):
     with pytest.raises(ConfigError, match="give p_enc alone"), pytest.warns(DeprecationWarning):
         Collator(store, "simlm", enc_p=0.2, p_enc=0.3)
     with pytest.raises(InvalidArgumentError, match="settings must be a CollatorSettings or MethodOptions"):
-        Collator(store, "simlm", 24)
+        Collator(store, "simlm", 24)  # type: ignore[arg-type]  # bad on purpose

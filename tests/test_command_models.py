@@ -169,13 +169,13 @@ def test_a_config_file_is_checked_by_the_same_model(tmp_path: Path):
 
 
 def test_options_override_the_file_and_set_key_by_key(tmp_path: Path):
-    from dense_pt.cli.options import load_settings, split
+    from dense_pt.cli.options import Table, load_settings, split
     from dense_pt.config import TrainConfig
     from dense_pt.config.finetune import RetrieverCommand
 
     path = tmp_path / "r.toml"
     path.write_text("group_size = 4\ntau = 0.05\n[train]\nlr = 1e-5\nbatch_size = 8\n")
-    tables = [("top", RetrieverCommand), ("train", TrainConfig)]
+    tables: list[Table] = [("top", RetrieverCommand), ("train", TrainConfig)]
     given = split({"group_size": 2, "lr": None, "batch_size": 4, "loss": None}, tables)
     s = load_settings(RetrieverCommand, path, ["tau=0.1"], given, "here")
     assert (s.group_size, s.tau, s.loss, s.query_max_length) == (2, 0.1, "simlm", 32)

@@ -7,6 +7,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -154,9 +155,10 @@ def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch, capsys):
 
 
 def test_stages_extend_and_see_the_context(tmp_path):
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     def stage_probe(ctx: DemoContext) -> dict:
+        assert ctx.store_path is not None  # the store stage ran before
         seen["rows"] = len(CorpusStore.open(ctx.store_path))
         seen["splits"] = sorted(ctx.qrels)
         (ctx.stage_dir("probe") / "x.txt").write_text("ok")

@@ -6,8 +6,10 @@ are stand-ins that record their arguments: the real setup downloads GBs (it runs
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,3 +42,15 @@ def test_dev_sh_demo_says_what_it_installs_before_each_quiet_step(tmp_path):
         lines[-2].startswith("dev.sh: running: dense-pt demo --out x")
         and lines[-1] == "DENSE-PT demo --out x"
     )
+
+
+def test_mypy_checks_the_package_the_tests_and_the_benchmarks():
+    """`dev.sh test` runs plain `mypy`, so pyproject.toml's [tool.mypy] decides what is checked: the
+    package, the tests and the benchmarks, the bodies of unannotated functions included, no module
+    exempted (issue 25 item 6). Dropping a folder or a flag fails here instead of going unseen."""
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert sorted(cfg["files"]) == ["benches", "python/dense_pt", "tests"]
+    assert cfg["check_untyped_defs"] is True and cfg["warn_unused_ignores"] is True
+    assert not [o for o in cfg.get("overrides", []) if o.get("ignore_errors")]
+    script = (REPO / "scripts" / "dev.sh").read_text(encoding="utf-8")
+    assert re.search(r'^\s*"\$VENV/bin/mypy"$', script, re.M), "mypy with paths would not read files ="

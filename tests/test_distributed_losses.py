@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import torch
@@ -55,7 +56,8 @@ class Model(nn.Module):
         # passage i (here query i's vector) against context i (the first passage of its group)
         from dense_pt.objectives.contrastive import Contrastive
 
-        return Contrastive.contrastive_loss(SimpleNamespace(temperature=0.7), q, p[::N])
+        stand_in = cast(Contrastive, SimpleNamespace(temperature=0.7))  # all the method reads
+        return Contrastive.contrastive_loss(stand_in, q, p[::N])
 
 
 def gradient(model: nn.Module) -> torch.Tensor:

@@ -5,6 +5,7 @@ over ir-measures on the whole run as a dict, with its tie conventions."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def reference(run, qrels, measures, tie_break="docno", drop_self_hits=False, rel
     with_hits = [q for q in judged if ranked.get(q) and qrels[q]]
     surrogate = {q: {d: float(len(ranked[q]) - i) for i, d in enumerate(ranked[q])} for q in with_hits}
     sub_qrels = {q: {d: int(r) for d, r in qrels[q].items()} for q in with_hits}
-    by_provider = {}
+    by_provider: dict[Any, list[tuple[str, Any]]] = {}  # ir-measures' providers and measures: untyped
     for label, m in parsed:
         by_provider.setdefault(_provider(m), []).append((label, m))
     pq = {q: {label: 0.0 for label, _ in parsed} for q in judged}

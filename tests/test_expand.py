@@ -433,9 +433,10 @@ def test_demo_runs_the_expansion_stage(tmp_path):
     import functools
 
     from dense_pt.demo import run_demo, stage_data
+    from dense_pt.demo.context import Stage as DemoStage
     from dense_pt.demo.expansion import stage_expansion
 
-    stages = [
+    stages: list[DemoStage] = [
         ("data", stage_data),
         ("expansion", functools.partial(stage_expansion, limit=2, prefer_smollm2=False)),
     ]

@@ -123,7 +123,7 @@ def test_curriculum_learning_rate_and_optimizer_at_the_switch(setup, tmp_path, s
     import math
 
     peak, warm = 1e-3, 3  # warm-up 0.25 of the 12-step first stage
-    seen = {}
+    seen: dict[int | str, set[int] | bool] = {}  # the Adam steps at a step; "stop" once asked
 
     def watch(trainer, step, record):
         if step in (9, 12, 13):
@@ -307,9 +307,10 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
     import functools
 
     from dense_pt.demo import run_demo, stage_data, stage_store, stage_tokenizer
+    from dense_pt.demo.context import Stage as DemoStage
     from dense_pt.demo.expansion import stage_expansion, stage_pretrain_expanded
 
-    stages = [
+    stages: list[DemoStage] = [
         ("data", stage_data),
         ("tokenizer", stage_tokenizer),
         ("store", stage_store),

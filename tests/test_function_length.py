@@ -17,6 +17,7 @@ def function_lengths():
     for f in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.end_lineno is not None  # set by ast.parse
                 yield f.relative_to(PACKAGE).as_posix(), node.name, node.end_lineno - node.lineno + 1
 
 

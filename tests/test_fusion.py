@@ -39,9 +39,9 @@ def ranked(hits):
 
 
 def ref_rrf(runs, k):
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for q in {q for r in runs for q in r}:
-        s = {}
+        s: dict[str, float] = {}
         for r in runs:
             for i, d in enumerate(ranked(r.get(q, {}))):
                 s[d] = s.get(d, 0) + 1 / (k + i + 1)
@@ -158,6 +158,7 @@ def test_cli_fuse(tmp_path):
     r = runner.invoke(app, [*base, "--weight", "0.4", "--tune-qrels", str(qrels)])
     assert r.exit_code != 0 and "exactly one" in str(r.exception)
     r = runner.invoke(app, [*base, "--method", "rrf", "--weight", "0.4"])
+    assert r.exception is not None
     assert (
         exit_code(r.exception) == 2
         and str(r.exception) == "dense-pt fuse: weight is for method interpolation, not rrf"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,8 +139,9 @@ def test_nested_masks_match_reference_and_nest(batch, p1, p2, seed, use_imp, who
 def test_replace_matches_reference_and_labels_exactly_where_masked(batch, p, seed, probs_):
     ids, att, special, _, _ = batch
     mask = random_mask(ids, att, p, seed, special)
-    new, labels = replace(ids, mask, 4, VOCAB, seed, *probs_, special_ids=SPECIALS)
-    r_new, r_labels = ref.replace(ids, mask, 4, VOCAB, seed, *probs_, special_ids=SPECIALS)
+    mask_prob, random_prob = probs_
+    new, labels = replace(ids, mask, 4, VOCAB, seed, mask_prob, random_prob, special_ids=SPECIALS)
+    r_new, r_labels = ref.replace(ids, mask, 4, VOCAB, seed, mask_prob, random_prob, special_ids=SPECIALS)
     assert np.array_equal(new, r_new) and np.array_equal(labels, r_labels)
     assert new.dtype == ids.dtype and labels.dtype == np.int64
     assert np.array_equal(labels != IGNORE_INDEX, mask)  # labels set exactly where masked
@@ -207,10 +209,12 @@ def test_determinism_across_threads_and_batch_splits(batch, p, seed, cut):
         tail = fn(slice(cut, None), row_keys=np.arange(cut, B))
         assert np.array_equal(full[cut:], tail)
     mask = random_mask(ids, att, p, seed, special)
-    full = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS)
-    tail = replace(ids[cut:], mask[cut:], 4, VOCAB, seed, special_ids=SPECIALS, row_keys=np.arange(cut, B))
-    par = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS, num_threads=3)
-    assert np.array_equal(full[0][cut:], tail[0]) and np.array_equal(full[0], par[0])
+    rep = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS)
+    rep_tail = replace(
+        ids[cut:], mask[cut:], 4, VOCAB, seed, special_ids=SPECIALS, row_keys=np.arange(cut, B)
+    )
+    rep_par = replace(ids, mask, 4, VOCAB, seed, special_ids=SPECIALS, num_threads=3)
+    assert np.array_equal(rep[0][cut:], rep_tail[0]) and np.array_equal(rep[0], rep_par[0])
 
 
 def test_special_ids_exclude_positions_without_a_mask():
@@ -248,11 +252,20 @@ def test_every_argument_form_takes_the_one_path():
     att[2, 8:] = 0
     imp = rng.random(ids.shape).astype(np.float16)
     words = np.repeat(np.arange(6), 2)[None].repeat(4, 0)
-    kw = {"word_ids": words, "special_ids": (0, 2), "row_keys": np.array([9, 3, 7, 1], dtype=np.uint64)}
-    alt = {"word_ids": words.tolist(), "special_ids": np.array([0, 2]), "row_keys": [9, 3, 7, 1]}
+    # Any: the test hands the natives every accepted form of each argument.
+    kw: dict[str, Any] = {
+        "word_ids": words,
+        "special_ids": (0, 2),
+        "row_keys": np.array([9, 3, 7, 1], dtype=np.uint64),
+    }
+    alt: dict[str, Any] = {
+        "word_ids": words.tolist(),
+        "special_ids": np.array([0, 2]),
+        "row_keys": [9, 3, 7, 1],
+    }
     wide = np.zeros((4, 24), dtype=np.int64)
     wide[:, ::2] = ids
-    forms = [
+    forms: list[tuple[Any, Any, Any]] = [
         (ids, att, 7),
         (ids.tolist(), att.astype(np.int16), np.uint32(7)),
         (wide[:, ::2], att.astype(bool), 7),
@@ -312,7 +325,7 @@ def test_every_argument_form_takes_the_one_path():
         (lambda a: replace(a["ids"], a["att"], 4, 100, 0, special_ids=[100]), "special_ids"),
         (lambda a: replace(a["ids"], a["att"], 4, 100, 0, row_keys=[1]), "row_keys"),
         (
-            lambda a: random_mask(a["ids"], a["att"], 0.5, 0, special_ids=["x"]),
+            lambda a: random_mask(a["ids"], a["att"], 0.5, 0, special_ids=["x"]),  # type: ignore[list-item]  # bad on purpose
             "special_ids must be a sequence",
         ),
         (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TypedDict
 
 import numpy as np
 import pytest
@@ -249,6 +250,15 @@ def st_case(tmp_path_factory):
     return model, docs, queries, qrels, qids, q_emb, p_emb
 
 
+class Margins(TypedDict, total=False):
+    """The margin and score bounds both miners take under the same names."""
+
+    absolute_margin: float
+    relative_margin: float
+    max_score: float
+    min_score: float
+
+
 def _st_mine(model, docs, queries, qrels, **kw):
     """sentence-transformers' mine_hard_negatives, its output as {qid: [pid, ...]} in its order."""
     from datasets import Dataset
@@ -300,6 +310,7 @@ def test_same_negatives_as_sentence_transformers(st_case, case):
     full = scorer([(q, d) for q in qids for d in pids]).reshape(len(qids), len(pids))
     ref = np.array([min(full[i, pids.index(d)] for d in qrels[q]) for i, q in enumerate(qids)])
     gaps = ref[:, None] - full
+    kw: Margins
     if case == "absolute":
         kw = {"absolute_margin": _mid_gap(gaps[gaps > 0], 0.3), "max_score": _mid_gap(full, 0.97)}
     else:

@@ -4,13 +4,21 @@ and listing the valid names; a setting a view needs and lacks is refused by its 
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pytest
 
 from dense_pt import _native
 from dense_pt.config.collate import CollatorSettings
 from dense_pt.errors import InvalidArgumentError
 
-TOKENS = dict(vocab_size=20, special_tokens={"pad": 0, "cls": 1, "sep": 2, "mask": 3})
+
+class Tokens(TypedDict):
+    vocab_size: int
+    special_tokens: dict[str, int]
+
+
+TOKENS = Tokens(vocab_size=20, special_tokens={"pad": 0, "cls": 1, "sep": 2, "mask": 3})
 # every setting the core reads, as CollatorSettings names them (cdmae's paper values)
 SETTINGS = {
     **CollatorSettings().model_dump(),

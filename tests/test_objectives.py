@@ -169,7 +169,7 @@ def _window_dependence(model, t=9, length=16):
     batch = to_device(view_for("seed", make_batch(batch_size=2, length=length, seed=5)), torch.device("cpu"))
     am = batch["attention_mask"]
     assert am[:, : t + 2].all()
-    changed = {}
+    changed: dict[int | str, bool] = {}  # token j, or "h" (the bottleneck vector)
     with torch.no_grad():
         h = model.bottleneck(model.encode(batch["input_ids"], am).last_hidden_state[:, 0])
         base = model.decode(h, batch["dec_input_ids"], am)
@@ -297,7 +297,7 @@ def test_option_validation():
     with pytest.raises(InvalidArgumentError, match="simlm has no option sigma"):
         resolve_options("simlm", MethodOptions(generator="joint", sigma=1.0))
     with pytest.raises(InvalidArgumentError, match="generator_fill"):
-        resolve_options("simlm", MethodOptions(generator="joint", generator_fill="zero"))
+        resolve_options("simlm", MethodOptions(generator="joint", generator_fill="zero"))  # type: ignore[arg-type]  # bad on purpose
     with pytest.raises(InvalidArgumentError, match="p_enc <= p_dec"):
         resolve_options("simlm", MethodOptions(p_enc=0.6, p_dec=0.5, generator="joint"))
     with pytest.raises(InvalidArgumentError, match="uses no generator"):
@@ -337,6 +337,7 @@ def test_generator_by_hub_name_from_the_local_cache(frozen_generator, tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     folder = resolve_generator("tiny-org/tiny-generator", cache_dir=tmp_path / "hub")
+    assert isinstance(folder, Path)
     assert folder == repo / "snapshots" / commit and (folder / "config.json").is_file()
     with pytest.raises(FileNotFoundError, match=r"local Hugging Face cache.*hf download"):
         resolve_generator("tiny-org/not-there", cache_dir=tmp_path / "hub")

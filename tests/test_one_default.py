@@ -84,8 +84,9 @@ def _literals() -> dict[tuple[type, float | int], list[str]]:
     found: dict[tuple[type, float | int], list[str]] = defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-                found[type(node.value), node.value].append(path.relative_to(PACKAGE).as_posix())
+            value = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(value, int | float) and type(value) in (int, float):
+                found[type(value), value].append(path.relative_to(PACKAGE).as_posix())
     return found
 
 

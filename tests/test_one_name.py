@@ -36,6 +36,13 @@ def _non_test_rust(text: str) -> str:
     return text.split("#[cfg(test)]")[0]
 
 
+def _group1(pattern: str, text: str) -> str:
+    """The first group of ``pattern``'s first match (DOTALL) in ``text``; the match must exist."""
+    m = re.search(pattern, text, re.S)
+    assert m is not None, f"no match for {pattern!r}"
+    return m.group(1)
+
+
 def test_the_old_spellings_are_gone():
     hits = {
         f"{_rel(p)}:{i}": line.strip()
@@ -56,10 +63,10 @@ def test_python_the_binding_and_the_core_name_the_settings_alike():
     from dense_pt.config.options import MaskOptions, MethodOptions
 
     core = (ROOT / "rust/core/src/collate/method.rs").read_text(encoding="utf-8")
-    body = re.search(r"pub struct CollateSettings \{(.*?)\n\}", core, re.S).group(1)
+    body = _group1(r"pub struct CollateSettings \{(.*?)\n\}", core)
     core_fields = re.findall(r"^\s*pub (\w+):", body, re.M)
     binding = (ROOT / "rust/py/src/collate.rs").read_text(encoding="utf-8")
-    read = re.search(r"read_fields!\(\s*obj,\s*CollateSettings \{(.*?)\}", binding, re.S).group(1)
+    read = _group1(r"read_fields!\(\s*obj,\s*CollateSettings \{(.*?)\}", binding)
     read_fields = re.findall(r"\w+", read)
     assert core_fields == read_fields
     assert set(core_fields) <= set(CollatorSettings.model_fields)
@@ -75,7 +82,7 @@ def test_the_rates_defaults_are_written_only_in_config_defaults():
     native maskers' ``sigma=1.0``)."""
     from dense_pt.config.defaults.objectives import PROFILES
 
-    paper = {name: set() for name in MASK_RATES}
+    paper: dict[str, set[float]] = {name: set() for name in MASK_RATES}
     for papers in PROFILES.values():
         for prof in papers.values():
             for name in MASK_RATES:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import subcommand, subgroup
 from dense_pt.errors import FormatError
 from dense_pt.pipeline.config import validate_config
 
@@ -104,7 +105,7 @@ def test_cli_defaults_are_the_papers():
     from dense_pt.config.retrieval import EncodeSettings, MineCommand
 
     group = typer.main.get_command(app)
-    train = group.commands["train"].commands
+    train = subgroup(group, "train").commands
 
     def defaults(cmd, model):
         """The command's effective defaults: the model's (its options show them; one not given
@@ -120,10 +121,10 @@ def test_cli_defaults_are_the_papers():
     assert r["tau"] is None and effective_tau(r["loss"], r["tau"]) == 0.02
     assert (rr["group_size"], rr["query_max_length"], rr["max_length"]) == (64, 32, 192)
     assert (d["group_size"], d["query_max_length"], d["passage_max_length"], d["alpha"]) == (24, 32, 144, 0.2)
-    mine = defaults(group.commands["negatives"].commands["mine"], MineCommand)
+    mine = defaults(subcommand(group, "negatives", "mine"), MineCommand)
     assert (mine["depth"], mine["pool"], mine["num"], mine["relative_form"]) == (200, "rank", 0, "magnitude")
     # encode's length: None, the lengths the model was trained with
-    assert defaults(group.commands["encode"], EncodeSettings)["max_length"] is None
+    assert defaults(subcommand(group, "encode"), EncodeSettings)["max_length"] is None
 
 
 def _fake_electra_in_hub_cache(cache: Path, tokenizer_from: Path) -> Path:

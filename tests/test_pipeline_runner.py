@@ -157,11 +157,11 @@ def test_a_stage_must_declare_what_it_reads_and_leave_its_outputs(tmp_path: Path
     source = tmp_path / "source.txt"
     source.write_text("v1")
     a = toy_stages([], source)[0]
-    sneaky = Stage(name="s", doc="", reads=(), config=(), outputs=(), inputs=lambda ctx: {"a": ctx.fp("a")},
+    sneaky: Stage[ToyConfig] = Stage(name="s", doc="", reads=(), config=(), outputs=(), inputs=lambda ctx: {"a": ctx.fp("a")},
                    params=lambda ctx: {}, run=lambda ctx, folder: {})  # fmt: skip
     with pytest.raises(DensePtError, match=r"stage 's' reads \['a'\] without declaring it"):
         _plan(tmp_path, (a, sneaky))
-    lazy = Stage(name="l", doc="", reads=(), config=(), outputs=("x.bin",), inputs=lambda ctx: {},
+    lazy: Stage[ToyConfig] = Stage(name="l", doc="", reads=(), config=(), outputs=("x.bin",), inputs=lambda ctx: {},
                  params=lambda ctx: {}, run=lambda ctx, folder: {})  # fmt: skip
     with pytest.raises(DensePtError, match=r"stage 'l' finished without its declared outputs \['x.bin'\]"):
         _run(tmp_path, (lazy,))

@@ -17,6 +17,13 @@ from dense_pt.pmi import NgramTable, build, build_arrays, count_arrays, merge, p
 from pmi_reference import ami, count_ngrams, pmi, pruned
 
 
+def _needs_gb(message: str) -> float:
+    """The budget a refusal says the count needs (``needs at least X GB``)."""
+    m = re.search(r"needs at least ([0-9.]+) GB", message)
+    assert m is not None, message
+    return float(m.group(1))
+
+
 def flatten(passages):
     values = np.array([t for p in passages for t in p], dtype=np.uint32)
     offsets = np.zeros(len(passages) + 1, dtype=np.int64)
@@ -77,12 +84,15 @@ def test_counts_pmi_ami_match_counter_reference(tmp_path_factory, corpus, min_co
             if n >= 2:
                 want = pmi(counts, totals, g)
                 got = t.pmi(g)
-                assert (want is None and math.isnan(got)) or abs(got - want) <= 1e-9
+                if want is None:
+                    assert math.isnan(got)
+                else:
+                    assert abs(got - want) <= 1e-9
     for p in passages:
-        want = ami(counts, totals, p, window)
-        got = t.ami(np.array(p, dtype=np.uint32), window=window)
-        assert got.dtype == np.float32 and len(got) == len(p)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        want_ami = ami(counts, totals, p, window)
+        got_ami = t.ami(np.array(p, dtype=np.uint32), window=window)
+        assert got_ami.dtype == np.float32 and len(got_ami) == len(p)
+        np.testing.assert_allclose(got_ami, want_ami, rtol=1e-5, atol=1e-5)
     all_scores = t.ami_ragged(values, offsets, window=window, threads=2)
     for i, p in enumerate(passages):
         np.testing.assert_array_equal(
@@ -272,7 +282,7 @@ def test_ctrl_c_interrupts_a_long_build(tmp_path):
     # slow: ~100 passes per order, seconds even on a fast machine. Ctrl-C must stop it early.
     with pytest.raises(InvalidArgumentError, match="too small for this corpus") as refused:
         build_arrays(values, offsets, tmp_path / "t.ngram", vocab_size=5000, memory_bytes=0, threads=1)
-    least = float(re.search(r"needs at least ([0-9.]+) GB", str(refused.value)).group(1))
+    least = _needs_gb(str(refused.value))
     # interrupt_main() does nothing unless Python's own SIGINT handler is installed: make sure it
     # is, whatever an earlier test or library did to it.
     saved = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -320,7 +330,7 @@ def test_a_budget_needing_unbounded_passes_is_refused_and_the_minimum_works(tmp_
         build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=0.03, threads=1,
                      progress=lambda *a: phases.append(a))  # fmt: skip
     assert phases == [] and not list(tmp_path.iterdir())  # refused before any work
-    least = float(re.search(r"needs at least ([0-9.]+) GB", str(info.value)).group(1))
+    least = _needs_gb(str(info.value))
     assert "raise --memory-gb (memory_gb=) to" in str(info.value)
     stats = build_arrays(values, offsets, tmp_path / "t", vocab_size=8000, memory_gb=least, threads=1,
                          progress=lambda *a: phases.append(a))  # fmt: skip

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 pytest.importorskip("dense_pt.collate")
 
+from dense_pt.config.options import BottleneckPooling  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
 from dense_pt.objectives import METHODS, MethodOptions, profile, resolve_options, resolve_pooling  # noqa: E402
 from dense_pt.pretrain import build_config, run_pretrain  # noqa: E402
@@ -57,7 +58,7 @@ def test_methods_without_a_bottleneck_refuse_it_and_bad_values_are_refused():
     with pytest.raises(InvalidArgumentError, match="mlm has no option pooling"):
         resolve_options("mlm", MethodOptions(pooling="mean"))
     with pytest.raises(InvalidArgumentError, match="pooling: must be one of auto, cls or mean"):
-        resolve_options("cdmae", MethodOptions(pooling="max"))
+        resolve_options("cdmae", MethodOptions(pooling="max"))  # type: ignore[arg-type]  # bad on purpose
 
 
 def test_bottleneck_vector_is_the_masked_mean_or_cls():
@@ -66,10 +67,11 @@ def test_bottleneck_vector_is_the_masked_mean_or_cls():
     rng = np.random.default_rng(0)
     seq = torch.from_numpy(rng.standard_normal((3, 7, 32)).astype(np.float32))
     am = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
-    for pooling, ref in (
+    cases: list[tuple[BottleneckPooling, np.ndarray]] = [
         ("cls", seq[:, 0].numpy()),
         ("mean", np.stack([seq[i, : int(am[i].sum())].numpy().mean(0) for i in range(3)])),
-    ):
+    ]
+    for pooling, ref in cases:
         opts = resolve_options("cdmae", MethodOptions(pooling=pooling, projection=False))
         obj = build_objective("cdmae", tiny_encoder(), special_ids(), opts)
         np.testing.assert_allclose(obj.bottleneck_vector(seq, am).detach().numpy(), ref, rtol=1e-5, atol=1e-6)

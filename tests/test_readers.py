@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,8 +37,13 @@ BAD = Path(__file__).parent / "data" / "bad"
 
 
 def _read(kind: str, path: Path) -> list:
-    reader = {"corpus": read_corpus, "queries": read_queries, "qrels": read_qrels, "run": read_run}[kind]
-    return list(reader(path))
+    readers: dict[str, Callable[[Path], Iterable[Any]]] = {
+        "corpus": read_corpus,
+        "queries": read_queries,
+        "qrels": read_qrels,
+        "run": read_run,
+    }
+    return list(readers[kind](path))
 
 
 # (file, reader, line of the error, what the message must say)
@@ -72,6 +79,7 @@ def test_bad_file_names_file_and_line(name, kind, line, message):
     with pytest.raises(FormatError) as info:
         _read(kind, BAD / name)
     err = info.value
+    assert err.path is not None
     assert Path(err.path).name == name
     assert err.line == line
     assert message in err.message

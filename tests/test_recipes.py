@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_recipes_start_where_the_papers_started():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> dict[str, Path]:
+def tiny(tmp_path_factory) -> dict[str, Any]:
     """The demo's synthetic corpus split into train / dev qrels, and a tiny random 2-layer model."""
     import torch
 
@@ -78,7 +79,7 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     return {"base": base, "beir": beir, "model": model, "docs": docs}
 
 
-def _overrides(raw: dict, tiny: dict[str, Path], out: Path, model: Path) -> list[str]:
+def _overrides(raw: dict, tiny: dict[str, Any], out: Path, model: Path) -> list[str]:
     beir = tiny["beir"]
     sets = [f"out='{out}'", f"data.corpus='{beir / 'corpus.jsonl'}'", f"data.queries='{beir / 'queries.jsonl'}'",
             f"data.qrels='{tiny['base'] / 'train.qrels'}'", f"data.dev_qrels='{tiny['base'] / 'dev.qrels'}'",
@@ -120,7 +121,7 @@ def _overrides(raw: dict, tiny: dict[str, Path], out: Path, model: Path) -> list
     return sets
 
 
-def _run_pretrain_config(config: Path, tiny: dict[str, Path], out: Path) -> Path:
+def _run_pretrain_config(config: Path, tiny: dict[str, Any], out: Path) -> Path:
     """A `dense-pt pretrain` recipe on a store of the tiny corpus (with hand-written queries, what
     `dense-pt expand` writes, where it reads some), from the tiny model; its curriculum as written.
     Returns the encoder it writes."""
@@ -173,7 +174,7 @@ SEED_VARIANT = (
 @pytest.mark.parametrize(
     "recipe", [*RECIPES, "seed-variant"], ids=[*(p.stem for p in RECIPES), "seed-variant"]
 )
-def test_recipe_runs_to_the_end(recipe, tiny: dict[str, Path], pretrained: dict[str, Path], tmp_path: Path):
+def test_recipe_runs_to_the_end(recipe, tiny: dict[str, Any], pretrained: dict[str, Path], tmp_path: Path):
     extra: list[str] = []
     if recipe == "seed-variant":
         recipe = EXAMPLES / "seed.toml"

@@ -115,7 +115,7 @@ def reference_rrf(runs, k, depth):
     """rrf of commit 29880bb, verbatim in substance: the bits the streamed fusion must give."""
     out = {}
     for q in sorted({q for r in runs for q in r}):
-        fused = {}
+        fused: dict[str, float] = {}
         for run in runs:
             for rank, (d, _) in enumerate(rank_hits(run.get(q, {})), start=1):
                 fused[d] = fused.get(d, 0.0) + 1.0 / (k + rank)

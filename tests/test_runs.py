@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
@@ -50,7 +51,7 @@ def tricky_run(seed: int = 0, queries: int = 40) -> dict[str, dict[str, float]]:
     return run
 
 
-def bits(x: np.ndarray) -> np.ndarray:
+def bits(x: npt.ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).view(np.uint64)
 
 

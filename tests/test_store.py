@@ -126,9 +126,14 @@ def test_verification_is_cached_per_file_state(tmp_path, tok, monkeypatch):
 
     monkeypatch.setenv("DENSE_PT_CACHE_DIR", str(tmp_path / "cache"))
     build_store_from_texts(tmp_path / "s", DOCS, tok)
-    hashed = []
+    hashed: list[str] = []
     real = fs.file_checksum
-    monkeypatch.setattr(fs, "file_checksum", lambda p: hashed.append(str(p)) or real(p))
+
+    def recording(p):
+        hashed.append(str(p))
+        return real(p)
+
+    monkeypatch.setattr(fs, "file_checksum", recording)
     monkeypatch.setattr("dense_pt.data.store.file_checksum", fs.file_checksum)
     CorpusStore.open(tmp_path / "s")
     assert hashed == []  # verified as written

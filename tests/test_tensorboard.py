@@ -102,7 +102,7 @@ def test_bad_value_and_missing_extra_are_named(tmp_path, monkeypatch):
     with pytest.raises(
         InvalidArgumentError, match="report_to: must be one of none or tensorboard, got 'wandb'"
     ):
-        TrainConfig(report_to="wandb")
+        TrainConfig(report_to="wandb")  # type: ignore[arg-type]  # bad on purpose
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # as if the extra were not installed
     with pytest.raises(MissingExtraError, match=r"pip install 'dense-pt\[tensorboard\]'"):
         train(tmp_path)

@@ -4,6 +4,7 @@ checkpoints and exact resume."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,7 +55,9 @@ class Contrastive(Toy):
 
 
 def cfg(**kw) -> TrainConfig:
-    base = dict(max_steps=12, batch_size=4, lr=1e-2, warmup=2, save_every=4, log_every=2, seed=3)
+    base: dict[str, Any] = dict(
+        max_steps=12, batch_size=4, lr=1e-2, warmup=2, save_every=4, log_every=2, seed=3
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -177,7 +180,7 @@ def test_epoch_order_deterministic():
 
 def test_config_validation_and_toml(tmp_path):
     with pytest.raises(InvalidArgumentError, match="schedule: must be one of linear, cosine or constant"):
-        TrainConfig(schedule="exp")
+        TrainConfig(schedule="exp")  # type: ignore[arg-type]  # bad on purpose
     with pytest.raises(InvalidArgumentError, match="lr: must be > 0, got 0"):
         TrainConfig(lr=0)
     toml = tmp_path / "train.toml"

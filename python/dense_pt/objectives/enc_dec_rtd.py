@@ -33,6 +33,7 @@ class EncDecRTD(ReplacedViews):
         l_dec = F.binary_cross_entropy_with_logits(
             self.rtd_dec(dec[where]).float(), (x_dec != original)[where].float()
         )
+        assert self.opts.rtd_weight is not None, "resolve_options fills rtd_weight"
         w = float(self.opts.rtd_weight)
         out = {
             "loss": w * (l_enc + l_dec) + self.generator_loss(l_gen),

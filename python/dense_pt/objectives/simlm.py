@@ -40,7 +40,11 @@ class ReplacedViews(Objective):
         return original, x_enc, x_dec, l_gen
 
     def generator_loss(self, l_gen):
-        return float(self.opts.generator_weight) * l_gen if self.generator.joint else 0.0
+        if not self.generator.joint:
+            return 0.0
+        w = self.opts.generator_weight
+        assert w is not None, "resolve_options fills generator_weight"
+        return float(w) * l_gen
 
     def run_decoder(self, h: torch.Tensor, x_dec: torch.Tensor, am: torch.Tensor) -> torch.Tensor:
         return self.decoder(with_bottleneck(self.embed(x_dec), h), bidirectional_keep(am))
