@@ -47,7 +47,9 @@ def test_scale_001_runs_every_stage(shared_data: Path, tmp_path: Path) -> None:
     ]  # fmt: skip
     assert all(s["ok"] and s["seconds"] > 0 and 0 < s["peak_rss"] < 12 << 30 for s in stages.values())
     assert stages["negatives read"]["extra"]["queries"] > 4000  # the training queries with a positive
-    assert stages["bm25 train"]["extra"]["queries"] > 4000 and stages["bm25 dev"]["extra"]["queries_per_s"] > 0
+    assert (
+        stages["bm25 train"]["extra"]["queries"] > 4000 and stages["bm25 dev"]["extra"]["queries_per_s"] > 0
+    )
     assert stages["evaluate"]["extra"]["RR@10"] > 0.3  # BM25 finds the synthetic queries' passages
     for name in ("collate finetune", "collate pretrain"):
         assert stages[name]["extra"]["seq_per_s"] > 0
