@@ -7,8 +7,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.expand import ExpandSettings
 from dense_pt.expansion.corpus import iter_passages
-from dense_pt.expansion.generate import SamplingParams
 from dense_pt.expansion.pipeline import expand
 from dense_pt.expansion.writer import load_queries
 
@@ -56,15 +56,8 @@ def demo_stage(
         if not (model / "config.json").is_file():
             texts = [f"{p.title} {p.text}" for _, p in zip(range(200), iter_passages(corpus), strict=False)]
             build_tiny_lm(model, texts, kind="causal", seed=seed)
-    res = expand(
-        corpus,
-        out / "queries",
-        model,
-        limit=limit,
-        seed=seed,
-        batch_size=limit,
-        sampling=SamplingParams(max_new_tokens=max_new_tokens),
-    )
+    settings = ExpandSettings(limit=limit, seed=seed, batch_size=limit, max_new_tokens=max_new_tokens)
+    res = expand(corpus, out / "queries", model, settings)
     queries = load_queries(out / "queries")
     return {
         "queries_path": str(out / "queries"),
