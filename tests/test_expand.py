@@ -26,9 +26,9 @@ from dense_pt.expansion import (
     SamplingParams,
     expand,
     in_sample,
-    load_queries,
+    load_pseudo_queries,
     passage_seed,
-    read_manifest,
+    read_expansion_manifest,
     read_queries_table,
 )
 
@@ -115,7 +115,7 @@ def test_causal_generation_is_batched_seeded_and_written(causal_gen, corpus, tmp
     assert row["temperature"] == pytest.approx(0.7) and row["max_new_tokens"] == 12
     assert row["seed"] == passage_seed(1, row["id"])
     assert all(isinstance(r, str) and r for r in table.column("raw").to_pylist())
-    man = read_manifest(tmp_path / "a")
+    man = read_expansion_manifest(tmp_path / "a")
     assert man["prompt"] == "alpaca" and man["sampling"]["top_k"] == 50 and man["num_queries"] == 10
     # same seed, same batches: same outputs (also from the old keyword form, deprecated); another
     # seed: different ones
@@ -259,7 +259,7 @@ def test_endpoint_completions_and_chat(server, corpus, tmp_path, chat):
     assert body["temperature"] == 0.7 and body["max_tokens"] == 256
     prompt = body["messages"][0]["content"] if chat else body["prompt"]
     assert "Generate ten search queries for the following passage" in prompt.replace("five", "ten")
-    q = load_queries(tmp_path / "q")
+    q = load_pseudo_queries(tmp_path / "q")
     assert len(q) == 5
     for pid, qs in q.items():
         s = passage_seed(4, pid)
@@ -331,7 +331,7 @@ def test_cli_resumes_after_sigkill(server, corpus, tmp_path):
     asked = {b["seed"] for _, b in server.requests}
     assert asked == {passage_seed(0, f"d{i}") for i in range(10)} - {passage_seed(0, p) for p in done}
     assert first_run  # the killed run did talk to the server
-    assert sorted(load_queries(out)) == sorted(f"d{i}" for i in range(10))
+    assert sorted(load_pseudo_queries(out)) == sorted(f"d{i}" for i in range(10))
 
 
 def test_cli_bad_input_exits_nonzero(tmp_path, corpus):
@@ -406,7 +406,7 @@ def test_smollm2_gguf_expands_real_passages(tmp_path):
     )
     res = expand(corpus, tmp_path / "q", GGUF, settings)
     assert res.generated == 2
-    man = read_manifest(tmp_path / "q")
+    man = read_expansion_manifest(tmp_path / "q")
     assert man["model"].endswith(".gguf") and man["backend"] == "hf"
     t = pq.read_table(next((tmp_path / "q").glob("part-*.parquet"))).to_pylist()
     assert all(r["raw"].strip() for r in t)

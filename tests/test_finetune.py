@@ -20,7 +20,7 @@ from dense_pt.config.finetune import (
 from dense_pt.data import load_queries, load_run, write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.finetune.data import build_sampler
-from dense_pt.finetune.stages import score, train_distill, train_reranker, train_retriever
+from dense_pt.finetune.stages import score_negatives, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
 from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import NegativesTable, mine_negatives, read_negatives, write_negatives
@@ -114,7 +114,7 @@ def test_retriever_reranker_scores_distill(chain):
     limit = getattr(ce, "max_seq_length", None) or getattr(ce, "max_length", None)
     assert (limit or ce.tokenizer.model_max_length) == 96 and ce.tokenizer.model_max_length == 96
     assert len(ce.predict([("a query", "a passage " * 200)])) == 1  # longer input is truncated, not an error
-    man = score(ScoreInputs(reranker=tmp / "rr" / "model", negatives=tmp / "neg.dpneg", out=tmp / "scores.dpneg",
+    man = score_negatives(ScoreInputs(reranker=tmp / "rr" / "model", negatives=tmp / "neg.dpneg", out=tmp / "scores.dpneg",
                             **common))  # fmt: skip
     assert "logits" in man["meaning"]
     scores = read_negatives(tmp / "scores.dpneg")

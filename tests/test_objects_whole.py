@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def _jobs() -> dict[str, object]:
     """The functions the commands and the pipeline's stages call to do a job."""
     from dense_pt.expansion import expand
-    from dense_pt.finetune.stages import score, train_distill, train_reranker, train_retriever
+    from dense_pt.finetune.stages import score_negatives, train_distill, train_reranker, train_retriever
     from dense_pt.pretrain import run_pretrain
 
     return {
-        f.__name__: f for f in (train_retriever, train_distill, train_reranker, score, expand, run_pretrain)
+        f.__name__: f
+        for f in (train_retriever, train_distill, train_reranker, score_negatives, expand, run_pretrain)
     }
 
 

@@ -191,12 +191,12 @@ def score(
     as_json: bool = json_option(),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
-    from dense_pt.finetune.stages import score as run_score
+    from dense_pt.finetune.stages import score_negatives
     from dense_pt.fsutil import check_output_file
 
     for path in (out, Path(f"{out}.manifest.json")):
         check_output_file(path, force)
     inputs = ScoreInputs(reranker=reranker, corpus=corpus, queries=queries, qrels=qrels, negatives=negatives,
                          out=out)  # fmt: skip
-    m = run_score(inputs, batch_size)
+    m = score_negatives(inputs, batch_size)
     emit({"out": out, **m}, as_json, lambda: logs.status(f"wrote {out}: {m['pairs']} pairs"))

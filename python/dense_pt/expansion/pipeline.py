@@ -14,7 +14,7 @@ from typing import Any
 from dense_pt.config.expand import ExpandSettings, SamplingSettings
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.corpus import SourcePassage, iter_passages
-from dense_pt.expansion.generate import Generator, SamplingParams, describe, open_generator
+from dense_pt.expansion.generate import QueryGenerator, SamplingParams, describe_generator, open_generator
 from dense_pt.expansion.parse import parse_queries_detailed, prompt_echoes
 from dense_pt.expansion.prompts import Prompt, load_prompt
 from dense_pt.expansion.select import check_selection, in_sample, passage_seed
@@ -93,7 +93,7 @@ def expand(
     model: str | Path | None = None,
     settings: ExpandSettings | None = None,
     *,
-    generator: Generator | None = None,
+    generator: QueryGenerator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExpandResult:
     """Generate ``settings.num_queries`` pseudo-queries for each selected passage of ``corpus`` into
@@ -148,11 +148,11 @@ def expand(
 
 
 def _model_ident(
-    generator: Generator | None, model: str | Path | None, endpoint: str | None, chat: str | bool
+    generator: QueryGenerator | None, model: str | Path | None, endpoint: str | None, chat: str | bool
 ) -> dict[str, Any]:
     """What the manifest records of the model (a local model resolved to its file, not loaded)."""
     if generator is not None:
-        return describe(generator)
+        return describe_generator(generator)
     if endpoint:
         return {"model": str(model), "backend": "endpoint", "chat": chat is True}
     from dense_pt.expansion.generate import resolve_model_path
@@ -174,7 +174,7 @@ def _chunks(passages: Iterator[SourcePassage], size: int) -> Iterator[list[Sourc
 
 
 def _generate_chunk(
-    gen: Generator,
+    gen: QueryGenerator,
     chunk: list[SourcePassage],
     prompt: Prompt,
     settings: ExpandSettings,

@@ -9,7 +9,7 @@ engine's ``TrainConfig``; ``dense_pt.config.finetune`` holds them.
   (negatives file) plus in-batch and cross-device negatives;
 * ``train_reranker``: cross-encoder with SimLM's listwise loss over groups drawn from a
   retriever's mined top-k;
-* ``score``: the re-ranker's raw logits for (query, positives + mined negatives);
+* ``score_negatives``: the re-ranker's raw logits for (query, positives + mined negatives);
 * ``train_distill``: the retriever trained with KL(p_ranker || p_ret) + alpha * its contrastive
   loss (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with ``infonce``).
 
@@ -478,7 +478,7 @@ SCORES_MEANING = (
 )
 
 
-def score(inputs: ScoreInputs, batch_size: int = 64, device: str | None = None) -> dict:
+def score_negatives(inputs: ScoreInputs, batch_size: int = 64, device: str | None = None) -> dict:
     """Write the re-ranker's logits for (query, positives + negatives) as a scores file (.dpneg
     layout, scores = logits) with a manifest stating their meaning; ``batch_size`` pairs per forward
     pass on ``device`` (default: cuda when available)."""
@@ -538,3 +538,6 @@ def rerank_run(
     for (q, d), s in zip(pairs, logits.tolist(), strict=True):
         out.setdefault(q, {})[d] = float(s)
     return out
+
+
+score = score_negatives  # the old name (dense_pt.pmi's score weighs n-grams)

@@ -8,7 +8,7 @@ collator of the base install too. The objective classes live in their own module
 
 from __future__ import annotations
 
-from dense_pt.config.defaults.objectives import DEFAULT_PAPER, PROFILES, describe, profile
+from dense_pt.config.defaults.objectives import DEFAULT_PAPER, PROFILES, describe_method, profile
 from dense_pt.objectives.options import (
     METHOD_KEYS,
     METHODS,
@@ -37,7 +37,7 @@ __all__ = [
     "SpecialIds",
     "build_objective",
     "check_method",
-    "describe",
+    "describe_method",
     "profile",
     "resolve_options",
     "resolve_pooling",

@@ -108,7 +108,9 @@ def encode_lengths(sec: Trained) -> dict[str, int]:
     return {"query_max_length": sec.query_max_length, "passage_max_length": sec.passage_max_length}
 
 
-def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> Path:
+def encode_and_search(
+    ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained
+) -> Path:
     """Encode corpus + queries with ``model`` (resumable) and search: the run file for all queries,
     with the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
     from dense_pt.retrieval.encode import encode
@@ -198,7 +200,7 @@ def train_retriever_stage(
     else:
         inputs = RetrieverInputs(**paths, negatives=negatives)
         m = train_retriever(inputs, sec, train, refresh_settings(ctx, sec), progress=progress)
-    run = retrieve(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
+    run = encode_and_search(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
                    k_search(ctx.cfg), sec)  # fmt: skip
     return {"metrics": evaluate(ctx, run), "negatives": mined, "train_steps": m["steps"],
             "train_wall_s": m["wall_s"]}  # fmt: skip
