@@ -81,7 +81,7 @@ def test_no_two_public_classes_or_functions_share_a_name():
 
 def test_the_old_names_are_aliases_of_the_new():
     """What the README and the tests imported still imports, as the renamed object."""
-    from dense_pt import expansion, models, progress
+    from dense_pt import expansion, models, objectives, progress
     from dense_pt.expansion import curriculum, generate, writer
     from dense_pt.finetune import stages
     from dense_pt.pretrain import context_data
@@ -95,6 +95,7 @@ def test_the_old_names_are_aliases_of_the_new():
         (expansion.load_queries, writer.load_pseudo_queries),
         (expansion.read_manifest, writer.read_expansion_manifest),
         (context_data.plan, context_data.plan_curriculum),
+        (objectives.describe, objectives.describe_method),
     ]
     assert all(old is new for old, new in pairs)
 

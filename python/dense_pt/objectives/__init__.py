@@ -28,6 +28,9 @@ def build_objective(method: str, encoder, special: SpecialIds, opts: MethodOptio
     return build(method, encoder, special, opts)
 
 
+describe = describe_method  # the old name (expansion's describe_generator describes an LLM backend)
+
+
 __all__ = [
     "DEFAULT_PAPER",
     "METHODS",
