@@ -35,6 +35,8 @@ Number = int | float  # kept as written (a manifest and a stage's fingerprint ke
 Pooling = Literal["auto", "cls", "mean"]
 # A path given as a string or a Path (the models are strict elsewhere: a number is not a string)
 PathArg = Annotated[Path, Strict(False)]
+# Query ids as any sequence (a list, a tuple, a set)
+Ids = Annotated[list[str], Strict(False)]
 
 _EPOCHS = "Passes over the training queries (sets train.max_steps; unset: max_steps decides)."
 _QUERY_LENGTH = "Tokens per query, [CLS] and [SEP] included."
@@ -245,7 +247,7 @@ class TrainingInputs(Model):
     queries: PathArg = Field(description="Queries file (BEIR jsonl or qid<TAB>text).")
     qrels: PathArg = Field(description="Training judgements.")
     out: PathArg = Field(description="Output folder.")
-    restrict_to: list[str] | None = Field(None, description="The training queries (default: all judged).")
+    restrict_to: Ids | None = Field(None, description="The training queries (default: all judged).")
 
     # Not files: the manifest records the others with their hashes.
     NOT_FILES: ClassVar[frozenset[str]] = frozenset({"out", "restrict_to", "pooling"})
@@ -287,4 +289,4 @@ class ScoreInputs(Model):
     qrels: PathArg = Field(description="Judgements (positives come first).")
     negatives: PathArg = Field(description="Negatives file whose pairs to score.")
     out: PathArg = Field(description="Scores file (.dpneg layout).")
-    restrict_to: list[str] | None = Field(None, description="Score these query ids only.")
+    restrict_to: Ids | None = Field(None, description="Score these query ids only.")
