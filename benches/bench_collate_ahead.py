@@ -38,6 +38,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from transformers import BertConfig
 
+    from dense_pt.config import TrainConfig
+    from dense_pt.config.finetune import RetrieverInputs, RetrieverSettings
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.data.tokenizer import load_tokenizer
     from dense_pt.finetune.stages import train_retriever
@@ -58,8 +60,10 @@ def main() -> None:
             out = tmp / f"run-{ahead}-{r}"
             train = {"max_steps": args.steps, "batch_size": args.batch_size, "log_every": args.steps // 3,
                      "save_every": 10**6, "threads": args.threads, "collate_ahead": ahead, "warmup": 0}  # fmt: skip
-            train_retriever(model, tmp / "store", args.data / "queries.jsonl", args.data / "qrels" / "train.tsv", out,
-                            group_size=16, passage_max_length=144, train=train, progress=False)  # fmt: skip
+            inputs = RetrieverInputs(model=model, corpus=tmp / "store", queries=args.data / "queries.jsonl",
+                                     qrels=args.data / "qrels" / "train.tsv", out=out)  # fmt: skip
+            train_retriever(inputs, RetrieverSettings(group_size=16, passage_max_length=144), TrainConfig.load(train),
+                            progress=False)  # fmt: skip
             recs = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()][1:]
             rows[ahead] += recs
     print(f"train_retriever on SciFact, batch {args.batch_size} x 16 passages of 144 tokens, tiny BERT (2 x 32), "

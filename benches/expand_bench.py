@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from dense_pt.config.expand import ExpandSettings
 from dense_pt.demo.expansion import smollm2_gguf
 from dense_pt.expansion import HFGenerator, SamplingParams, expand, in_sample
 from dense_pt.expansion.corpus import iter_passages
@@ -60,15 +61,10 @@ def main() -> None:
     for b in (int(x) for x in args.batch_sizes.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            res = expand(
-                args.corpus,
-                Path(tmp) / "q",
-                generator=gen,
-                limit=args.passages,
-                batch_size=b,
-                prompt=args.prompt,
-                sampling=sampling,
+            settings = ExpandSettings(
+                limit=args.passages, batch_size=b, prompt=args.prompt, **sampling.to_dict()
             )
+            res = expand(args.corpus, Path(tmp) / "q", settings=settings, generator=gen)
             wall = time.perf_counter() - t0
         rows.append((b, res, wall))
     base = rows[0][1].passages_per_second

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dense_pt.config.expand import ExpandSettings
 from dense_pt.demo.expansion import smollm2_gguf
 from dense_pt.errors import DensePtIOError, InvalidArgumentError, MismatchError
 from dense_pt.expansion import (
@@ -25,9 +26,9 @@ from dense_pt.expansion import (
     SamplingParams,
     expand,
     in_sample,
-    load_queries,
+    load_pseudo_queries,
     passage_seed,
-    read_manifest,
+    read_expansion_manifest,
     read_queries_table,
 )
 
@@ -97,9 +98,14 @@ class Counting:
 FAST = SamplingParams(max_new_tokens=12)
 
 
+def fast(**settings) -> ExpandSettings:
+    """The settings with FAST's sampling (12 new tokens)."""
+    return ExpandSettings(**{**FAST.to_dict(), **settings})
+
+
 def test_causal_generation_is_batched_seeded_and_written(causal_gen, corpus, tmp_path):
     gen = Counting(causal_gen)
-    res = expand(corpus, tmp_path / "a", generator=gen, sampling=FAST, batch_size=4, shard_size=6, seed=1)
+    res = expand(corpus, tmp_path / "a", settings=fast(batch_size=4, shard_size=6, seed=1), generator=gen)
     assert (res.selected, res.generated, gen.calls) == (10, 10, 2 + 1)  # shards of 6 (4 + 2) and 4
     table = read_queries_table(tmp_path / "a")
     assert sorted(table.column("id").to_pylist()) == sorted(f"d{i}" for i in range(10))
@@ -109,11 +115,15 @@ def test_causal_generation_is_batched_seeded_and_written(causal_gen, corpus, tmp
     assert row["temperature"] == pytest.approx(0.7) and row["max_new_tokens"] == 12
     assert row["seed"] == passage_seed(1, row["id"])
     assert all(isinstance(r, str) and r for r in table.column("raw").to_pylist())
-    man = read_manifest(tmp_path / "a")
+    man = read_expansion_manifest(tmp_path / "a")
     assert man["prompt"] == "alpaca" and man["sampling"]["top_k"] == 50 and man["num_queries"] == 10
-    # same seed, same batches: same outputs; another seed: different ones
-    expand(corpus, tmp_path / "b", generator=causal_gen, sampling=FAST, batch_size=4, shard_size=6, seed=1)
-    expand(corpus, tmp_path / "c", generator=causal_gen, sampling=FAST, batch_size=4, shard_size=6, seed=2)
+    # same seed, same batches: same outputs (also from the old keyword form, deprecated); another
+    # seed: different ones
+    with pytest.warns(DeprecationWarning, match="settings=ExpandSettings"):
+        expand(
+            corpus, tmp_path / "b", generator=causal_gen, sampling=FAST, batch_size=4, shard_size=6, seed=1
+        )
+    expand(corpus, tmp_path / "c", settings=fast(batch_size=4, shard_size=6, seed=2), generator=causal_gen)
 
     def raw(d):
         t = read_queries_table(tmp_path / d, ["id", "raw"]).to_pylist()
@@ -130,7 +140,7 @@ def test_seq2seq_generation(tmp_path, corpus):
     gen = HFGenerator(folder, device="cpu")
     assert gen.seq2seq and not gen.chat
     res = expand(
-        corpus, tmp_path / "q", generator=gen, sampling=FAST, limit=3, batch_size=2, prompt="tk-instruct"
+        corpus, tmp_path / "q", settings=fast(limit=3, batch_size=2, prompt="tk-instruct"), generator=gen
     )
     assert res.generated == 3
     assert len(read_queries_table(tmp_path / "q")) == 3
@@ -140,7 +150,7 @@ def test_resume_after_crash_generates_only_missing(causal_gen, corpus, tmp_path)
     out = tmp_path / "q"
     crashing = Counting(causal_gen, crash_after_calls=2)
     with pytest.raises(KeyboardInterrupt):
-        expand(corpus, out, generator=crashing, sampling=FAST, batch_size=2, shard_size=2)
+        expand(corpus, out, settings=fast(batch_size=2, shard_size=2), generator=crashing)
     assert crashing.prompts == 4
     assert sorted(p.name for p in out.iterdir()) == [
         "expansion.json",
@@ -148,30 +158,30 @@ def test_resume_after_crash_generates_only_missing(causal_gen, corpus, tmp_path)
         "part-00001.parquet",
     ]
     again = Counting(causal_gen)
-    res = expand(corpus, out, generator=again, sampling=FAST, batch_size=2, shard_size=2)
+    res = expand(corpus, out, settings=fast(batch_size=2, shard_size=2), generator=again)
     assert (res.already_done, res.generated, again.prompts) == (4, 6, 6)
     ids = read_queries_table(out, ["id"]).column("id").to_pylist()
     assert sorted(ids) == sorted(f"d{i}" for i in range(10))  # each once
     done = Counting(causal_gen)
-    assert expand(corpus, out, generator=done, sampling=FAST, batch_size=2).generated == 0 and done.calls == 0
+    assert expand(corpus, out, settings=fast(batch_size=2), generator=done).generated == 0 and done.calls == 0
     # another configuration into the same folder is refused
     with pytest.raises(MismatchError, match="temperature"):
-        expand(corpus, out, generator=causal_gen, sampling=SamplingParams(temperature=1.0, max_new_tokens=12))
+        expand(corpus, out, settings=fast(temperature=1.0), generator=causal_gen)
 
 
 def test_sample_selects_deterministically_and_extends(causal_gen, corpus, tmp_path):
     big = _corpus(tmp_path / "big.jsonl", n=40)
     gen = Counting(causal_gen)
-    res = expand(big, tmp_path / "q", generator=gen, sampling=FAST, sample=0.25, seed=3, batch_size=8)
+    res = expand(big, tmp_path / "q", settings=fast(sample=0.25, seed=3, batch_size=8), generator=gen)
     expected = {f"d{i}" for i in range(40) if in_sample(3, f"d{i}", 0.25)}
     got = set(read_queries_table(tmp_path / "q", ["id"]).column("id").to_pylist())
     assert got == expected and res.selected == len(expected) == gen.prompts and 0 < len(expected) < 40
     # a larger fraction with the same seed contains the first sample: only the difference is generated
     gen2 = Counting(causal_gen)
-    res2 = expand(big, tmp_path / "q", generator=gen2, sampling=FAST, sample=0.5, seed=3, batch_size=8)
+    res2 = expand(big, tmp_path / "q", settings=fast(sample=0.5, seed=3, batch_size=8), generator=gen2)
     assert res2.already_done == len(expected) and gen2.prompts == res2.selected - len(expected)
     with pytest.raises(InvalidArgumentError, match="exclusive"):
-        expand(big, tmp_path / "q", generator=gen, limit=3, sample=0.5, seed=3)
+        expand(big, tmp_path / "q", settings=ExpandSettings(limit=3, sample=0.5, seed=3), generator=gen)
 
 
 # ---- OpenAI-compatible endpoint -----------------------------------------------------------------
@@ -239,17 +249,9 @@ def server():
 
 @pytest.mark.parametrize("chat", [False, True])
 def test_endpoint_completions_and_chat(server, corpus, tmp_path, chat):
-    res = expand(
-        corpus,
-        tmp_path / "q",
-        "served-model",
-        endpoint=server.url,
-        chat=chat,
-        limit=5,
-        seed=4,
-        batch_size=3,
-        num_queries=5,
-    )
+    settings = ExpandSettings(endpoint=server.url, chat="on" if chat else "off", limit=5, seed=4, batch_size=3,
+                              num_queries=5)  # fmt: skip
+    res = expand(corpus, tmp_path / "q", "served-model", settings)
     assert res.generated == 5 and len(server.requests) == 5
     path, body = server.requests[0]
     assert path == ("/v1/chat/completions" if chat else "/v1/completions")
@@ -257,7 +259,7 @@ def test_endpoint_completions_and_chat(server, corpus, tmp_path, chat):
     assert body["temperature"] == 0.7 and body["max_tokens"] == 256
     prompt = body["messages"][0]["content"] if chat else body["prompt"]
     assert "Generate ten search queries for the following passage" in prompt.replace("five", "ten")
-    q = load_queries(tmp_path / "q")
+    q = load_pseudo_queries(tmp_path / "q")
     assert len(q) == 5
     for pid, qs in q.items():
         s = passage_seed(4, pid)
@@ -329,7 +331,7 @@ def test_cli_resumes_after_sigkill(server, corpus, tmp_path):
     asked = {b["seed"] for _, b in server.requests}
     assert asked == {passage_seed(0, f"d{i}") for i in range(10)} - {passage_seed(0, p) for p in done}
     assert first_run  # the killed run did talk to the server
-    assert sorted(load_queries(out)) == sorted(f"d{i}" for i in range(10))
+    assert sorted(load_pseudo_queries(out)) == sorted(f"d{i}" for i in range(10))
 
 
 def test_cli_bad_input_exits_nonzero(tmp_path, corpus):
@@ -384,7 +386,7 @@ def test_corpus_store_as_input(server, tmp_path, corpus):
     rows = [(json.loads(line)["_id"], json.loads(line)["text"]) for line in corpus.read_text().splitlines()]
     tok = train_wordpiece([t for _, t in rows], vocab_size=200)
     build_store_from_texts(tmp_path / "store", rows, tok)
-    expand(tmp_path / "store", tmp_path / "q", "m", endpoint=server.url, limit=2)
+    expand(tmp_path / "store", tmp_path / "q", "m", ExpandSettings(endpoint=server.url, limit=2))
     prompts = [b["prompt"] for _, b in server.requests]
     assert any("the aspirin study 0 measured how aspirin levels change" in p for p in prompts)
 
@@ -399,19 +401,12 @@ GGUF = smollm2_gguf()
 def test_smollm2_gguf_expands_real_passages(tmp_path):
     scifact = Path("/work/shared/data/beir-scifact/corpus.jsonl")
     corpus = scifact if scifact.is_file() else _corpus(tmp_path / "c.jsonl", 2)
-    res = expand(
-        corpus,
-        tmp_path / "q",
-        GGUF,
-        limit=2,
-        batch_size=2,
-        seed=0,
-        device="cpu",
-        max_passage_words=40,
-        sampling=SamplingParams(max_new_tokens=24),
+    settings = ExpandSettings(
+        limit=2, batch_size=2, seed=0, device="cpu", max_passage_words=40, max_new_tokens=24
     )
+    res = expand(corpus, tmp_path / "q", GGUF, settings)
     assert res.generated == 2
-    man = read_manifest(tmp_path / "q")
+    man = read_expansion_manifest(tmp_path / "q")
     assert man["model"].endswith(".gguf") and man["backend"] == "hf"
     t = pq.read_table(next((tmp_path / "q").glob("part-*.parquet"))).to_pylist()
     assert all(r["raw"].strip() for r in t)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.curriculum import (
-    lr_factor,
+    curriculum_lr_factor,
     parse_curriculum,
     pick_query,
     plan_stages,
@@ -51,14 +51,14 @@ def test_stages_tile_the_steps(max_steps, pct):
 
 def test_schedules_cosine_then_constant():
     stages = plan_stages("spans:0.75,queries:0.25", 100)
-    assert lr_factor(stages, 0, warmup_steps=10) == pytest.approx(0.1)
-    assert lr_factor(stages, 9, warmup_steps=10) == pytest.approx(1.0)
-    assert lr_factor(stages, 10, warmup_steps=10) == pytest.approx(1.0)
-    f = [lr_factor(stages, t, warmup_steps=10) for t in range(10, 75)]
+    assert curriculum_lr_factor(stages, 0, warmup_steps=10) == pytest.approx(0.1)
+    assert curriculum_lr_factor(stages, 9, warmup_steps=10) == pytest.approx(1.0)
+    assert curriculum_lr_factor(stages, 10, warmup_steps=10) == pytest.approx(1.0)
+    f = [curriculum_lr_factor(stages, t, warmup_steps=10) for t in range(10, 75)]
     assert all(a >= b for a, b in itertools.pairwise(f)) and f[-1] < 0.01
-    assert all(lr_factor(stages, t, warmup_steps=10) == 1.0 for t in range(75, 100))
+    assert all(curriculum_lr_factor(stages, t, warmup_steps=10) == 1.0 for t in range(75, 100))
     lin = plan_stages("spans:0.5,queries:0.5", 10, schedules=["linear", "linear"])
-    assert lr_factor(lin, 5) == 1.0 and lr_factor(lin, 9) == pytest.approx(1 - 4 / 5)
+    assert curriculum_lr_factor(lin, 5) == 1.0 and curriculum_lr_factor(lin, 9) == pytest.approx(1 - 4 / 5)
 
 
 @pytest.mark.parametrize(

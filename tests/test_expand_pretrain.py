@@ -18,9 +18,9 @@ from typer.testing import CliRunner  # noqa: E402
 
 from dense_pt.cli import app  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
-from dense_pt.expansion.writer import load_queries  # noqa: E402
+from dense_pt.expansion.writer import load_pseudo_queries  # noqa: E402
 from dense_pt.pretrain import build_config, resolve, run_pretrain  # noqa: E402
-from dense_pt.pretrain.context_data import build_source, plan  # noqa: E402
+from dense_pt.pretrain.context_data import build_source, plan_curriculum  # noqa: E402
 from pretrain_helpers import synthetic_texts, tiny_config_file, tiny_store, write_queries  # noqa: E402
 
 N = 48
@@ -68,14 +68,14 @@ def test_curriculum_switches_context_at_the_planned_step(setup, tmp_path, method
     (the clean text the encoder's masked view was made from); then both use the LLM queries."""
     _, store, _, qdir = setup
     cfg = _cfg(setup, tmp_path, method, f"{coarse}:0.75,queries:0.25")
-    stages = plan(cfg)
+    stages = plan_curriculum(cfg)
     assert [(s.source, s.start, s.end, s.schedule) for s in stages] == [
         (coarse, 0, 6, "cosine"),
         ("queries", 6, 8, "constant"),
     ]
     source = build_source(cfg, store, stages)
     tok = store.tokenizer()
-    queries = load_queries(qdir)
+    queries = load_pseudo_queries(qdir)
     ids = store.ids.to_pylist()
     batches = list(source.iter_epoch(0, 0, 0, 1))
     assert len(batches) == 8
@@ -288,7 +288,10 @@ def test_misuse_is_refused(setup, tmp_path):
         _cfg(setup, tmp_path / "a", "contrastive", "passage:0.5,queries:0.5")
     with pytest.raises(InvalidArgumentError, match="longer than the first curriculum stage"):
         _cfg(setup, tmp_path / "a", "contrastive", "spans:0.5,queries:0.5", warmup=5)
-    assert plan(_cfg(setup, tmp_path / "a", "querygen", "passage:1", queries=False))[0].source == "passage"
+    assert (
+        plan_curriculum(_cfg(setup, tmp_path / "a", "querygen", "passage:1", queries=False))[0].source
+        == "passage"
+    )
     with pytest.raises(InvalidArgumentError, match="queries stage"):
         _cfg(setup, tmp_path / "b", "contrastive", "spans:0.5,queries:0.5", queries=False)
     with pytest.raises(InvalidArgumentError, match="not mlm"):
@@ -298,7 +301,7 @@ def test_misuse_is_refused(setup, tmp_path):
     with pytest.raises(InvalidArgumentError, match="stage schedules"):
         _cfg(setup, tmp_path / "f", "contrastive", "spans:0.5,queries:0.5", stage_schedules="cosine")
     ok = _cfg(setup, tmp_path / "g", "contrastive", "spans:0.5,queries:0.5", stage_schedules="linear,cosine")
-    assert [s.schedule for s in plan(ok)] == ["linear", "cosine"]
+    assert [s.schedule for s in plan_curriculum(ok)] == ["linear", "cosine"]
     with pytest.raises(InvalidArgumentError, match="accumulation"):
         run_pretrain(_cfg(setup, tmp_path / "e", "contrastive", grad_accum=2), progress=False)
 
@@ -334,7 +337,7 @@ def test_demo_expands_then_pretrains_on_the_queries(tmp_path):
 def test_worker_processes_give_the_same_batches(setup, tmp_path):
     _, store, _, _ = setup
     cfg = _cfg(setup, tmp_path, "querygen", "passage:0.5,queries:0.5", max_steps=4, num_workers=1)
-    stages = plan(cfg)
+    stages = plan_curriculum(cfg)
     with_workers = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
     cfg.train.num_workers = 0
     inline = list(build_source(cfg, store, stages).iter_epoch(0, 1, 0, 1))
@@ -346,10 +349,10 @@ def test_worker_processes_give_the_same_batches(setup, tmp_path):
 
 
 def test_a_queries_stage_without_queries_is_refused_by_name(setup, tmp_path):
-    """``plan`` refuses such a curriculum; ``build_source`` called with stages made by hand says the
+    """``plan_curriculum`` refuses such a curriculum; ``build_source`` called with stages made by hand says the
     same instead of failing on ``None`` (found by mypy, issue 13)."""
     _, store, _, _ = setup
-    stages = plan(_cfg(setup, tmp_path, "contrastive", "spans:0.75,queries:0.25"))
+    stages = plan_curriculum(_cfg(setup, tmp_path, "contrastive", "spans:0.75,queries:0.25"))
     no_queries = _cfg(setup, tmp_path, "contrastive", queries=False)
     with pytest.raises(InvalidArgumentError, match="'queries' stage of contrastive needs --queries"):
         build_source(no_queries, store, stages)

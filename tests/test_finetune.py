@@ -8,10 +8,19 @@ import json
 import numpy as np
 import pytest
 
+from dense_pt.config.finetune import (
+    DistillInputs,
+    DistillSettings,
+    RerankerInputs,
+    RerankerSettings,
+    RetrieverInputs,
+    RetrieverSettings,
+    ScoreInputs,
+)
 from dense_pt.data import load_queries, load_run, write_run
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.finetune.data import build_sampler
-from dense_pt.finetune.stages import score, train_distill, train_reranker, train_retriever
+from dense_pt.finetune.stages import score_negatives, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
 from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import NegativesTable, mine_negatives, read_negatives, write_negatives
@@ -58,15 +67,8 @@ def test_retriever_reranker_scores_distill(chain):
 
     tmp, beir, model, store, qrels = chain
     common = dict(corpus=store, queries=beir / "queries.jsonl", qrels=beir / "qrels" / "train.tsv")
-    m = train_retriever(
-        model,
-        out=tmp / "r1",
-        negatives=tmp / "neg.dpneg",
-        group_size=4,
-        train=TRAIN,
-        progress=False,
-        **common,
-    )
+    inputs = RetrieverInputs(model=model, out=tmp / "r1", negatives=tmp / "neg.dpneg", **common)
+    m = train_retriever(inputs, RetrieverSettings(group_size=4), TRAIN, progress=False)
     assert m["steps"] == 4 and m["settings"]["normalize"] is True
     assert (tmp / "r1" / "log.jsonl").read_text().count("\n") == 4
     # the checkpoint loads as a sentence-transformers model and embeds like `dense-pt encode`
@@ -96,15 +98,11 @@ def test_retriever_reranker_scores_distill(chain):
     assert np.allclose(np.linalg.norm(ref, axis=1), 1, atol=1e-4)
 
     r = train_reranker(
-        model,
-        negatives=tmp / "neg.dpneg",
-        out=tmp / "rr",
-        group_size=4,
-        forward_factor=2,  # the authors' procedure (default loss "simlm") on the top half of each group
-        max_length=96,
-        train=TRAIN,
+        RerankerInputs(model=model, negatives=tmp / "neg.dpneg", out=tmp / "rr", **common),
+        # the authors' procedure (default loss "simlm") on the top half of each group
+        RerankerSettings(group_size=4, forward_factor=2, max_length=96),
+        TRAIN,
         progress=False,
-        **common,
     )
     assert r["steps"] == 4 and r["settings"]["loss"] == "simlm" and r["settings"]["trained_per_group"] == 2
     # the trained length travels in the tokenizer: sentence-transformers' CrossEncoder truncates there
@@ -116,36 +114,37 @@ def test_retriever_reranker_scores_distill(chain):
     limit = getattr(ce, "max_seq_length", None) or getattr(ce, "max_length", None)
     assert (limit or ce.tokenizer.model_max_length) == 96 and ce.tokenizer.model_max_length == 96
     assert len(ce.predict([("a query", "a passage " * 200)])) == 1  # longer input is truncated, not an error
-    man = score(tmp / "rr" / "model", negatives=tmp / "neg.dpneg", out=tmp / "scores.dpneg", **common)
+    man = score_negatives(ScoreInputs(reranker=tmp / "rr" / "model", negatives=tmp / "neg.dpneg", out=tmp / "scores.dpneg",
+                            **common))  # fmt: skip
     assert "logits" in man["meaning"]
     scores = read_negatives(tmp / "scores.dpneg")
     q0 = next(iter(scores.rows))
     first = scores.rows[q0][0][0]
     assert qrels[q0][first] > 0  # positives first
     d = train_distill(
-        tmp / "r1" / "model",
-        scores=tmp / "scores.dpneg",
-        out=tmp / "dist",
-        group_size=4,
-        train=TRAIN,
+        DistillInputs(model=tmp / "r1" / "model", scores=tmp / "scores.dpneg", out=tmp / "dist", **common),
+        DistillSettings(group_size=4),
+        TRAIN,
         progress=False,
-        **common,
     )
+    assert d["inputs"]["scores"]["path"] == str(tmp / "scores.dpneg") and d["settings"]["alpha"] == 0.2
     assert d["stage"] == "distill" and d["steps"] == 4
     SentenceTransformer(str(tmp / "dist" / "model"), device="cpu")
 
 
 def test_bad_inputs(chain, tmp_path):
     _tmp, beir, model, store, qrels = chain
-    common = dict(
-        corpus=store, queries=beir / "queries.jsonl", out=tmp_path / "x", train=TRAIN, progress=False
-    )
+    common = dict(model=model, corpus=store, queries=beir / "queries.jsonl", out=tmp_path / "x")
+
+    def train(**inputs):
+        return train_retriever(RetrieverInputs(**{**common, **inputs}), None, TRAIN, progress=False)
+
     write_negatives(tmp_path / "bad.dpneg", NegativesTable({"q0_0": [("nope", 1.0)]}))
     with pytest.raises(MismatchError, match="nope"):
-        train_retriever(model, qrels=beir / "qrels" / "train.tsv", negatives=tmp_path / "bad.dpneg", **common)
+        train(qrels=beir / "qrels" / "train.tsv", negatives=tmp_path / "bad.dpneg")
     (tmp_path / "other.tsv").write_text("q1\t0\tdoc-elsewhere\t1\n")
     with pytest.raises(MismatchError, match="another corpus"):
-        train_retriever(model, qrels=tmp_path / "other.tsv", **common)
+        train(qrels=tmp_path / "other.tsv")
     # a store tokenized with another vocabulary than the model's tokenizer.json is refused
     from dense_pt.data.store import CorpusStore, build_store_from_texts
     from dense_pt.data.tokenizer import train_wordpiece
@@ -153,9 +152,7 @@ def test_bad_inputs(chain, tmp_path):
     other = train_wordpiece(["zebra quokka narwhal"] * 5, vocab_size=40, min_frequency=1)
     build_store_from_texts(tmp_path / "other_store", [("p0", "zebra quokka")], other)
     with pytest.raises(MismatchError, match="another vocabulary"):
-        train_retriever(
-            model, qrels=beir / "qrels" / "train.tsv", **{**common, "corpus": tmp_path / "other_store"}
-        )
+        train(qrels=beir / "qrels" / "train.tsv", corpus=tmp_path / "other_store")
     write_run(tmp_path / "r.trec", {"q0_0": {"ghost": 1.0}})
 
     with pytest.raises(MismatchError, match="ghost"):
@@ -197,18 +194,23 @@ def test_cli_distill_similarity_follows_the_loss(chain, tmp_path, loss, normaliz
 
 def test_retriever_temperature_used_and_recorded(chain, tmp_path):
     tmp, beir, model, store, _qrels = chain
-    common = dict(corpus=store, queries=beir / "queries.jsonl", qrels=beir / "qrels" / "train.tsv",
-                  negatives=tmp / "neg.dpneg", group_size=4, progress=False,
-                  train=TrainConfig(max_steps=1, batch_size=4, warmup=0, precision="fp32"))  # fmt: skip
-    m = train_retriever(model, out=tmp_path / "a", loss="infonce", tau=0.05, **common)
+    common = dict(
+        model=model, corpus=store, queries=beir / "queries.jsonl", qrels=beir / "qrels" / "train.tsv"
+    )
+    one = TrainConfig(max_steps=1, batch_size=4, warmup=0, precision="fp32")
+
+    def train(out, **settings):
+        inputs = RetrieverInputs(**common, negatives=tmp / "neg.dpneg", out=tmp_path / out)
+        return train_retriever(inputs, RetrieverSettings(group_size=4, **settings), one, progress=False)
+
+    m = train("a", loss="infonce", tau=0.05)
     assert m["settings"]["tau"] == 0.05 and m["settings"]["normalize"] is False
-    m = train_retriever(model, out=tmp_path / "b", loss="infonce", **common)
+    m = train("b", loss="infonce")
     assert m["settings"]["tau"] == 1.0
     with pytest.raises(InvalidArgumentError, match="no temperature"):
-        train_retriever(model, out=tmp_path / "c", loss="triplet", tau=0.02, **common)
+        train("c", loss="triplet", tau=0.02)
     with pytest.raises(InvalidArgumentError, match="contrastive term"):
-        train_distill(model, scores=tmp / "neg.dpneg", out=tmp_path / "d", loss="triplet",
-                      **{k: v for k, v in common.items() if k != "negatives"})  # fmt: skip
+        DistillSettings(group_size=4, loss="triplet")
 
 
 def test_store_tokenizer_is_saved_with_its_own_special_tokens(tmp_path):

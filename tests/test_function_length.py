@@ -35,13 +35,15 @@ def test_expand_command_is_split_into_named_steps():
 def test_expand_chat_option_and_summary():
     import pytest
 
-    from dense_pt.cli.expand import chat_option, summary
+    from dense_pt.cli.expand import summary
+    from dense_pt.config.expand import ExpandSettings
     from dense_pt.errors import InvalidArgumentError
     from dense_pt.expansion import ExpandResult
+    from dense_pt.expansion.pipeline import CHAT
 
-    assert [chat_option(c) for c in ("auto", "on", "off")] == ["auto", True, False]
-    with pytest.raises(InvalidArgumentError, match="--chat must be auto, on or off, got 'yes'"):
-        chat_option("yes")
+    assert [CHAT[c] for c in ("auto", "on", "off")] == ["auto", True, False]
+    with pytest.raises(InvalidArgumentError, match="chat: must be one of auto, on or off, got 'yes'"):
+        ExpandSettings(chat="yes")
     res = ExpandResult(Path("q"), 5, 1, 4, 30, 1, 2, 3, 4, 8.0)
     line = summary(res)
     assert line.startswith("q: 5 passages selected, 1 already done, 4 generated (30 queries, 1 without any,")

@@ -10,7 +10,7 @@ import pytest
 
 from dense_pt import logs
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.progress import Progress, Stage
+from dense_pt.progress import Progress, TimedStep
 
 
 @pytest.fixture
@@ -73,9 +73,9 @@ def test_a_failed_task_prints_no_done_line(info_logging, capsys):
 
 def test_stages_are_named_and_timed(info_logging, capsys):
     now = [0.0]
-    with Stage("demo", "store", clock=lambda: now[0]):
+    with TimedStep("demo", "store", clock=lambda: now[0]):
         now[0] = 2.5
-    with pytest.raises(ValueError), Stage("demo", "pmi", clock=lambda: now[0]):
+    with pytest.raises(ValueError), TimedStep("demo", "pmi", clock=lambda: now[0]):
         now[0] = 100.0
         raise ValueError
     assert capsys.readouterr().err.splitlines() == [

@@ -129,7 +129,7 @@ def _run_pretrain_config(config: Path, tiny: dict[str, Any], out: Path) -> Path:
 
     from dense_pt.data.store import build_store_from_texts
     from dense_pt.pretrain import build_config, run_pretrain
-    from dense_pt.pretrain.context_data import plan
+    from dense_pt.pretrain.context_data import plan_curriculum
     from pretrain_helpers import write_queries
 
     tok = Tokenizer.from_file(str(tiny["model"] / "tokenizer.json"))
@@ -142,7 +142,9 @@ def _run_pretrain_config(config: Path, tiny: dict[str, Any], out: Path) -> Path:
     cfg = build_config(config, top=top, train=train)
     if "curriculum" in raw:
         assert cfg.curriculum == raw["curriculum"]
-        assert [s.source for s in plan(cfg)] == [x.split(":")[0] for x in raw["curriculum"].split(",")]
+        assert [s.source for s in plan_curriculum(cfg)] == [
+            x.split(":")[0] for x in raw["curriculum"].split(",")
+        ]
     res = run_pretrain(cfg, progress=False)
     assert res["steps"] == 4 and (out / "pre" / "encoder" / "config.json").is_file()
     return out / "pre" / "encoder"

@@ -164,16 +164,16 @@ class Progress:
             self.close()
 
 
-class Stage:
+class TimedStep:
     """A step of a multi-step command named when it starts and timed when it ends:
-    ``with Stage("pipeline", "r1"): ...`` logs ``pipeline: stage r1 started`` then
+    ``with TimedStep("pipeline", "r1"): ...`` logs ``pipeline: stage r1 started`` then
     ``pipeline: stage r1 done in 12.3 s`` (or ``failed after ...``)."""
 
     def __init__(self, command: str, name: str, clock: Any = time.monotonic):
         self.command, self.name, self.clock = command, name, clock
         self.start = 0.0
 
-    def __enter__(self) -> Stage:
+    def __enter__(self) -> TimedStep:
         self.start = self.clock()
         logs.status(f"{self.command}: stage {self.name} started")
         return self
@@ -184,3 +184,6 @@ class Stage:
             logs.status(f"{self.command}: stage {self.name} done in {took}")
         elif not issubclass(exc_type, KeyboardInterrupt):
             logs.status(f"{self.command}: stage {self.name} failed after {took}")
+
+
+Stage = TimedStep  # the old name (a pipeline's stage is pipeline.runner.Stage)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +19,7 @@ from dense_pt.cli.options import (
     with_model_options,
 )
 from dense_pt.cli.output import emit, json_option
-from dense_pt.config.expand import ExpandSettings, SamplingSettings
-from dense_pt.errors import InvalidArgumentError
+from dense_pt.config.expand import ExpandSettings
 
 if TYPE_CHECKING:
     from dense_pt.expansion import ExpandResult
@@ -45,15 +43,11 @@ def expand_cmd(
 ) -> None:
     """Generate pseudo-queries per passage with an LLM (paper's prompts, nucleus sampling), resumably."""
     from dense_pt import logs
-    from dense_pt.expansion import SamplingParams
     from dense_pt.fsutil import output_dir
 
     s = load_settings(ExpandSettings, config, set_, split(values, EXPAND), "dense-pt expand")
-    sampling = SamplingParams(**s.model_dump(include=set(SamplingSettings.model_fields)))
-    rest = s.model_dump(exclude={*SamplingSettings.model_fields, "chat"})
     with output_dir(out, "expand", force, proof=("expansion.json",)):
-        res = _expand_with_progress(corpus, out, model, sampling=sampling, chat=chat_option(s.chat),
-                                    api_key=os.environ.get("DENSE_PT_API_KEY"), **rest)  # fmt: skip
+        res = _expand_with_progress(corpus, out, model, s)
     emit(res, as_json, lambda: logs.status(summary(res)))
 
 
@@ -61,15 +55,7 @@ EXPAND = [("top", ExpandSettings)]
 app.command("expand")(with_model_options(expand_cmd, model_options(EXPAND)))
 
 
-def chat_option(chat: str) -> str | bool:
-    """``--chat auto | on | off`` as ``expand``'s ``chat`` argument ("auto", True, False)."""
-    choices: dict[str, str | bool] = {"auto": "auto", "on": True, "off": False}
-    if chat not in choices:
-        raise InvalidArgumentError(f"--chat must be auto, on or off, got {chat!r}")
-    return choices[chat]
-
-
-def _expand_with_progress(*args: Any, **kwargs: Any) -> ExpandResult:
+def _expand_with_progress(corpus: Path, out: Path, model: str, settings: ExpandSettings) -> ExpandResult:
     """``expansion.expand`` with the shared progress display over its passages."""
     from dense_pt.expansion import expand
     from dense_pt.progress import Progress
@@ -79,7 +65,7 @@ def _expand_with_progress(*args: Any, **kwargs: Any) -> ExpandResult:
         def progress(done: int, total: int) -> None:
             bar.update("generating", done, total)
 
-        return expand(*args, progress=progress, **kwargs)
+        return expand(corpus, out, model, settings, progress=progress)
 
 
 def summary(res: ExpandResult) -> str:

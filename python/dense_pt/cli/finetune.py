@@ -26,11 +26,12 @@ from dense_pt.config.base import Model
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import (
     DistillCommand,
-    DistillSettings,
+    DistillInputs,
     RerankerCommand,
-    RerankerSettings,
+    RerankerInputs,
     RetrieverCommand,
-    RetrieverSettings,
+    RetrieverInputs,
+    ScoreInputs,
 )
 
 train_app = typer.Typer(help="Fine-tune retrievers and re-rankers.", no_args_is_help=True)
@@ -97,10 +98,10 @@ def retriever(
     from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
-    stage = s.model_dump(include=set(RetrieverSettings.model_fields) - {"refresh_every"})
+    inputs = RetrieverInputs(model=model, corpus=corpus, queries=queries, qrels=qrels, out=out,
+                             negatives=negatives, pooling=s.pooling)  # fmt: skip
     with output_dir(out, "train retriever", force, TRAIN_PROOF):
-        m = train_retriever(model, corpus, queries, qrels, out, negatives, **stage, pooling=s.pooling,
-                            train=cfg, resume=resume, epochs=s.epochs, refresh=s.refresh())  # fmt: skip
+        m = train_retriever(inputs, s, cfg, s.refresh(), resume=resume)
     _trained(out, m, as_json)
 
 
@@ -129,10 +130,11 @@ def reranker(
 
     s, cfg = _settings(RerankerCommand, "train reranker", config, set_, values)
     init = resolve_checkpoint(model, None, "MODEL")
-    stage = s.model_dump(include=set(RerankerSettings.model_fields))
+    inputs = RerankerInputs(
+        model=init, corpus=corpus, queries=queries, qrels=qrels, out=out, negatives=negatives
+    )
     with output_dir(out, "train reranker", force, TRAIN_PROOF):
-        m = train_reranker(init, corpus, queries, qrels, negatives, out, **stage, train=cfg, resume=resume,
-                           epochs=s.epochs)  # fmt: skip
+        m = train_reranker(inputs, s, cfg, resume=resume)
     _trained(out, m, as_json)
 
 
@@ -156,10 +158,9 @@ def distill(
     from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(DistillCommand, "train distill", config, set_, values)
-    stage = s.model_dump(include=set(DistillSettings.model_fields))
+    inputs = DistillInputs(model=model, corpus=corpus, queries=queries, qrels=qrels, out=out, scores=scores)
     with output_dir(out, "train distill", force, TRAIN_PROOF):
-        m = train_distill(model, corpus, queries, qrels, scores, out, **stage, train=cfg, resume=resume,
-                          epochs=s.epochs)  # fmt: skip
+        m = train_distill(inputs, s, cfg, resume=resume)
     _trained(out, m, as_json)
 
 
@@ -190,10 +191,12 @@ def score(
     as_json: bool = json_option(),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
-    from dense_pt.finetune.stages import score as run_score
+    from dense_pt.finetune.stages import score_negatives
     from dense_pt.fsutil import check_output_file
 
     for path in (out, Path(f"{out}.manifest.json")):
         check_output_file(path, force)
-    m = run_score(reranker, corpus, queries, qrels, negatives, out, batch_size)
+    inputs = ScoreInputs(reranker=reranker, corpus=corpus, queries=queries, qrels=qrels, negatives=negatives,
+                         out=out)  # fmt: skip
+    m = score_negatives(inputs, batch_size)
     emit({"out": out, **m}, as_json, lambda: logs.status(f"wrote {out}: {m['pairs']} pairs"))

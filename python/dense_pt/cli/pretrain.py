@@ -37,10 +37,10 @@ def print_defaults(method: str, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from dense_pt.objectives import describe
+    from dense_pt.objectives import describe_method
 
     console = console or Console()
-    for prof in describe(method):
+    for prof in describe_method(method):
         mark = "default" if prof["default"] else f"--paper {prof['paper']}"
         table = Table(title=f"{method}: defaults from {prof['title']} ({mark})", title_justify="left")
         table.add_column("setting", style="cyan", no_wrap=True)

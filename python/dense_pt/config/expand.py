@@ -1,6 +1,6 @@
 """``dense-pt expand``: LLM pseudo-queries per passage. ``SamplingSettings`` holds the paper's
 nucleus sampling (``dense_pt.expansion.SamplingParams`` reads its defaults and checks through it);
-``ExpandSettings`` the rest of the command, which ``dense_pt.expansion.expand`` checks too."""
+``ExpandSettings`` the rest of the command: ``dense_pt.expansion.expand`` takes it whole."""
 
 from __future__ import annotations
 

@@ -1,16 +1,19 @@
-"""The fine-tuning stages' settings: ``dense-pt train retriever | reranker | distill``, their TOML
-files (the stage's keys at the top, ``[train]`` for the engine) and the ``train_*`` functions.
+"""The fine-tuning jobs' models: ``dense-pt train retriever | reranker | distill`` and ``dense-pt
+score``, their TOML files (the stage's keys at the top, ``[train]`` for the engine) and the
+``dense_pt.finetune.stages`` functions, which take them whole.
 
 ``RetrieverSettings`` / ``RerankerSettings`` / ``DistillSettings`` hold what a stage and the
 pipeline's ``[r1]`` / ``[r2]`` / ``[reranker]`` / ``[distill]`` tables share (the tables add their
 own epochs default and ``train``); the ``*Command`` models add what only the command sets. The
-defaults are SimLM's Table 13, read from ``dense_pt.config.defaults.finetune``."""
+``*Inputs`` models say what a job reads and where it writes. The defaults are SimLM's Table 13,
+read from ``dense_pt.config.defaults.finetune``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, Strict, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import (
@@ -30,10 +33,15 @@ from dense_pt.errors import InvalidArgumentError
 
 Number = int | float  # kept as written (a manifest and a stage's fingerprint keep 3, not 3.0)
 Pooling = Literal["auto", "cls", "mean"]
+# A path given as a string or a Path (the models are strict elsewhere: a number is not a string)
+PathArg = Annotated[Path, Strict(False)]
+# Query ids as any sequence (a list, a tuple, a set)
+Ids = Annotated[list[str], Strict(False)]
 
 _EPOCHS = "Passes over the training queries (sets train.max_steps; unset: max_steps decides)."
 _QUERY_LENGTH = "Tokens per query, [CLS] and [SEP] included."
 _PASSAGE_LENGTH = "Tokens per passage, [CLS] and [SEP] included."
+_POOLING = "cls | mean | auto (from the init's sentence-transformers files)."
 
 
 def loss_checks(table: Any) -> None:
@@ -69,6 +77,11 @@ class RetrieverSettings(Model):
     )
     query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
     passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH, description=_PASSAGE_LENGTH)
+    margin: float = Field(
+        FT.TRIPLET_MARGIN,
+        gt=0,
+        description="triplet: the margin of SEED's hinge loss (the other losses: unused).",
+    )
     refresh_every: int | None = Field(
         None,
         ge=1,
@@ -76,6 +89,7 @@ class RetrieverSettings(Model):
         "the training queries and mine fresh negatives (the mining settings: [mine]); unset: the negatives "
         "file throughout.",
     )
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
 
     @model_validator(mode="after")
     def check_loss(self) -> RetrieverSettings:
@@ -107,6 +121,7 @@ class RerankerSettings(Model):
     max_length: int = Field(
         FT.RERANKER_MAX_LENGTH, ge=MIN_LENGTH, description="The whole pair, [CLS] q [SEP] p [SEP]."
     )
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
 
     @model_validator(mode="after")
     def check_loss(self) -> RerankerSettings:
@@ -144,6 +159,7 @@ class DistillSettings(Model):
     )
     query_max_length: int = Field(FT.QUERY_MAX_LENGTH, ge=MIN_LENGTH, description=_QUERY_LENGTH)
     passage_max_length: int = Field(FT.PASSAGE_MAX_LENGTH, ge=MIN_LENGTH, description=_PASSAGE_LENGTH)
+    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
 
     @model_validator(mode="after")
     def check_loss(self) -> DistillSettings:
@@ -156,11 +172,10 @@ class DistillSettings(Model):
 
 
 class RefreshSettings(Model):
-    """ANCE negatives: every ``every`` steps the retriever being trained encodes the corpus and its
-    training queries (``batch_size`` sequences per pass, shards of at most ``shard_size`` rows) and
-    its negatives are mined again with ``mine``."""
+    """How ANCE negatives are refreshed (every ``RetrieverSettings.refresh_every`` steps): the
+    retriever being trained encodes the corpus and its training queries (``batch_size`` sequences
+    per pass, shards of at most ``shard_size`` rows) and its negatives are mined again with ``mine``."""
 
-    every: int = Field(..., ge=1, description="Steps between refreshes.")
     mine: MineSettings = Field(default_factory=MineSettings)
     batch_size: int = Field(ENCODE_BATCH_SIZE, ge=1, description="Sequences per forward pass when encoding.")
     shard_size: int = Field(
@@ -178,10 +193,7 @@ class RetrieverCommand(RetrieverSettings):
     """``dense-pt train retriever`` and its TOML file (``[mine]``: how a refresh mines, with
     ``refresh_every`` only)."""
 
-    pooling: Pooling = Field(
-        "auto", description="cls | mean | auto (from the init's sentence-transformers files)."
-    )
-    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
+    pooling: Pooling = Field("auto", description=_POOLING)
     encode_batch_size: int = Field(
         ENCODE_BATCH_SIZE, ge=1, description="With --refresh-every: sequences per forward pass when encoding."
     )
@@ -202,7 +214,7 @@ class RetrieverCommand(RetrieverSettings):
         return MineSettings(**self.mine.model_dump(exclude_none=True))
 
     def refresh(self) -> RefreshSettings | None:
-        """The refresh settings, None without ``refresh_every`` (where mining settings are refused)."""
+        """How a refresh runs, None without ``refresh_every`` (where mining settings are refused)."""
         given = self.mine.model_dump(exclude_none=True)
         if self.refresh_every is None:
             if given:
@@ -211,20 +223,70 @@ class RetrieverCommand(RetrieverSettings):
                     "set it too"
                 )
             return None
-        return RefreshSettings(
-            every=self.refresh_every, mine=self.refresh_mine(), batch_size=self.encode_batch_size
-        )
+        return RefreshSettings(mine=self.refresh_mine(), batch_size=self.encode_batch_size)
 
 
 class RerankerCommand(RerankerSettings):
     """``dense-pt train reranker`` and its TOML file."""
 
-    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
     train: TrainTable = Field(default_factory=TrainTable)
 
 
 class DistillCommand(DistillSettings):
     """``dense-pt train distill`` and its TOML file."""
 
-    epochs: Number | None = Field(None, gt=0, description=_EPOCHS)
     train: TrainTable = Field(default_factory=TrainTable)
+
+
+class TrainingInputs(Model):
+    """What a training job reads and where it writes (``out``: resumable, the model in
+    ``out/model``); ``restrict_to``: train on these query ids only (default: every judged query)."""
+
+    model: PathArg = Field(description="The initial checkpoint: a local HF folder or a config.json.")
+    corpus: PathArg = Field(description="Corpus store folder.")
+    queries: PathArg = Field(description="Queries file (BEIR jsonl or qid<TAB>text).")
+    qrels: PathArg = Field(description="Training judgements.")
+    out: PathArg = Field(description="Output folder.")
+    restrict_to: Ids | None = Field(None, description="The training queries (default: all judged).")
+
+    # Not files: the manifest records the others with their hashes.
+    NOT_FILES: ClassVar[frozenset[str]] = frozenset({"out", "restrict_to", "pooling"})
+
+    def files(self) -> dict[str, Path | None]:
+        """The files read, as the manifest records them (name: path)."""
+        return {k: v for k, v in self if k not in self.NOT_FILES}
+
+
+class RetrieverInputs(TrainingInputs):
+    """``train_retriever``'s inputs: a negatives file (.dpneg; none: in-batch negatives only) and
+    how the model pools (as sentence-transformers' ``Pooling``, Tevatron's model arguments)."""
+
+    negatives: PathArg | None = Field(None, description="Negatives file (.dpneg) from negatives mine.")
+    pooling: Pooling = Field("auto", description=_POOLING)
+
+
+class DistillInputs(TrainingInputs):
+    """``train_distill``'s inputs: the re-ranker's scores (``dense-pt score``) are the teacher and
+    give each query's group."""
+
+    scores: PathArg = Field(description="Re-ranker scores from `dense-pt score`.")
+    pooling: Pooling = Field("auto", description=_POOLING)
+
+
+class RerankerInputs(TrainingInputs):
+    """``train_reranker``'s inputs: the negatives mined from the previous retriever's top-k."""
+
+    negatives: PathArg = Field(description="Negatives mined from the previous retriever's top-k.")
+
+
+class ScoreInputs(Model):
+    """``score``'s inputs: the re-ranker's logits for (query, positives + ``negatives``) of the
+    judged queries (``restrict_to``: these only) go to ``out`` (manifest beside it)."""
+
+    reranker: PathArg = Field(description="Re-ranker model folder (train reranker's OUT/model).")
+    corpus: PathArg = Field(description="Corpus store folder.")
+    queries: PathArg = Field(description="Queries file (BEIR jsonl or qid<TAB>text).")
+    qrels: PathArg = Field(description="Judgements (positives come first).")
+    negatives: PathArg = Field(description="Negatives file whose pairs to score.")
+    out: PathArg = Field(description="Scores file (.dpneg layout).")
+    restrict_to: Ids | None = Field(None, description="Score these query ids only.")

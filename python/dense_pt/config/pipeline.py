@@ -87,7 +87,7 @@ class RetrieverTable(RetrieverSettings):
     """``[r1]`` / ``[r2]``: a bi-encoder stage (``dense-pt train retriever``'s settings);
     refresh_every: ANCE negatives, mined with ``[mine]``'s settings."""
 
-    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"refresh_every": None}
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"refresh_every": None, "margin": FT.TRIPLET_MARGIN}
 
     epochs: Number | None = Field(FT.RETRIEVER_EPOCHS, gt=0)  # None: train.max_steps decides
     train: TrainTable = _train(FT.RETRIEVER_TRAIN)
@@ -97,7 +97,7 @@ class R2Table(RetrieverTable):
     """``[r2]``: init "model" (SimLM Figure 2: from the pipeline's model again) or "r1" (ANCE: the
     training continues from the BM25-negative retriever, its warm-up)."""
 
-    LEGACY_VALUES: ClassVar[dict[str, Any]] = {"refresh_every": None, "init": "model"}
+    LEGACY_VALUES: ClassVar[dict[str, Any]] = {**RetrieverTable.LEGACY_VALUES, "init": "model"}
 
     init: Literal["model", "r1"] = "model"
 

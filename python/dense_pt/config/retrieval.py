@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -26,6 +26,12 @@ BM25_K1, BM25_B = 0.9, 0.4
 class MineSettings(Model):
     """Hard negatives from a run (num 0 keeps every negative of the pool; training draws
     group_size - 1 of them per epoch)."""
+
+    # The score filters: the pipeline applies them to dense runs only (a margin in cosine units
+    # means nothing for BM25 scores).
+    FILTERS: ClassVar[frozenset[str]] = frozenset(
+        {"absolute_margin", "relative_margin", "relative_form", "max_score", "min_score"}
+    )
 
     depth: int = Field(
         FT.NEGATIVES_DEPTH, ge=1, description="Candidates considered (SimLM: the top 200; see --pool)."

@@ -7,10 +7,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.expand import ExpandSettings
 from dense_pt.expansion.corpus import iter_passages
-from dense_pt.expansion.generate import SamplingParams
 from dense_pt.expansion.pipeline import expand
-from dense_pt.expansion.writer import load_queries
+from dense_pt.expansion.writer import load_pseudo_queries
 
 
 def smollm2_gguf() -> Path | None:
@@ -56,16 +56,9 @@ def demo_stage(
         if not (model / "config.json").is_file():
             texts = [f"{p.title} {p.text}" for _, p in zip(range(200), iter_passages(corpus), strict=False)]
             build_tiny_lm(model, texts, kind="causal", seed=seed)
-    res = expand(
-        corpus,
-        out / "queries",
-        model,
-        limit=limit,
-        seed=seed,
-        batch_size=limit,
-        sampling=SamplingParams(max_new_tokens=max_new_tokens),
-    )
-    queries = load_queries(out / "queries")
+    settings = ExpandSettings(limit=limit, seed=seed, batch_size=limit, max_new_tokens=max_new_tokens)
+    res = expand(corpus, out / "queries", model, settings)
+    queries = load_pseudo_queries(out / "queries")
     return {
         "queries_path": str(out / "queries"),
         "model": str(model),
@@ -108,7 +101,7 @@ def stage_pretrain_expanded(ctx: Any, max_steps: int = 20, batch_size: int = 8) 
     if ctx.store_path is None or "queries" not in ctx.artifacts:
         raise RuntimeError("the expanded pre-training stage needs the store and expansion stages before it")
     folder = ctx.artifacts["queries"]
-    with_queries = len(load_queries(folder))
+    with_queries = len(load_pseudo_queries(folder))
     if with_queries >= 2:
         curriculum, batch = "spans:0.75,queries:0.25", min(batch_size, with_queries)
     else:

@@ -37,7 +37,7 @@ SCHEDULES = ("cosine", "constant", "linear")
 
 
 @dataclass(frozen=True)
-class Stage:
+class CurriculumStage:
     source: str
     start: int  # first step (inclusive)
     end: int  # last step (exclusive)
@@ -72,7 +72,7 @@ def parse_curriculum(spec: str) -> list[tuple[str, float]]:
     return items
 
 
-def plan_stages(spec: str, max_steps: int, schedules: Sequence[str] | None = None) -> list[Stage]:
+def plan_stages(spec: str, max_steps: int, schedules: Sequence[str] | None = None) -> list[CurriculumStage]:
     items = parse_curriculum(spec)
     if max_steps < len(items):
         raise InvalidArgumentError(f"--max-steps {max_steps} cannot hold {len(items)} curriculum stages")
@@ -89,24 +89,26 @@ def plan_stages(spec: str, max_steps: int, schedules: Sequence[str] | None = Non
         end = max_steps if i == len(items) - 1 else round(cum * max_steps)
         if end <= start:
             raise InvalidArgumentError(f"curriculum stage {source}:{f:g} gets no step of {max_steps}")
-        stages.append(Stage(source, start, end, sched))
+        stages.append(CurriculumStage(source, start, end, sched))
         start = end
     return stages
 
 
-def stage_at(stages: Sequence[Stage], step: int) -> Stage:
+def stage_at(stages: Sequence[CurriculumStage], step: int) -> CurriculumStage:
     for s in stages:
         if s.start <= step < s.end:
             return s
     raise InvalidArgumentError(f"step {step} lies outside the curriculum (0..{stages[-1].end - 1})")
 
 
-def stage_warmup_steps(stage: Stage, stage_warmup: float) -> int:
+def stage_warmup_steps(stage: CurriculumStage, stage_warmup: float) -> int:
     """Warm-up steps of a later stage: ``stage_warmup`` steps when >= 1, else that fraction of it."""
     return int(stage_warmup) if stage_warmup >= 1 else round(stage_warmup * stage.steps)
 
 
-def lr_factor(stages: Sequence[Stage], step: int, warmup_steps: int = 0, stage_warmup: float = 0) -> float:
+def curriculum_lr_factor(
+    stages: Sequence[CurriculumStage], step: int, warmup_steps: int = 0, stage_warmup: float = 0
+) -> float:
     """Multiplier of the peak learning rate at ``step``: ``warmup_steps`` of warm-up in the first
     stage, ``stage_warmup`` (steps, or a fraction of the stage) in each later one, then the stage's
     schedule over the rest of it."""
@@ -134,3 +136,6 @@ def pick_query(queries: Sequence[T], seed: int, pid: str, epoch: int) -> T:
         raise InvalidArgumentError(f"passage {pid!r} has no query")
     h = hashlib.blake2b(f"{seed}\x00query\x00{epoch}\x00{pid}".encode(), digest_size=8).digest()
     return queries[int.from_bytes(h, "little") % len(queries)]
+
+
+lr_factor = curriculum_lr_factor  # the old name (the engine's schedule is training.lr_factor)

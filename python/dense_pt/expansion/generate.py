@@ -58,7 +58,7 @@ class SamplingParams:
         return asdict(self)
 
 
-class Generator(Protocol):
+class QueryGenerator(Protocol):
     """What :func:`dense_pt.expansion.expand` needs from a backend."""
 
     name: str
@@ -297,7 +297,7 @@ class EndpointGenerator:
             )
 
 
-def describe(generator: Generator) -> dict[str, Any]:
+def describe_generator(generator: QueryGenerator) -> dict[str, Any]:
     return {"model": generator.name, "backend": generator.backend, "chat": bool(generator.chat)}
 
 
@@ -311,7 +311,7 @@ def open_generator(
     retries: int = RETRIES,
     concurrency: int = 8,
     api_key: str | None = None,
-) -> Generator:
+) -> QueryGenerator:
     if endpoint:
         return EndpointGenerator(
             endpoint,
@@ -325,12 +325,15 @@ def open_generator(
     return HFGenerator(model, device=device, dtype=dtype, chat=chat)
 
 
+Generator = QueryGenerator  # the old name (pre-training's ELECTRA generator is ElectraGenerator)
+
 __all__ = [
     "EndpointGenerator",
     "Generator",
     "HFGenerator",
+    "QueryGenerator",
     "SamplingParams",
-    "describe",
+    "describe_generator",
     "endpoint_url",
     "open_generator",
     "resolve_model_path",

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dense_pt.config.expand import (
-    BATCH_SIZE,
-    MAX_PASSAGE_WORDS,
-    NUM_QUERIES,
-    RETRIES,
-    SHARD_SIZE,
-    TIMEOUT,
-    ExpandSettings,
-)
+from dense_pt.config.expand import ExpandSettings, SamplingSettings
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.corpus import SourcePassage, iter_passages
-from dense_pt.expansion.generate import Generator, SamplingParams, describe, open_generator
+from dense_pt.expansion.generate import QueryGenerator, SamplingParams, describe_generator, open_generator
 from dense_pt.expansion.parse import parse_queries_detailed, prompt_echoes
 from dense_pt.expansion.prompts import Prompt, load_prompt
 from dense_pt.expansion.select import check_selection, in_sample, passage_seed
 from dense_pt.expansion.writer import QueryWriter
+
+API_KEY_VARIABLE = "DENSE_PT_API_KEY"  # an endpoint's API key: never a setting (a manifest records those)
+# ``chat`` as the generators take it: auto, or on / off as a bool
+CHAT: dict[str, str | bool] = {"auto": "auto", "on": True, "off": False}
 
 
 @dataclass
@@ -56,61 +55,79 @@ def select_passages(
             yield p
 
 
+# expand's keywords before it took ExpandSettings whole (the README's example used them): still
+# accepted, with a DeprecationWarning, and read into the settings.
+LEGACY_KEYWORDS = frozenset({*ExpandSettings.model_fields, "sampling"})
+
+
+def _legacy_keywords(fn: Callable[..., ExpandResult]) -> Callable[..., ExpandResult]:
+    """``expand(corpus, out, model, seed=0, sampling=SamplingParams(...), ...)``, the old keyword
+    form, as ``expand(corpus, out, model, ExpandSettings(seed=0, ...))`` with a DeprecationWarning."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> ExpandResult:
+        old = {k: kwargs.pop(k) for k in list(kwargs) if k in LEGACY_KEYWORDS}
+        if not old:
+            return fn(*args, **kwargs)
+        warnings.warn(
+            f"expand({', '.join(f'{k}=' for k in old)}...) is deprecated: pass settings=ExpandSettings(...) "
+            "(dense_pt.config.expand)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if kwargs.get("settings") is not None or len(args) > 3:
+            raise InvalidArgumentError("give settings or the old keywords, not both")
+        sampling = old.pop("sampling", None)
+        if isinstance(old.get("chat"), bool):
+            old["chat"] = "on" if old["chat"] else "off"
+        given = {**(sampling.to_dict() if sampling is not None else {}), **old}
+        return fn(*args, settings=ExpandSettings(**given), **kwargs)
+
+    return wrapper
+
+
+@_legacy_keywords
 def expand(
     corpus: str | Path,
     out: str | Path,
     model: str | Path | None = None,
+    settings: ExpandSettings | None = None,
     *,
-    generator: Generator | None = None,
-    endpoint: str | None = None,
-    prompt: str | Path | Prompt = "alpaca",
-    num_queries: int = NUM_QUERIES,
-    sampling: SamplingParams | None = None,
-    limit: int | None = None,
-    sample: float | None = None,
-    seed: int = 0,
-    batch_size: int = BATCH_SIZE,
-    shard_size: int = SHARD_SIZE,
-    max_passage_words: int = MAX_PASSAGE_WORDS,
-    chat: str | bool = "auto",
-    device: str | None = None,
-    dtype: str = "auto",
-    timeout: float = TIMEOUT,
-    retries: int = RETRIES,
-    api_key: str | None = None,
+    generator: QueryGenerator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExpandResult:
-    """Generate ``num_queries`` pseudo-queries for each selected passage of ``corpus`` into ``out``.
+    """Generate ``settings.num_queries`` pseudo-queries for each selected passage of ``corpus`` into
+    ``out``, with ``settings`` (default: the paper's prompt and sampling; ``dense-pt expand``'s model).
 
-    Give ``model`` (a local HF folder / .gguf file, or with ``endpoint`` the server's model name) or a
-    ready ``generator``. Passages already in ``out`` are skipped; the model is loaded only when
-    something is left to generate. ``progress(done, total)`` is called after every batch.
+    Give ``model`` (a local HF folder / .gguf file, or with ``settings.endpoint`` the server's model
+    name; its API key is read from ``$DENSE_PT_API_KEY``) or a ready ``generator``. Passages already
+    in ``out`` are skipped; the model is loaded only when something is left to generate.
+    ``progress(done, total)`` is called after every batch.
     """
     if generator is None and model is None:
         raise InvalidArgumentError("give --model (and --endpoint for an HTTP server)")
-    ExpandSettings.load(dict(num_queries=num_queries, limit=limit, sample=sample, seed=seed, batch_size=batch_size,
-                             shard_size=shard_size, max_passage_words=max_passage_words, endpoint=endpoint,
-                             device=device, dtype=dtype, timeout=timeout, retries=retries))  # fmt: skip
-    sampling = sampling or SamplingParams()
-    prompt = prompt if isinstance(prompt, Prompt) else load_prompt(prompt)
+    s = ExpandSettings() if settings is None else settings
+    sampling = SamplingParams(**s.model_dump(include=set(SamplingSettings.model_fields)))
+    prompt = load_prompt(s.prompt)
+    chat = CHAT[s.chat]
     out = Path(out)
     # The manifest names the model before it is loaded, so a finished folder is checked without loading.
     manifest: dict[str, Any] = {
-        **_model_ident(generator, model, endpoint, chat),
+        **_model_ident(generator, model, s.endpoint, chat),
         "prompt": prompt.name,
         "prompt_hash": prompt.hash,
         "prompt_template": prompt.template,
-        "num_queries": num_queries,
+        "num_queries": s.num_queries,
         "sampling": sampling.to_dict(),
-        "seed": seed,
-        "max_passage_words": max_passage_words,
+        "seed": s.seed,
+        "max_passage_words": s.max_passage_words,
         "corpus": str(corpus),
     }
     writer = QueryWriter(out, manifest)
     done = writer.done_ids()
 
     selected = already = 0
-    for p in select_passages(iter_passages(corpus), limit, sample, seed):
+    for p in select_passages(iter_passages(corpus), s.limit, s.sample, s.seed):
         selected += 1
         already += p.id in done
     todo_total = selected - already
@@ -118,25 +135,24 @@ def expand(
     if todo_total == 0:
         return result
     if generator is None:
-        assert model is not None  # _check_args: a model or a generator
+        assert model is not None  # checked above: a model or a generator
         generator = open_generator(
-            model, endpoint=endpoint, chat=chat, device=device, dtype=dtype, timeout=timeout, retries=retries,
-            concurrency=batch_size, api_key=api_key,
+            model, endpoint=s.endpoint, chat=chat, device=s.device, dtype=s.dtype, timeout=s.timeout,
+            retries=s.retries, concurrency=s.batch_size, api_key=os.environ.get(API_KEY_VARIABLE),
         )  # fmt: skip
-    todo = (p for p in select_passages(iter_passages(corpus), limit, sample, seed) if p.id not in done)
-    for chunk in _chunks(todo, shard_size):
-        rows = _generate_chunk(generator, chunk, prompt, num_queries, sampling, seed, batch_size, max_passage_words,
-                               result, todo_total, progress)  # fmt: skip
+    todo = (p for p in select_passages(iter_passages(corpus), s.limit, s.sample, s.seed) if p.id not in done)
+    for chunk in _chunks(todo, s.shard_size):
+        rows = _generate_chunk(generator, chunk, prompt, s, sampling, result, todo_total, progress)
         writer.write(rows)
     return result
 
 
 def _model_ident(
-    generator: Generator | None, model: str | Path | None, endpoint: str | None, chat: str | bool
+    generator: QueryGenerator | None, model: str | Path | None, endpoint: str | None, chat: str | bool
 ) -> dict[str, Any]:
     """What the manifest records of the model (a local model resolved to its file, not loaded)."""
     if generator is not None:
-        return describe(generator)
+        return describe_generator(generator)
     if endpoint:
         return {"model": str(model), "backend": "endpoint", "chat": chat is True}
     from dense_pt.expansion.generate import resolve_model_path
@@ -158,19 +174,17 @@ def _chunks(passages: Iterator[SourcePassage], size: int) -> Iterator[list[Sourc
 
 
 def _generate_chunk(
-    gen: Generator,
+    gen: QueryGenerator,
     chunk: list[SourcePassage],
     prompt: Prompt,
-    num_queries: int,
+    settings: ExpandSettings,
     sampling: SamplingParams,
-    seed: int,
-    batch_size: int,
-    max_passage_words: int,
     result: ExpandResult,
     total: int,
     progress: Callable[[int, int], None] | None,
 ) -> list[dict[str, Any]]:
-    prompts = [prompt.render(p.text, p.title, num_queries, max_passage_words) for p in chunk]
+    num_queries, seed, batch_size = settings.num_queries, settings.seed, settings.batch_size
+    prompts = [prompt.render(p.text, p.title, num_queries, settings.max_passage_words) for p in chunk]
     seeds = [passage_seed(seed, p.id) for p in chunk]
     # Similar lengths in one batch waste less padding; rows are written back in corpus order.
     order = sorted(range(len(chunk)), key=lambda i: len(prompts[i]))

@@ -87,7 +87,7 @@ class QueryWriter:
         self.manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, **manifest}
         path = self.folder / MANIFEST
         if path.is_file():
-            old = read_manifest(self.folder)
+            old = read_expansion_manifest(self.folder)
             diff = [k for k in COMPATIBILITY_KEYS if old.get(k) != self.manifest.get(k)]
             if diff:
                 details = "; ".join(f"{k}: {old.get(k)!r} there, {self.manifest.get(k)!r} now" for k in diff)
@@ -118,7 +118,7 @@ class QueryWriter:
         return path
 
 
-def read_manifest(folder: str | Path) -> dict[str, Any]:
+def read_expansion_manifest(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -140,7 +140,7 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 def read_queries_table(folder: str | Path, columns: list[str] | None = None) -> pa.Table:
     """All shards of a queries folder as one table (an empty table with the schema if none)."""
-    read_manifest(folder)
+    read_expansion_manifest(folder)
     tables = [_read(p, columns) for p in shard_paths(folder)]
     if not tables:
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
@@ -148,7 +148,7 @@ def read_queries_table(folder: str | Path, columns: list[str] | None = None) -> 
     return pa.concat_tables(tables)
 
 
-def load_queries(folder: str | Path, include_empty: bool = False) -> dict[str, list[str]]:
+def load_pseudo_queries(folder: str | Path, include_empty: bool = False) -> dict[str, list[str]]:
     """``{passage id: [query, ...]}`` of a queries folder; passages whose output yielded no query are
     left out unless ``include_empty``. A passage id in two shards is an error."""
     out: dict[str, list[str]] = {}
@@ -162,5 +162,10 @@ def load_queries(folder: str | Path, include_empty: bool = False) -> dict[str, l
             if qs or include_empty:
                 out[pid] = qs or []
     if not shard_paths(folder):
-        read_manifest(folder)
+        read_expansion_manifest(folder)
     return out
+
+
+# the old names (data.load_queries reads a queries file; pipeline.runner the stages' manifests)
+load_queries = load_pseudo_queries
+read_manifest = read_expansion_manifest

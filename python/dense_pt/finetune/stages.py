@@ -1,11 +1,15 @@
 """The fine-tuning stages as Python functions (the CLI and the pipeline call these).
 
+Each takes its validated models whole: what it reads and writes (``RetrieverInputs`` ...), its
+settings (``RetrieverSettings`` ...: a command's or a pipeline table's model is one) and the
+engine's ``TrainConfig``; ``dense_pt.config.finetune`` holds them.
+
 * ``train_retriever``: bi-encoder with a retriever loss (``simlm``, ``simlm-eq3``, ``infonce``,
   ``triplet``; ``dense_pt.objectives.retrieval``) over groups of 1 positive + n-1 negatives
   (negatives file) plus in-batch and cross-device negatives;
 * ``train_reranker``: cross-encoder with SimLM's listwise loss over groups drawn from a
   retriever's mined top-k;
-* ``score``: the re-ranker's raw logits for (query, positives + mined negatives);
+* ``score_negatives``: the re-ranker's raw logits for (query, positives + mined negatives);
 * ``train_distill``: the retriever trained with KL(p_ranker || p_ret) + alpha * its contrastive
   loss (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with ``infonce``).
 
@@ -24,8 +28,18 @@ from typing import Any
 import numpy as np
 
 from dense_pt import __version__
+from dense_pt.config.base import Model
 from dense_pt.config.defaults import finetune as FT
-from dense_pt.config.finetune import RefreshSettings
+from dense_pt.config.finetune import (
+    DistillInputs,
+    DistillSettings,
+    RefreshSettings,
+    RerankerInputs,
+    RerankerSettings,
+    RetrieverInputs,
+    RetrieverSettings,
+    ScoreInputs,
+)
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.fsutil import sha256_file, write_json_atomic
@@ -144,20 +158,6 @@ def _finish(
     return manifest
 
 
-def _check_retriever_args(teacher_scores: Any, alpha: float, **settings: Any) -> None:
-    """Bad names, temperatures and lengths fail before any loading, as the CLI refuses them: checked
-    by ``RetrieverSettings`` (with a teacher: ``DistillSettings``), errors naming the key."""
-    from dense_pt.config.finetune import DistillSettings, RetrieverSettings
-
-    refresh = settings.pop("refresh")
-    if teacher_scores is None:
-        RetrieverSettings(**settings, refresh_every=None if refresh is None else refresh.every)
-    elif refresh is not None:
-        raise InvalidArgumentError("refresh (ANCE negatives) is for retrievers, not distillation")
-    else:
-        DistillSettings(**settings, alpha=alpha)
-
-
 def _teacher(
     teacher_scores: str | Path, store: Any, judged: dict, restrict_to: Sequence[str] | None
 ) -> tuple[dict[str, dict[str, float]], dict[str, list[str]], list[str]]:
@@ -206,63 +206,70 @@ def _retriever_batches(sampler: Any, store: Any, specials: tuple[int, int, int],
 
 
 def train_retriever(
-    model: str | Path,
-    corpus: str | Path,
-    queries: str | Path,
-    qrels: str | Path,
-    out: str | Path,
-    negatives: str | Path | None = None,
-    loss: str = "simlm",
-    group_size: int = FT.RETRIEVER_GROUP_SIZE,
-    query_max_length: int = FT.QUERY_MAX_LENGTH,
-    passage_max_length: int = FT.PASSAGE_MAX_LENGTH,
-    tau: float | None = None,
-    margin: float = 1.0,
-    pooling: str = "auto",
-    train: TrainConfig | dict[str, Any] | None = None,
-    restrict_to: Sequence[str] | None = None,
-    teacher_scores: str | Path | None = None,
-    alpha: float = FT.ALPHA,
-    resume: bool = True,
-    progress: bool = True,
-    epochs: float | None = None,
-    refresh: RefreshSettings | None = None,
-) -> dict:
-    """Train a retriever (with ``teacher_scores``: distillation, SimLM eq. 5 / CDMAE eq. 11, ``loss``
-    then being its contrastive term). ``tau=None``: the loss's own temperature (SimLM's 0.02 for the
-    simlm losses, 1 for infonce). Returns the manifest.
-    ``epochs`` sets ``max_steps`` from the number of training queries (``train.max_steps`` otherwise).
+    inputs: RetrieverInputs, settings: RetrieverSettings | None = None, train: TrainConfig | None = None,
+    refresh: RefreshSettings | None = None, *, resume: bool = True, progress: bool = True,
+) -> dict:  # fmt: skip
+    """Train a retriever on ``inputs`` (groups from its negatives file) with ``settings`` (default:
+    SimLM's) and the engine's ``train``. ``settings.tau=None``: the loss's own temperature (SimLM's
+    0.02 for the simlm losses, 1 for infonce); ``settings.epochs`` sets ``max_steps`` from the number
+    of training queries (``train.max_steps`` otherwise). Returns the manifest.
     The model records its lengths in ``OUT/model/retriever.json``: encoding reads them from there.
-    ``refresh``: ANCE negatives (``dense_pt.finetune.refresh``): every ``refresh.every`` steps the
-    model being trained encodes the corpus and the training queries and fresh negatives are mined
-    with ``refresh.mine`` and the training seed; ``negatives`` are used until the first refresh."""
+    ANCE negatives (``settings.refresh_every``, ``dense_pt.finetune.refresh``): every that many
+    steps the model being trained encodes the corpus and the training queries and fresh negatives are
+    mined with ``refresh.mine`` (default: ``negatives mine``' settings) and the training seed; the
+    negatives file is used until the first refresh."""
+    settings = RetrieverSettings() if settings is None else settings
+    if settings.refresh_every is None and refresh is not None:
+        raise InvalidArgumentError("refresh settings are for refresh_every (ANCE negatives): set it too")
+    if settings.refresh_every is not None and refresh is None:
+        refresh = RefreshSettings()
+    return _train_bi_encoder(inputs, settings, _train_config(train), refresh, resume, progress)
+
+
+def train_distill(
+    inputs: DistillInputs, settings: DistillSettings | None = None, train: TrainConfig | None = None,
+    *, resume: bool = True, progress: bool = True,
+) -> dict:  # fmt: skip
+    """Distil the re-ranker's scores (``inputs.scores``) into a retriever started from
+    ``inputs.model`` (SimLM: the pre-trained checkpoint, not R2): KL(p_ranker || p_ret) + alpha *
+    the contrastive term of ``settings.loss`` (SimLM eq. 5 with ``simlm``, CDMAE eq. 11 with
+    ``infonce``). Returns the manifest."""
+    settings = DistillSettings() if settings is None else settings
+    return _train_bi_encoder(inputs, settings, _train_config(train), None, resume, progress)
+
+
+def _train_bi_encoder(
+    inputs: RetrieverInputs | DistillInputs, settings: RetrieverSettings | DistillSettings, cfg: TrainConfig,
+    refresh: RefreshSettings | None, resume: bool, progress: bool,
+) -> dict:  # fmt: skip
+    """A retriever, or with a teacher (``DistillInputs``) its distillation; the manifest records
+    ``settings`` whole (``model_dump``) with what they resolve to."""
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.models.encoder import load_encoder
     from dense_pt.retrieval.encoder import detect_spec
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
-    out, cfg = Path(out), _train_config(train)
-    _check_retriever_args(teacher_scores, alpha, loss=loss, group_size=group_size, tau=tau,
-                          query_max_length=query_max_length, passage_max_length=passage_max_length,
-                          refresh=refresh)  # fmt: skip
-    store, qtexts, judged, teacher, tok, sampler = _retriever_rows(
-        model, corpus, queries, qrels, negatives, teacher_scores, restrict_to, group_size, cfg.seed
-    )
+    s, out, model = settings, inputs.out, inputs.model
+    distill = isinstance(inputs, DistillInputs)
+    alpha = s.alpha if isinstance(s, DistillSettings) else FT.ALPHA
+    store, qtexts, judged, teacher, tok, sampler = _retriever_rows(inputs, s.group_size, cfg.seed)
     make_batch = _retriever_batches(
-        sampler, store, _specials(tok), teacher, query_max_length, passage_max_length
+        sampler, store, _specials(tok), teacher, s.query_max_length, s.passage_max_length
     )
-    spec = detect_spec(model if Path(model).is_dir() else Path(model).parent, pooling)
+    spec = detect_spec(model if model.is_dir() else model.parent, inputs.pooling)
     seed_everything(cfg.seed)
-    module = BiEncoder(load_encoder(model), spec.pooling, loss, tau, margin, alpha)
+    margin = s.margin if isinstance(s, RetrieverSettings) else FT.TRIPLET_MARGIN
+    module = BiEncoder(load_encoder(model), spec.pooling, s.loss, s.tau, margin, alpha)
     if cfg.batch_size > len(sampler):
         cfg = cfg.replace(batch_size=len(sampler))
-    cfg = _for_epochs(cfg, len(sampler), epochs)
+    cfg = _for_epochs(cfg, len(sampler), s.epochs)
     # built lazily in the training process (no workers): a refresh's negatives reach the next batch
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
-    stage = "distill" if teacher is not None else "retriever"
-    lengths = (query_max_length, passage_max_length)
-    hooks = [] if refresh is None else [_refresh_hook(
-        out, refresh, cfg.seed, store, qtexts, judged, sampler,
+    stage = "distill" if distill else "retriever"
+    lengths = (s.query_max_length, s.passage_max_length)
+    every = s.refresh_every if isinstance(s, RetrieverSettings) else None
+    hooks = [] if refresh is None or every is None else [_refresh_hook(
+        out, every, refresh, cfg.seed, store, qtexts, judged, sampler,
         lambda folder: _save_retriever(module, tok, folder, spec.pooling, *lengths), progress,
     )]  # fmt: skip
     trainer = Trainer(module, cfg, out, source, progress=progress, description=stage, callbacks=hooks,
@@ -270,21 +277,28 @@ def train_retriever(
     result = trainer.train(resume=resume)
     if trainer.dist.is_main:
         _save_retriever(module, tok, out / "model", spec.pooling, *lengths)
-    settings = {
-        "loss": f"distill (KL + alpha * {loss})" if teacher is not None else loss,
-        "loss_source": module.spec.source, "similarity": module.spec.similarity,
-        "group_size": group_size, "query_max_length": query_max_length,
-        "passage_max_length": passage_max_length, "tau": module.tau,
-        "margin": margin if loss == "triplet" else None, "alpha": alpha if teacher is not None else None,
-        "epochs": epochs,
+    record = {
+        **_recorded(s),
+        "loss": f"distill (KL + alpha * {s.loss})" if distill else s.loss,
+        "loss_source": module.spec.source, "similarity": module.spec.similarity, "tau": module.tau,
+        "margin": margin if s.loss == "triplet" else None, "alpha": alpha if distill else None,
         "pooling": spec.pooling, "normalize": module.normalize, "train": cfg.to_dict(),
         "rows": sampler.stats, **({"refresh": hooks[0].record()} if hooks else {}),
     }  # fmt: skip
-    inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels,
-              "negatives": negatives, "teacher_scores": teacher_scores}  # fmt: skip
+    files = inputs.files()
     if trainer.dist.is_main:
-        _retriever_card(out, stage, model, loss, module.spec.source, inputs, settings)
-    return _finish(out, stage, inputs, settings, result, write=trainer.dist.is_main)
+        _retriever_card(out, stage, model, s.loss, module.spec.source, files, record)
+    return _finish(out, stage, files, record, result, write=trainer.dist.is_main)
+
+
+# Recorded in their resolved form instead (the engine's whole config; the refresh's mining).
+RESOLVED_ELSEWHERE = frozenset({"train", "mine"})
+
+
+def _recorded(settings: Model) -> dict[str, Any]:
+    """The settings as the manifest records them: every field of the model the job was given (a
+    command's, a pipeline table's), so a new field reaches the manifest with no change here."""
+    return settings.model_dump(exclude=set(RESOLVED_ELSEWHERE))
 
 
 def _retriever_card(
@@ -301,18 +315,19 @@ def _retriever_card(
 
 
 def _retriever_rows(
-    model: str | Path, corpus: str | Path, queries: str | Path, qrels: str | Path, negatives: str | Path | None,
-    teacher_scores: str | Path | None, restrict_to: Sequence[str] | None, group_size: int, seed: int,
-) -> tuple[Any, dict[str, str], dict[str, dict[str, int]], dict[str, dict[str, float]] | None, Any, Any]:  # fmt: skip
+    inputs: RetrieverInputs | DistillInputs, group_size: int, seed: int
+) -> tuple[Any, dict[str, str], dict[str, dict[str, int]], dict[str, dict[str, float]] | None, Any, Any]:
     """The inputs read, the teacher's scores (distillation), the model's tokenizer and the group
     sampler over the training queries: (store, query texts, judgements, teacher, tokenizer, sampler)."""
     from dense_pt.finetune.data import build_sampler
 
-    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
+    negatives = inputs.negatives if isinstance(inputs, RetrieverInputs) else None
+    store, qtexts, judged, negs = _read_inputs(inputs.corpus, inputs.queries, inputs.qrels, negatives)
     teacher: dict[str, dict[str, float]] | None = None
-    if teacher_scores is not None:
-        teacher, negs, restrict_to = _teacher(teacher_scores, store, judged, restrict_to)
-    tok = hf_tokenizer(model, store)
+    restrict_to: Sequence[str] | None = inputs.restrict_to
+    if isinstance(inputs, DistillInputs):
+        teacher, negs, restrict_to = _teacher(inputs.scores, store, judged, restrict_to)
+    tok = hf_tokenizer(inputs.model, store)
     sampler = build_sampler(
         store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
         group_size, seed, restrict_to,
@@ -321,14 +336,14 @@ def _retriever_rows(
 
 
 def _refresh_hook(
-    out: Path, refresh: RefreshSettings, seed: int, store: Any, queries: dict[str, str],
+    out: Path, every: int, refresh: RefreshSettings, seed: int, store: Any, queries: dict[str, str],
     judged: dict[str, dict[str, int]], sampler: Any, export: Callable[[Path], None], progress: bool,
 ) -> Any:  # fmt: skip
-    """ANCE negatives for the sampler's queries (``dense_pt.finetune.refresh``), mined with the
-    refresh's settings and the training seed."""
+    """ANCE negatives for the sampler's queries (``dense_pt.finetune.refresh``) every ``every``
+    steps, mined with the refresh's settings and the training seed."""
     from dense_pt.finetune.refresh import NegativesRefresh, training_qrels
 
-    return NegativesRefresh(out, refresh.every, refresh.mine, seed, store, queries,
+    return NegativesRefresh(out, every, refresh.mine, seed, store, queries,
                             training_qrels(judged, sampler.qids), sampler, export, refresh.batch_size,
                             refresh.shard_size, progress)  # fmt: skip
 
@@ -345,54 +360,26 @@ def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max
     )
 
 
-def train_distill(
-    model, corpus, queries, qrels, scores, out, group_size: int = FT.DISTILL_GROUP_SIZE, **kw
-) -> dict:
-    """Distil the re-ranker's ``scores`` file into a retriever started from ``model`` (SimLM: the
-    pre-trained checkpoint, not R2): KL + alpha * the ``loss`` keyword's contrastive term (SimLM eq. 5
-    with ``simlm``, CDMAE eq. 11 with ``infonce``)."""
-    return train_retriever(
-        model, corpus, queries, qrels, out, teacher_scores=scores, group_size=group_size, **kw
-    )
-
-
 def train_reranker(
-    model: str | Path,
-    corpus: str | Path,
-    queries: str | Path,
-    qrels: str | Path,
-    negatives: str | Path,
-    out: str | Path,
-    group_size: int = FT.RERANKER_GROUP_SIZE,
-    query_max_length: int = FT.QUERY_MAX_LENGTH,
-    max_length: int = FT.RERANKER_MAX_LENGTH,
-    train: TrainConfig | dict[str, Any] | None = None,
-    restrict_to: Sequence[str] | None = None,
-    resume: bool = True,
-    progress: bool = True,
-    epochs: float | None = None,
-    loss: str = FT.RERANKER_LOSS,
-    forward_factor: int | None = None,
-) -> dict:
-    """Cross-encoder over groups from ``negatives``; ``model`` is its initial checkpoint (SimLM: an
-    ELECTRA-base discriminator, ``defaults.RERANKER_INIT``). ``loss="simlm"`` (default) trains as the
-    authors' code: the group scored without gradients, its positive and top negatives
-    (``group_size // forward_factor``, 64 // 4) trained with R-Drop; ``"listwise"`` is SimLM eq. 4
-    over the whole group. The settings are checked by ``dense_pt.config.finetune.RerankerSettings``."""
-    from dense_pt.config.finetune import RerankerSettings
+    inputs: RerankerInputs, settings: RerankerSettings | None = None, train: TrainConfig | None = None,
+    *, resume: bool = True, progress: bool = True,
+) -> dict:  # fmt: skip
+    """Cross-encoder over groups from ``inputs.negatives``; ``inputs.model`` is its initial checkpoint
+    (SimLM: an ELECTRA-base discriminator, ``defaults.RERANKER_INIT``). ``settings.loss="simlm"``
+    (default) trains as the authors' code: the group scored without gradients, its positive and top
+    negatives (``group_size // forward_factor``, 64 // 4) trained with R-Drop; ``"listwise"`` is
+    SimLM eq. 4 over the whole group. Returns the manifest."""
     from dense_pt.finetune.data import build_sampler, pad_pairs
     from dense_pt.finetune.models import CrossEncoder, load_cross_encoder
     from dense_pt.training import IndexedBatchSource, Trainer, seed_everything
 
-    RerankerSettings(group_size=group_size, query_max_length=query_max_length, max_length=max_length, loss=loss,
-                     forward_factor=forward_factor)  # fmt: skip
-    out = Path(out)
-    cfg = _train_config(train)
-    store, qtexts, judged, negs = _read_inputs(corpus, queries, qrels, negatives)
+    s = RerankerSettings() if settings is None else settings
+    out, model, cfg = inputs.out, inputs.model, _train_config(train)
+    store, qtexts, judged, negs = _read_inputs(inputs.corpus, inputs.queries, inputs.qrels, inputs.negatives)
     tok = hf_tokenizer(model, store)
     sampler = build_sampler(
         store, qtexts, judged, negs, lambda t: tok(t, add_special_tokens=False)["input_ids"],
-        group_size, cfg.seed, restrict_to,
+        s.group_size, cfg.seed, inputs.restrict_to,
     )  # fmt: skip
     passage = _passages(store)
     cls, sep, pad_id = _specials(tok)
@@ -404,32 +391,35 @@ def train_reranker(
             for x in [pos, *nrows.tolist()]:
                 firsts.append(sampler.query_tokens[r])
                 seconds.append(passage(x))
-        x_ids, x_mask, x_types = pad_pairs(firsts, seconds, cls, sep, pad_id, query_max_length, max_length)
+        x_ids, x_mask, x_types = pad_pairs(
+            firsts, seconds, cls, sep, pad_id, s.query_max_length, s.max_length
+        )
         return {"x_ids": x_ids, "x_mask": x_mask, "x_types": x_types}
 
     seed_everything(cfg.seed)
-    module = CrossEncoder(load_cross_encoder(str(model)), group_size, loss, forward_factor)
+    module = CrossEncoder(load_cross_encoder(str(model)), s.group_size, s.loss, s.forward_factor)
     cfg = cfg.replace(batch_size=min(cfg.batch_size, len(sampler)))
-    cfg = _for_epochs(cfg, len(sampler), epochs)
+    cfg = _for_epochs(cfg, len(sampler), s.epochs)
     source = IndexedBatchSource(len(sampler), cfg.batch_size, make_batch, seed=cfg.seed)
     trainer = Trainer(module, cfg, out, source, progress=progress, description="reranker")
     result = trainer.train(resume=resume)
     if trainer.dist.is_main:
         module.model.save_pretrained(str(out / "model"), safe_serialization=True)
         # the trained length, so AutoTokenizer and sentence_transformers.CrossEncoder(path) truncate there
-        tok.model_max_length = max_length
+        tok.model_max_length = s.max_length
         tok.save_pretrained(str(out / "model"))
         write_json_atomic(
-            out / "model" / "reranker.json", {"query_max_length": query_max_length, "max_length": max_length}
+            out / "model" / "reranker.json",
+            {"query_max_length": s.query_max_length, "max_length": s.max_length},
         )
-    settings = {"loss": loss, "loss_source": RERANKER_LOSS_SOURCES[loss], "forward_factor": module.forward_factor,
-                "trained_per_group": module.keep, "group_size": group_size, "query_max_length": query_max_length,
-                "max_length": max_length, "epochs": epochs, "train": cfg.to_dict(), "rows": sampler.stats}  # fmt: skip
-    inputs = {"model": model, "corpus": corpus, "queries": queries, "qrels": qrels, "negatives": negatives}
+    record = {**_recorded(s), "loss_source": RERANKER_LOSS_SOURCES[s.loss],
+              "forward_factor": module.forward_factor, "trained_per_group": module.keep, "train": cfg.to_dict(),
+              "rows": sampler.stats}  # fmt: skip
+    files = inputs.files()
     if trainer.dist.is_main:
-        _card(out / "model", "reranker", "cross-encoder re-ranker", model, loss, RERANKER_LOSS_SOURCES[loss],
-              inputs, settings)  # fmt: skip
-    return _finish(out, "reranker", inputs, settings, result, write=trainer.dist.is_main)
+        _card(out / "model", "reranker", "cross-encoder re-ranker", model, s.loss, RERANKER_LOSS_SOURCES[s.loss],
+              files, record)  # fmt: skip
+    return _finish(out, "reranker", files, record, result, write=trainer.dist.is_main)
 
 
 def _load_reranker(path: str | Path, device: str):
@@ -488,20 +478,17 @@ SCORES_MEANING = (
 )
 
 
-def score(
-    reranker: str | Path, corpus: str | Path, queries: str | Path, qrels: str | Path,
-    negatives: str | Path, out: str | Path, batch_size: int = 64, device: str | None = None,
-    restrict_to: Sequence[str] | None = None,
-) -> dict:  # fmt: skip
+def score_negatives(inputs: ScoreInputs, batch_size: int = 64, device: str | None = None) -> dict:
     """Write the re-ranker's logits for (query, positives + negatives) as a scores file (.dpneg
-    layout, scores = logits) with a manifest stating their meaning."""
+    layout, scores = logits) with a manifest stating their meaning; ``batch_size`` pairs per forward
+    pass on ``device`` (default: cuda when available)."""
     from dense_pt.retrieval.negatives import NegativesTable, write_negatives
 
-    store, qtexts, judged, mined = _read_inputs(corpus, queries, qrels, negatives)
+    store, qtexts, judged, mined = _read_inputs(inputs.corpus, inputs.queries, inputs.qrels, inputs.negatives)
     negs = {q: [p for p, _ in rows] for q, rows in mined.rows().items()} if mined is not None else {}
     judged_docs = sorted({d for ds in judged.values() for d in ds})
     known = {d for d, r in zip(judged_docs, store.rows_of(judged_docs).tolist(), strict=True) if r >= 0}
-    keep = set(restrict_to) if restrict_to is not None else None
+    keep = set(inputs.restrict_to) if inputs.restrict_to is not None else None
     pairs: list[tuple[str, str]] = []
     for q, cands in negs.items():
         if q not in qtexts or q not in judged or (keep is not None and q not in keep):
@@ -511,18 +498,18 @@ def score(
     if not pairs:
         raise InvalidArgumentError("nothing to score: no query of the negatives file has text and qrels")
     logits = rerank_logits(
-        reranker, store, pairs, {q: qtexts[q] for q in {q for q, _ in pairs}}, batch_size, device
+        inputs.reranker, store, pairs, {q: qtexts[q] for q in {q for q, _ in pairs}}, batch_size, device
     )
     rows: dict[str, list[tuple[str, float]]] = {}
     for (q, d), s in zip(pairs, logits.tolist(), strict=True):
         rows.setdefault(q, []).append((d, s))
-    out = Path(out)
+    out = inputs.out
     write_negatives(out, NegativesTable(rows))
     manifest = {
         "meaning": SCORES_MEANING,
-        "reranker": str(reranker), "reranker_sha256": _hash(Path(reranker) / "model.safetensors"),
-        "negatives": str(negatives), "negatives_sha256": _hash(negatives),
-        "qrels": str(qrels), "qrels_sha256": _hash(qrels),
+        "reranker": str(inputs.reranker), "reranker_sha256": _hash(inputs.reranker / "model.safetensors"),
+        "negatives": str(inputs.negatives), "negatives_sha256": _hash(inputs.negatives),
+        "qrels": str(inputs.qrels), "qrels_sha256": _hash(inputs.qrels),
         "queries": len(rows), "pairs": len(pairs), "code_version": __version__,
     }  # fmt: skip
     write_json_atomic(Path(f"{out}.manifest.json"), manifest)
@@ -551,3 +538,6 @@ def rerank_run(
     for (q, d), s in zip(pairs, logits.tolist(), strict=True):
         out.setdefault(q, {})[d] = float(s)
     return out
+
+
+score = score_negatives  # the old name (dense_pt.pmi's score weighs n-grams)

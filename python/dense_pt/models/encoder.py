@@ -54,7 +54,7 @@ def load_encoder(init: str | Path) -> nn.Module:
     return model
 
 
-def check_vocab(model: nn.Module, store, init: str | Path) -> None:
+def check_encoder_vocab(model: nn.Module, store, init: str | Path) -> None:
     """The store's token ids must index the encoder's embeddings, and a checkpoint shipping its own
     tokenizer must use the store's vocabulary (else pre-training would learn garbage)."""
     n_emb = model.get_input_embeddings().num_embeddings

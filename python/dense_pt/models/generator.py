@@ -72,7 +72,7 @@ def joint_generator_config(encoder_config):
     )
 
 
-class Generator(nn.Module):
+class ElectraGenerator(nn.Module):
     """Wraps a masked LM. ``joint`` generators are trained (their MLM loss joins the total loss);
     frozen ones run in eval mode under no_grad. ``source`` is the folder it was loaded from."""
 
@@ -91,7 +91,7 @@ class Generator(nn.Module):
         return self
 
     @classmethod
-    def load(cls, spec: str | Path, encoder_config, vocab_size: int) -> Generator:
+    def load(cls, spec: str | Path, encoder_config, vocab_size: int) -> ElectraGenerator:
         from transformers import AutoModelForMaskedLM
 
         where = resolve_generator(spec)
@@ -133,3 +133,6 @@ class Generator(nn.Module):
         sampled = original.clone()
         sampled[positions] = draws
         return sampled, loss
+
+
+Generator = ElectraGenerator  # the old name (expansion's LLM backends are QueryGenerator)

@@ -8,7 +8,7 @@ collator of the base install too. The objective classes live in their own module
 
 from __future__ import annotations
 
-from dense_pt.config.defaults.objectives import DEFAULT_PAPER, PROFILES, describe, profile
+from dense_pt.config.defaults.objectives import DEFAULT_PAPER, PROFILES, describe_method, profile
 from dense_pt.objectives.options import (
     METHOD_KEYS,
     METHODS,
@@ -28,6 +28,9 @@ def build_objective(method: str, encoder, special: SpecialIds, opts: MethodOptio
     return build(method, encoder, special, opts)
 
 
+describe = describe_method  # the old name (expansion's describe_generator describes an LLM backend)
+
+
 __all__ = [
     "DEFAULT_PAPER",
     "METHODS",
@@ -37,7 +40,7 @@ __all__ = [
     "SpecialIds",
     "build_objective",
     "check_method",
-    "describe",
+    "describe_method",
     "profile",
     "resolve_options",
     "resolve_pooling",

@@ -36,11 +36,11 @@ def build_objective(method: str, encoder, special: SpecialIds, opts: MethodOptio
     """Assemble the objective around ``encoder`` (options already resolved)."""
     cls = OBJECTIVES[check_method(method)]
     if cls.uses_generator:
-        from dense_pt.models.generator import Generator
+        from dense_pt.models.generator import ElectraGenerator
 
         if opts.generator is None:  # resolve_options refuses this too; a direct caller gets one line
             raise InvalidArgumentError(f"{method} needs a generator: pass --generator PATH|HUB-NAME|joint")
-        generator = Generator.load(opts.generator, encoder.config, special.vocab_size)
+        generator = ElectraGenerator.load(opts.generator, encoder.config, special.vocab_size)
         with_generator: Callable[..., Objective] = cls  # its __init__ takes the generator too
         return with_generator(encoder, special, opts, generator)
     return cls(encoder, special, opts)

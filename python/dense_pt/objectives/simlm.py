@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from dense_pt.models.decoders import LayerStack, bidirectional_keep, with_bottleneck
-from dense_pt.models.generator import Generator
+from dense_pt.models.generator import ElectraGenerator
 from dense_pt.models.heads import mlm_loss
 from dense_pt.objectives.base import Objective
 
@@ -23,7 +23,7 @@ class ReplacedViews(Objective):
 
     uses_generator = True
 
-    def __init__(self, encoder, special, opts, generator: Generator):
+    def __init__(self, encoder, special, opts, generator: ElectraGenerator):
         super().__init__(encoder, special, opts)
         self.generator = generator
         self.decoder = LayerStack(encoder, opts.decoder_layers, init="copy_last")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dense_pt.config.finetune import RefreshSettings
 from dense_pt.config.pipeline import DistillTable, RerankerTable, RetrieverTable
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import DensePtError
@@ -109,7 +110,9 @@ def encode_lengths(sec: Trained) -> dict[str, int]:
     return {"query_max_length": sec.query_max_length, "passage_max_length": sec.passage_max_length}
 
 
-def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained) -> Path:
+def encode_and_search(
+    ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths_of: Trained
+) -> Path:
     """Encode corpus + queries with ``model`` (resumable) and search: the run file for all queries,
     with the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
     from dense_pt.retrieval.encode import encode
@@ -123,27 +126,21 @@ def retrieve(ctx: Ctx, model: Path, folder: Path, queries: Path, k: int, lengths
     return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k).out
 
 
-MINE_FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")
-
-
 def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:
     """Negatives from a run. ``dense``: the stage folder holding the run's embeddings; the
     [mine] filters apply to dense runs only (a margin in cosine units means nothing for BM25
     scores), and positives missing from the run are scored from those embeddings."""
-    from dense_pt.config.retrieval import MineCommand
+    from dense_pt.config.retrieval import MineCommand, MineSettings
     from dense_pt.data import load_qrels
     from dense_pt.retrieval.negatives import mine, write_negatives
     from dense_pt.retrieval.search import PairScorer
 
     m = ctx.cfg.mine
-    filters: dict[str, Any] = {}
     scorer = None
-    if dense is not None:
-        filters = {k: getattr(m, k) for k in MINE_FILTERS}
-        if m.absolute_margin is not None or m.relative_margin is not None:
-            scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
-    settings = MineCommand(depth=depth, num=num, skip_top=m.skip_top, pool=m.pool, sampling=m.sampling,
-                           seed=ctx.seed, **filters)  # fmt: skip
+    if dense is not None and (m.absolute_margin is not None or m.relative_margin is not None):
+        scorer = PairScorer.open(dense / "emb_queries", dense / "emb_passages")
+    used = set(MineSettings.model_fields) - (set() if dense is not None else MineSettings.FILTERS)
+    settings = MineCommand(**{**m.model_dump(include=used), "depth": depth, "num": num, "seed": ctx.seed})
     mined = mine(run_path, load_qrels(split_file(ctx, "train.qrels")), settings, scorer=scorer)
     write_negatives(out, mined)
     return mined.stats
@@ -165,22 +162,16 @@ def with_loss(sec: Trained) -> dict[str, Any]:
     return {**settings(sec), "loss_source": resolve_loss(sec.loss).source}
 
 
-def retriever_kwargs(sec: Trained) -> dict[str, Any]:
-    keys = ("group_size", "tau", "query_max_length", "passage_max_length", "epochs", "loss")
-    return {k: getattr(sec, k) for k in keys}
-
-
-def refresh_kwargs(ctx: Ctx, sec: Trained) -> dict[str, Any]:
-    """ANCE negatives (``refresh_every``): mined with ``[mine]``'s settings (filters included, as for
-    every dense run) and encoded with ``[encode]``'s batch size."""
+def refresh_settings(ctx: Ctx, sec: Trained) -> RefreshSettings | None:
+    """How a refreshing stage (``refresh_every``: ANCE negatives) refreshes: mined with ``[mine]``'s
+    settings (filters included, as for every dense run), encoded with ``[encode]``'s batch size."""
     from dense_pt.config.finetune import RefreshSettings
     from dense_pt.config.retrieval import MineSettings
 
-    every = getattr(sec, "refresh_every", None)
-    if every is None:
-        return {}
-    mine = MineSettings(**{k: getattr(ctx.cfg.mine, k) for k in MineSettings.model_fields})
-    return {"refresh": RefreshSettings(every=every, mine=mine, batch_size=ctx.cfg.encode.batch_size)}
+    if getattr(sec, "refresh_every", None) is None:
+        return None
+    mine = MineSettings.model_validate(ctx.cfg.mine.model_dump(include=set(MineSettings.model_fields)))
+    return RefreshSettings(mine=mine, batch_size=ctx.cfg.encode.batch_size)
 
 
 def refresh_params(ctx: Ctx, sec: Trained) -> dict[str, Any]:
@@ -194,19 +185,24 @@ def train_retriever_stage(
     ctx: Ctx, folder: Path, sec: Trained, init: Path, negatives: Path | None = None,
     teacher: Path | None = None, mined: dict | None = None,
 ) -> dict:  # fmt: skip
-    """Train a retriever from ``init`` on ``negatives`` (or, distilling, on ``teacher``'s scores),
-    then retrieve for every judged query with it and evaluate on the dev split."""
-    from dense_pt.finetune.stages import train_retriever
+    """Train a retriever from ``init`` on ``negatives`` (or, distilling, on ``teacher``'s scores) with
+    the stage's table whole as its settings, then retrieve for every judged query with it and
+    evaluate on the dev split."""
+    from dense_pt.config.finetune import DistillInputs, RetrieverInputs
+    from dense_pt.finetune.stages import train_distill, train_retriever
 
-    kw = {**retriever_kwargs(sec), **refresh_kwargs(ctx, sec)}
-    if teacher is not None:
-        assert isinstance(sec, DistillTable)  # only the distillation stage has a teacher
-        kw["alpha"] = sec.alpha
-    m = train_retriever(init, store(ctx), ctx.cfg.data.queries, split_file(ctx, "train.qrels"),
-                        folder / "train", negatives=negatives, pooling=ctx.cfg.model.pooling,
-                        train=train_config(sec, ctx.seed), restrict_to=train_ids(ctx), teacher_scores=teacher,
-                        progress=ctx.progress, **kw)  # fmt: skip
-    run = retrieve(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
+    paths: dict[str, Any] = dict(
+        model=init, corpus=store(ctx), queries=ctx.cfg.data.queries, qrels=split_file(ctx, "train.qrels"),
+        out=folder / "train", restrict_to=train_ids(ctx), pooling=ctx.cfg.model.pooling,
+    )  # fmt: skip
+    train, progress = train_config(sec, ctx.seed), ctx.progress
+    if isinstance(sec, DistillTable):
+        assert teacher is not None  # the distillation stage reads the re-ranker's scores
+        m = train_distill(DistillInputs(**paths, scores=teacher), sec, train, progress=progress)
+    else:
+        inputs = RetrieverInputs(**paths, negatives=negatives)
+        m = train_retriever(inputs, sec, train, refresh_settings(ctx, sec), progress=progress)
+    run = encode_and_search(ctx, folder / "train" / "model", folder, split_file(ctx, "judged_queries.jsonl"),
                    k_search(ctx.cfg), sec)  # fmt: skip
     return {"metrics": evaluate(ctx, run), "negatives": mined, "train_steps": m["steps"],
             "train_wall_s": m["wall_s"]}  # fmt: skip

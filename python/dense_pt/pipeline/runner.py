@@ -33,7 +33,7 @@ from dense_pt.fsutil import check_output_dir, mark_output_dir, remove_tree, sha2
 Manifest = dict[str, Any]
 
 
-class EvalSettings(Protocol):
+class EvalKeys(Protocol):
     @property
     def measures(self) -> list[str]: ...
     @property
@@ -52,7 +52,7 @@ class RunConfig(Protocol):
     @property
     def seed(self) -> int: ...
     @property
-    def eval(self) -> EvalSettings: ...
+    def eval(self) -> EvalKeys: ...
 
 
 C = TypeVar("C", bound=RunConfig)
@@ -144,7 +144,7 @@ class Context(Generic[C]):
         return self.fingerprints[name]
 
 
-def read_manifest(folder: Path) -> Manifest | None:
+def read_stage_manifest(folder: Path) -> Manifest | None:
     """A stage folder's manifest, or None when there is none (or it is not a readable JSON object:
     then the folder is not provably the stage's)."""
     path = folder / "manifest.json"
@@ -157,7 +157,7 @@ def read_manifest(folder: Path) -> Manifest | None:
 
 def is_stage_folder(folder: Path, name: str) -> bool:
     """Whether ``folder`` provably holds stage ``name``'s work: its manifest, with a fingerprint."""
-    m = read_manifest(folder)
+    m = read_stage_manifest(folder)
     return m is not None and m.get("stage") == name and isinstance(m.get("fingerprint"), str)
 
 
@@ -227,7 +227,7 @@ def _judge(ctx: Context[C], step: Step[C]) -> None:
     if not step.stage.tracked:
         step.action, step.why = "run", "always rewritten from the finished stages"
         return
-    old = read_manifest(ctx.out / step.stage.name)
+    old = read_stage_manifest(ctx.out / step.stage.name)
     if old is None:
         step.action, step.why = "run", "not run yet"
     elif old.get("fingerprint") != step.fingerprint:
@@ -262,7 +262,7 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
         mark_output_dir(folder, f"pipeline {stage.name}")
         return stage.run(ctx, folder)
     if step.action == "skip":
-        old = refresh_metrics(ctx, stage, folder, read_manifest(folder) or {})
+        old = refresh_metrics(ctx, stage, folder, read_stage_manifest(folder) or {})
         ctx.log(f"[{stage.name}] up to date, skipped")
         ctx.results[stage.name] = old
         return old
@@ -342,7 +342,7 @@ def check_only(ctx: Context[C], steps: list[Step[C]], only: str) -> None:
                 f"--only {only}: it reads stage {name!r}, which {state} ({step.why}); "
                 f"run up to it first (--until {name})"
             )
-        ctx.results[name] = read_manifest(ctx.out / name) or {}
+        ctx.results[name] = read_stage_manifest(ctx.out / name) or {}
 
 
 def run_stages(

@@ -116,22 +116,22 @@ def run_record(cfg: PretrainSettings) -> dict[str, Any]:
     """What ``run_config.json`` and ``pretrain.json`` record of a resolved run: the settings (the
     context keys only for querygen / contrastive) and, for those, the planned stages (a resumed run
     must switch at the same step)."""
-    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan_curriculum
 
     if cfg.method not in CONTEXT_METHODS:
         return cfg.model_dump(exclude=set(CONTEXT_KEYS))
     # stage_warmup recorded when set, so that runs started before it existed resume unchanged
     record = cfg.model_dump(exclude=set() if cfg.stage_warmup else {"stage_warmup"})
-    return {**record, "stages": [[s.source, s.start, s.end, s.schedule] for s in plan(cfg)]}
+    return {**record, "stages": [[s.source, s.start, s.end, s.schedule] for s in plan_curriculum(cfg)]}
 
 
 def _check_warmup(cfg: PretrainSettings) -> None:
     """A warm-up longer than the run (or than the curriculum's first stage) never reaches the
     peak rate: refused, naming where the number came from."""
-    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan, warmup_steps
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan_curriculum, warmup_steps
 
     if cfg.method in CONTEXT_METHODS:
-        first = plan(cfg)[0]
+        first = plan_curriculum(cfg)[0]
         warm, span, what = warmup_steps(first, cfg.train.warmup), first.steps, "the first curriculum stage"
     else:
         warm, span, what = cfg.train.warmup_steps(), cfg.train.max_steps, "the run"
@@ -153,7 +153,7 @@ def _resolve_context(cfg: PretrainSettings) -> PretrainSettings:
     ``stage_optimizer`` and ``stage_warmup`` default to the paper's, each later stage is longer than
     its warm-up. Other methods refuse the context settings."""
     from dense_pt.expansion.curriculum import stage_warmup_steps
-    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan
+    from dense_pt.pretrain.context_data import CONTEXT_METHODS, plan_curriculum
 
     if cfg.method not in CONTEXT_METHODS:
         for key in ("queries", "curriculum", "stage_schedules", "stage_optimizer", "stage_warmup"):
@@ -168,7 +168,7 @@ def _resolve_context(cfg: PretrainSettings) -> PretrainSettings:
         cfg = cfg.model_copy(update={"stage_optimizer": STAGE_OPTIMIZER.value})
     warmup = STAGE_WARMUP.value if cfg.stage_warmup is None else cfg.stage_warmup
     cfg = cfg.model_copy(update={"stage_warmup": warmup})
-    for stage in plan(cfg)[1:]:  # plan validates the curriculum against max_steps
+    for stage in plan_curriculum(cfg)[1:]:  # plan_curriculum validates the curriculum against max_steps
         if stage_warmup_steps(stage, warmup) > stage.steps:
             raise InvalidArgumentError(
                 f"stage_warmup ({warmup}) is longer than the {stage.source} stage ({stage.steps} steps)"

@@ -1,7 +1,7 @@
 """Batches for the two methods that read a passage's *context* (``querygen``, ``contrastive``), and
 the spans-then-queries curriculum as one batch source whose context switches at the planned step.
 
-Per stage (``dense_pt.expansion.curriculum.Stage``) the context of a passage is, as in the LLM
+Per stage (``dense_pt.expansion.curriculum.CurriculumStage``) the context of a passage is, as in the LLM
 expansion paper's curriculum (coarse-grained first, then the LLM queries):
 
 - ``passage`` (``querygen``): the passage itself, the coarse context of bottlenecked query
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.expansion.curriculum import Stage, stage_at
+from dense_pt.expansion.curriculum import CurriculumStage, stage_at
 from dense_pt.objectives import METHOD_KEYS, MethodOptions
 from dense_pt.training.data import epoch_order
 
@@ -116,7 +116,7 @@ class CurriculumSource:
 
     def __init__(
         self,
-        stages: Sequence[Stage],
+        stages: Sequence[CurriculumStage],
         stage_rows: Sequence[np.ndarray],
         stage_batches: Sequence[MakeBatch],
         batch_size: int,
@@ -204,8 +204,8 @@ def default_curriculum(method: str, has_queries: bool) -> str:
     return "spans:1"
 
 
-def plan(cfg: PretrainSettings) -> list[Stage]:
-    """The stages of a ``PretrainSettings`` of a context method (validated). Stage schedules: one
+def plan_curriculum(cfg: PretrainSettings) -> list[CurriculumStage]:
+    """The stages of a ``PretrainSettings`` of a context method (validated). CurriculumStage schedules: one
     stage follows ``train.schedule``; a curriculum follows the paper (cosine, then constant) unless
     ``stage_schedules`` says otherwise."""
     from dense_pt.expansion.curriculum import parse_curriculum, plan_stages
@@ -231,32 +231,32 @@ def plan(cfg: PretrainSettings) -> list[Stage]:
     return stages
 
 
-def warmup_steps(first: Stage, warmup: float) -> int:
+def warmup_steps(first: CurriculumStage, warmup: float) -> int:
     """Warm-up steps of a curriculum run: ``warmup`` steps when >= 1, else that fraction of the
     FIRST stage (the paper trains stage 1 "with the same hyper-parameter settings" as a whole run)."""
     return int(warmup) if warmup >= 1 else round(warmup * first.steps)
 
 
-def switch_steps(stages: Sequence[Stage]) -> list[int]:
+def switch_steps(stages: Sequence[CurriculumStage]) -> list[int]:
     """The steps at which a later stage starts."""
     return [s.start for s in stages[1:]]
 
 
 def build_source(
-    cfg: PretrainSettings, store: Any, stages: Sequence[Stage], pin_memory: bool = False
+    cfg: PretrainSettings, store: Any, stages: Sequence[CurriculumStage], pin_memory: bool = False
 ) -> CurriculumSource:
     """Rows and batch functions of every stage, from the config's store and queries folder."""
     from dense_pt.expansion.query_data import QueryTokens
-    from dense_pt.expansion.writer import load_queries
+    from dense_pt.expansion.writer import load_pseudo_queries
 
     queries = None
     if cfg.queries is not None:
-        queries = QueryTokens.build(store, load_queries(cfg.queries), cfg.max_query_tokens)
+        queries = QueryTokens.build(store, load_pseudo_queries(cfg.queries), cfg.max_query_tokens)
     all_rows = np.arange(len(store), dtype=np.int64)
     rows, makers = [], []
     for stage in stages:
         if stage.source == "queries":
-            if queries is None:  # plan() refuses such a curriculum; a config built by hand may not
+            if queries is None:  # plan_curriculum() refuses such a curriculum; a config built by hand may not
                 raise InvalidArgumentError(f"the 'queries' stage of {cfg.method} needs --queries QUERIES_DIR")
             with_q = queries.rows_with_queries()
             if len(with_q) == 0:
@@ -288,11 +288,16 @@ def build_source(
     )
 
 
-def lr_lambda(stages: Sequence[Stage], warmup: int, stage_warmup: float = 0) -> Callable[[int], float]:
+def lr_lambda(
+    stages: Sequence[CurriculumStage], warmup: int, stage_warmup: float = 0
+) -> Callable[[int], float]:
     """The curriculum's learning-rate multiplier per step, ``warmup`` steps of warm-up in the first
     stage and ``stage_warmup`` (steps, or a fraction of the stage) in each later one (clamped to the
     last step: the scheduler is stepped once more after the final step)."""
-    from dense_pt.expansion.curriculum import lr_factor
+    from dense_pt.expansion.curriculum import curriculum_lr_factor
 
     last = stages[-1].end - 1
-    return lambda step: lr_factor(stages, min(step, last), warmup, stage_warmup)
+    return lambda step: curriculum_lr_factor(stages, min(step, last), warmup, stage_warmup)
+
+
+plan = plan_curriculum  # the old name (the pipeline's plan is pipeline.runner.plan)

@@ -30,7 +30,7 @@ from dense_pt.pretrain.context_data import (
     CONTEXT_METHODS,
     build_source,
     lr_lambda,
-    plan,
+    plan_curriculum,
     switch_steps,
     warmup_steps,
 )
@@ -153,7 +153,7 @@ def run_pretrain(
 def _build_objective(cfg: PretrainSettings, store: Any) -> tuple[Any, Any]:
     """The encoder (checked against the store's vocabulary and ``max_length``) inside the method's
     objective, and the store's special token ids."""
-    from dense_pt.models.encoder import check_vocab, load_encoder
+    from dense_pt.models.encoder import check_encoder_vocab, load_encoder
     from dense_pt.objectives import SpecialIds, build_objective
     from dense_pt.training import seed_everything
 
@@ -162,14 +162,14 @@ def _build_objective(cfg: PretrainSettings, store: Any) -> tuple[Any, Any]:
     max_pos = getattr(encoder.config, "max_position_embeddings", None)
     if max_pos is not None and cfg.length() > max_pos:
         raise InvalidArgumentError(f"max_length {cfg.length()} exceeds the model's {max_pos} positions")
-    check_vocab(encoder, store, cfg.model)
+    check_encoder_vocab(encoder, store, cfg.model)
     special = SpecialIds.from_store(store)
     objective = build_objective(cfg.method, encoder, special, cfg.options)
     if Path(cfg.model).is_dir():
         objective.lm_head.init_from_checkpoint(cfg.model)
     generator = getattr(objective, "generator", None)
     if generator is not None and generator.source is not None:
-        check_vocab(generator.mlm, store, generator.source)  # its tokenizer must be the store's
+        check_encoder_vocab(generator.mlm, store, generator.source)  # its tokenizer must be the store's
     return objective, special
 
 
@@ -182,7 +182,7 @@ def _batch_source(cfg: PretrainSettings, store: Any, make_batch: MakeBatch | Non
 
     if cfg.method in CONTEXT_METHODS and make_batch is None:
         # querygen / contrastive: context batches, the curriculum switching at its planned step
-        stages = plan(cfg)
+        stages = plan_curriculum(cfg)
         source = build_source(cfg, store, stages, pin_memory=torch.cuda.is_available())
         source.rounds_per_epoch(world_size)  # every stage fills a batch, before any training
         lr_fn = lr_lambda(stages, warmup_steps(stages[0], cfg.train.warmup), cfg.stage_warmup or 0)

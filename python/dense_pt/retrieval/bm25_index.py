@@ -168,7 +168,7 @@ def default_index_path(corpus: Path) -> Path:
     return root / "bm25" / f"{file_checksum_cached(corpus)[:16]}-{corpus.name}{DEFAULT_SUFFIX}"
 
 
-def read_manifest(path: Path) -> dict[str, Any] | None:
+def read_index_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest of an index folder, None when ``path`` does not exist; a folder that is not an
     index is refused (it is never replaced)."""
     if not path.exists():
@@ -190,7 +190,7 @@ def open_index(
 ) -> BM25Index:
     """Open an index folder, checking its files against the manifest (and its key, when given)."""
     path = Path(path)
-    manifest = read_manifest(path)
+    manifest = read_index_manifest(path)
     if manifest is None:
         raise not_found(path, f"{path}: no BM25 index there")
     if key is not None and manifest.get("key") != key:
@@ -233,7 +233,7 @@ def build_index(
     from dense_pt import _native
 
     path = Path(path)
-    read_manifest(path)  # refuses a folder that is not an index
+    read_index_manifest(path)  # refuses a folder that is not an index
     analyzer = _native.Bm25Analyzer(word_chars(), list(analysis.stopwords))
     stem = analysis.stemmer()
     with atomic_dir(path, force=True) as tmp:
@@ -277,7 +277,7 @@ def index_for(
         raise not_found(corpus, f"{corpus}: no such corpus file")
     key = index_key(corpus, analysis, k1, b)
     path = Path(index) if index is not None else default_index_path(corpus)
-    manifest = read_manifest(path)
+    manifest = read_index_manifest(path)
     if manifest is not None and manifest.get("key") == key:
         try:
             return open_index(path, analysis, key)

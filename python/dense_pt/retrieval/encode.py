@@ -365,14 +365,14 @@ def encode(
     process has finished, ``merge_parts(out)`` writes the folder's manifest. A shard's embeddings do
     not depend on which process computed it, so the folder equals a one-process encoding.
     """
-    from dense_pt.retrieval.encoder import load_tokenizer
+    from dense_pt.retrieval.encoder import load_hf_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
     max_length = _checked_inputs(model_dir, source, max_length, pooling=pooling, normalize=normalize,
                                  batch_size=batch_size, shard_size=shard_size, dtype=dtype, device=device)  # fmt: skip
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
-    tokenizer = load_tokenizer(model_dir)
+    tokenizer = load_hf_tokenizer(model_dir)
     src = _open_source(source, model_dir, tokenizer)
     specials = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     if None in specials:

@@ -88,7 +88,7 @@ def load_backbone(path: str | Path, device: str = "cpu", dtype: Any = None) -> A
     return model.to(device).eval()
 
 
-def load_tokenizer(path: str | Path) -> Any:
+def load_hf_tokenizer(path: str | Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)

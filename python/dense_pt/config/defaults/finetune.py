@@ -23,6 +23,7 @@ DISTILL_GROUP_SIZE = 24
 
 TAU = 0.02  # Table 13 temperature of the contrastive loss
 ALPHA = 0.2  # Table 13 weight of the contrastive term in distillation (SimLM eq. 5)
+TRIPLET_MARGIN = 1.0  # SEED-Encoder's hinge: max(0, 1 - q.d+ + q.d-)
 
 # Negatives come from the previous retriever's top 200 (Table 13 "negatives depth"); the re-ranker
 # re-ranks the top 200 (rerank_marco.sh --rerank_depth 200).

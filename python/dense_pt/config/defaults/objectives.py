@@ -444,7 +444,7 @@ def profile(method: str, paper: str | None = None) -> Profile:
     return papers[name]
 
 
-def describe(method: str) -> list[dict[str, Any]]:
+def describe_method(method: str) -> list[dict[str, Any]]:
     """Every profile of ``method``, default first, as plain data (for the CLI and people)."""
     from dense_pt.errors import InvalidArgumentError
 
@@ -474,6 +474,6 @@ __all__ = [
     "STAGE_WARMUP",
     "Default",
     "Profile",
-    "describe",
+    "describe_method",
     "profile",
 ]

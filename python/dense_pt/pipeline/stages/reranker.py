@@ -31,16 +31,16 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
+    from dense_pt.config.finetune import RerankerInputs
     from dense_pt.data import load_qrels, write_run
     from dense_pt.finetune.stages import rerank_run, train_reranker
 
     sec, r2, neg = ctx.cfg.reranker, ctx.out / "r2", folder / "negatives.dpneg"
     stats = C.mine_from(ctx, C.run_file(r2), neg, sec.depth, sec.num, r2)
-    m = train_reranker(_model(ctx)[0], C.store(ctx), ctx.cfg.data.queries,
-                       C.split_file(ctx, "train.qrels"), neg, folder / "train", group_size=sec.group_size,
-                       query_max_length=sec.query_max_length, max_length=sec.max_length,
-                       train=C.train_config(sec, ctx.seed), restrict_to=C.train_ids(ctx), progress=ctx.progress,
-                       epochs=sec.epochs, loss=sec.loss, forward_factor=sec.forward_factor)  # fmt: skip
+    inputs = RerankerInputs(model=_model(ctx)[0], corpus=C.store(ctx), queries=ctx.cfg.data.queries,
+                            qrels=C.split_file(ctx, "train.qrels"), out=folder / "train", negatives=neg,
+                            restrict_to=C.train_ids(ctx))  # fmt: skip
+    m = train_reranker(inputs, sec, C.train_config(sec, ctx.seed), progress=ctx.progress)
     dev = set(load_qrels(C.split_file(ctx, "dev.qrels")))
     r2run = _top_of(C.run_file(r2), dev, sec.rerank_depth)
     reranked = rerank_run(folder / "train" / "model", C.store(ctx), ctx.cfg.data.queries, r2run,

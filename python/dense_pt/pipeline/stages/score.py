@@ -23,15 +23,17 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
-    from dense_pt.finetune.stages import score
+    from dense_pt.config.finetune import ScoreInputs
+    from dense_pt.finetune.stages import score_negatives
     from dense_pt.retrieval.negatives import NegativesTable, read_negatives, write_negatives
 
     reranker = ctx.out / "reranker"
     full = read_negatives(reranker / "negatives.dpneg")
     n = ctx.cfg.reranker.score_num or None  # 0: all of them (SimLM scores every mined negative)
     write_negatives(folder / "to_score.dpneg", NegativesTable({q: rows[:n] for q, rows in full.rows.items()}))
-    m = score(reranker / "train" / "model", C.store(ctx), ctx.cfg.data.queries,
-              C.split_file(ctx, "train.qrels"), folder / "to_score.dpneg", folder / "scores.dpneg")  # fmt: skip
+    m = score_negatives(ScoreInputs(reranker=reranker / "train" / "model", corpus=C.store(ctx), queries=ctx.cfg.data.queries,
+                          qrels=C.split_file(ctx, "train.qrels"), negatives=folder / "to_score.dpneg",
+                          out=folder / "scores.dpneg"))  # fmt: skip
     return {"pairs": m["pairs"], "meaning": m["meaning"]}
 
 

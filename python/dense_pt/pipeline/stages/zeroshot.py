@@ -19,7 +19,7 @@ def params(ctx: C.Ctx) -> dict:
 
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
-    run = C.retrieve(ctx, C.base_model(ctx)[0], folder, C.split_file(ctx, "dev_queries.jsonl"),
+    run = C.encode_and_search(ctx, C.base_model(ctx)[0], folder, C.split_file(ctx, "dev_queries.jsonl"),
                      C.k_eval(ctx.cfg), ctx.cfg.r1)  # fmt: skip
     return {"metrics": C.evaluate(ctx, run)}
 
