@@ -43,7 +43,7 @@ def test_expand_chat_option_and_summary():
 
     assert [CHAT[c] for c in ("auto", "on", "off")] == ["auto", True, False]
     with pytest.raises(InvalidArgumentError, match="chat: must be one of auto, on or off, got 'yes'"):
-        ExpandSettings(chat="yes")
+        ExpandSettings(chat="yes")  # type: ignore[arg-type]  # bad on purpose
     res = ExpandResult(Path("q"), 5, 1, 4, 30, 1, 2, 3, 4, 8.0)
     line = summary(res)
     assert line.startswith("q: 5 passages selected, 1 already done, 4 generated (30 queries, 1 without any,")
