@@ -67,7 +67,7 @@ class TrainConfig(Model):
         "none",
         description="none or tensorboard: also write the logged scalars under OUT/tb (the tensorboard extra).",
     )
-    # How a step is computed, not what it computes (dense_pt.training.cache / .switches; README
+    # How a step is computed, not what it computes (dense_pt.training.cache / .switches; docs/training.md
     # "Large batches and the GPU switches"): each gives the same gradients as without it.
     cache_chunk: int = Field(
         0,

@@ -4,7 +4,7 @@ Files are read as bytes and decoded line by line, so a bad byte is reported with
 instead of somewhere inside a 3 GB buffer, and nothing but the current line is held in memory.
 ``.gz`` files are decompressed on the fly.
 
-Policies (documented in the README, section "Data"):
+Policies (documented in docs/data.md):
 - CRLF line endings are accepted (the ``\\r`` is dropped).
 - A UTF-8 byte-order mark at the very start of a file is accepted with a ``DataWarning`` (some
   BEIR files carry one); a BOM anywhere else (typically two files concatenated) is a FormatError.
