@@ -1,7 +1,7 @@
 """Hard-negative mining from a run, and the negatives file (binary, read and written in Rust).
 
 Mining, per judged query (the options carry sentence-transformers' ``mine_hard_negatives`` names
-where the meaning is the same; docs/retrieval.md maps every option):
+where the meaning is the same; docs/finetune.md maps every option):
 
 1. the run's hits ordered by score (ties by docid);
 2. the **pool**: ``"rank"`` keeps the hits ranked 1..``depth`` (the SimLM authors' code takes the
