@@ -521,14 +521,15 @@ os.environ["RAYON_NUM_THREADS"] = "256"
 from dense_pt.cli import main
 import dense_pt.cli.corpus, dense_pt.data.build, tokenizers, pyarrow, numpy
 vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
-resource.setrlimit(resource.RLIMIT_AS, (vm + (200 << 20),) * 2)
+resource.setrlimit(resource.RLIMIT_AS, (vm + (400 << 20),) * 2)  # 256 x 2 MiB stacks do not fit
 sys.argv = ["dense-pt", "corpus", "build", *sys.argv[1:], "--threads", "256"]
 main()
 """
 
 
 def test_a_thread_pool_that_cannot_start_under_a_memory_limit_is_not_a_panic(world, tmp_path):
-    """256 tokenizer threads under an address-space limit 200 MB above what the interpreter holds:
+    """256 tokenizer threads under an address-space limit 400 MB above what the interpreter holds
+    (at 200 MB, the C library's loader itself could abort later, outside any code of ours):
     the tokenizers library's rayon pool cannot start and panicked inside the library (a 59-line
     Rust report and traceback). Now the pool is started quietly first; when it cannot start, the
     build goes on with one thread and says so, and if the memory then runs out that is one line
@@ -627,8 +628,15 @@ def test_ctrl_c_and_sigterm_exit_with_one_line(world, tmp_path, sig, code, messa
         for i in range(30_000):
             text = " ".join(words[(i + j) % len(words)] for j in range(40))
             f.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
+    # queries that match every passage, many of them: minutes of work, so the signal always lands in
+    # the middle (30,000 passages alone index and search in under a second now)
+    with open(tmp_path / "queries.tsv", "w", encoding="utf-8") as f:
+        for i in range(200_000):
+            f.write(
+                f"q{i}\t{words[i % len(words)]} {words[(i + 3) % len(words)]} {words[(i + 7) % len(words)]}\n"
+            )
     proc = cli_child(
-        ["bm25", str(tmp_path / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
+        ["bm25", str(tmp_path / "corpus.jsonl"), "--queries", str(tmp_path / "queries.tsv"), "-k", "1000",
          "-o", str(tmp_path / "run.trec")]
     )  # fmt: skip
     assert proc.stderr is not None
