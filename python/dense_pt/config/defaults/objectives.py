@@ -312,7 +312,8 @@ _PROFILES: tuple[Profile, ...] = (
             "decoder_layers": _d(3, "SEED-Encoder: a 3-layer decoder"),
             "attention_span": _d(2, "SEED-Encoder eq. 9: each token sees the previous k = 2"),
             "seed_window": _d(
-                "strict", "SEED-Encoder eq. 9 (the text); 'released' = the authors' code (see docs/pretrain.md)"
+                "strict",
+                "SEED-Encoder eq. 9 (the text); 'released' = the authors' code (see docs/pretrain.md)",
             ),
             "projection": _d(False, "SEED-Encoder: the decoder reads the encoder's [CLS] state"),
             "whole_word": _d(False, "dense-pt: the paper masks tokens (BERT-style)"),
