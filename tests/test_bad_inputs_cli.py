@@ -543,6 +543,17 @@ def test_a_thread_pool_that_cannot_start_under_a_memory_limit_is_not_a_panic(wor
     for noise in ("panicked", "Traceback", "stack backtrace", "PanicException"):
         assert noise not in r.stderr, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
+    if r.returncode == 127:
+        # glibc itself aborts a thread start whose thread-local block cannot be allocated ("cannot
+        # allocate memory for thread-local data: ABORT", exit 127) instead of failing pthread_create:
+        # at an address-space limit that happens now and then, before any code of ours can answer.
+        # What this test pins holds then too: no panic, no Rust report, no traceback (above).
+        assert (
+            not r.stderr.strip()
+            or "thread-local data" in r.stderr
+            or lines == ["corpus build: tokenizing: started"]
+        ), r.stderr
+        return
     assert "the tokenizer's worker threads could not start" in r.stderr, r.stderr
     if r.returncode == 0:
         assert lines[-1].startswith("wrote "), r.stderr
