@@ -4,6 +4,7 @@ the console entry point (``dense_pt.cli.main``), or in a fresh interpreter."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -48,7 +49,9 @@ def subgroup(cmd: object, *path: str) -> TyperGroup:
 
 
 def cli_child(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
-    """``dense-pt ARGV`` in a fresh interpreter, stdout and stderr pipes (not a terminal)."""
+    """``dense-pt ARGV`` in a fresh interpreter, stdout and stderr pipes (not a terminal), with
+    SIGINT at its default as at a terminal: a test run started in the background (``cmd &``) has
+    SIGINT ignored, which a child inherits and Python then leaves ignored (no KeyboardInterrupt)."""
     full = {**os.environ, "OMP_NUM_THREADS": "1", "DENSE_PT_CACHE_DIR": "", "COLUMNS": "250", **(env or {})}
     full.pop("DENSE_PT_LOG", None)
     return subprocess.Popen(
@@ -57,5 +60,10 @@ def cli_child(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> s
         stderr=subprocess.PIPE,
         text=True,
         env=full,
+        preexec_fn=_default_sigint,
         **kwargs,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
