@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import BeforeValidator, Field, Strict, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import (
@@ -35,8 +35,18 @@ Number = int | float  # kept as written (a manifest and a stage's fingerprint ke
 Pooling = Literal["auto", "cls", "mean"]
 # A path given as a string or a Path (the models are strict elsewhere: a number is not a string)
 PathArg = Annotated[Path, Strict(False)]
+
+
+def _id_list(value: Any) -> Any:
+    """Query ids given as any collection (a tuple, a set, a pyarrow or numpy array) as a list: a
+    before-validator, as pydantic < 2.7 refuses ``Strict(False)`` on a list type."""
+    if isinstance(value, str | bytes | list) or not hasattr(value, "__iter__"):
+        return value
+    return list(value)
+
+
 # Query ids as any sequence (a list, a tuple, a set)
-Ids = Annotated[list[str], Strict(False)]
+Ids = Annotated[list[str], BeforeValidator(_id_list)]
 
 _EPOCHS = "Passes over the training queries (sets train.max_steps; unset: max_steps decides)."
 _QUERY_LENGTH = "Tokens per query, [CLS] and [SEP] included."
