@@ -24,7 +24,7 @@ pytrec_eval would be the uncut reciprocal rank). The provider of each measure is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,21 @@ def _ranked_chunk(chunk: RunChunk, tie_break: str) -> tuple[list[str], np.ndarra
     return qids, chunk.offsets, chunk.docids.take(pa.array(order)).to_pylist()
 
 
+def _ranked_queries(
+    chunk: RunChunk, tie_break: str, drop_self_hits: bool
+) -> Iterator[tuple[str, list[str], int]]:
+    """Each query of the chunk with its passage ids in rank order (``_ranked_chunk``), its own id
+    left out with ``drop_self_hits``, and how many hits that dropped."""
+    qids, offsets, docs = _ranked_chunk(chunk, tie_break)
+    for i, qid in enumerate(qids):
+        ranked = docs[offsets[i] : offsets[i + 1]]
+        if not drop_self_hits:
+            yield qid, ranked, 0
+            continue
+        kept = [d for d in ranked if d != qid]
+        yield qid, kept, len(ranked) - len(kept)
+
+
 def prepare_run(
     run: RunSource,
     tie_break: str = DEFAULT_TIE_BREAK,
@@ -142,13 +157,8 @@ def prepare_run(
     out: dict[str, list[str]] = {}
     dropped = 0
     for chunk in run_chunks(run):
-        qids, offsets, docs = _ranked_chunk(chunk, tie_break)
-        for i, qid in enumerate(qids):
-            ranked = docs[offsets[i] : offsets[i + 1]]
-            if drop_self_hits:
-                kept = [d for d in ranked if d != qid]
-                dropped += len(ranked) - len(kept)
-                ranked = kept
+        for qid, ranked, n in _ranked_queries(chunk, tie_break, drop_self_hits):
+            dropped += n
             out[qid] = ranked
     return out, dropped
 
@@ -212,15 +222,10 @@ def evaluate_run(
     overlap = _Overlap(qrels)
     dropped = unjudged = 0
     for chunk in run_chunks(run):
-        qids, offsets, docs = _ranked_chunk(chunk, tie_break)
         surrogate: dict[str, dict[str, float]] = {}
         seen_docs: list[str] = []
-        for i, q in enumerate(qids):
-            ranked = docs[offsets[i] : offsets[i + 1]]
-            if drop_self_hits:
-                kept = [d for d in ranked if d != q]
-                dropped += len(ranked) - len(kept)
-                ranked = kept
+        for q, ranked, n in _ranked_queries(chunk, tie_break, drop_self_hits):
+            dropped += n
             if q not in row_of:
                 unjudged += 1
                 continue
