@@ -38,7 +38,7 @@ app = typer.Typer(
 # named by what it does (`pretrain`, `encode`, `search`, `fuse`, `score`, `evaluate`; `bm25` by its
 # method, `beir` by its benchmark: corpus build, encode, search and evaluate on BEIR folders); a
 # group is named for the thing its commands act on (`corpus`, `pmi`, `mask`, `negatives`,
-# `pipeline`, `study`) and its commands are verbs (`build`, `inspect`, `mine`, `export`,
+# `pipeline`, `study`, `hub`) and its commands are verbs (`build`, `inspect`, `mine`, `export`,
 # `run`), hyphenated with their object when it is not the group's (`corpus
 # train-tokenizer`); `train` groups the training stages by what they train. An old name stays a
 # hidden alias (ALIASES): it works as before and is not listed or completed.
@@ -63,6 +63,7 @@ GROUPS = [
     "dense_pt.cli.fusion",
     "dense_pt.cli.runs",
     "dense_pt.cli.finetune",
+    "dense_pt.cli.hub",
     "dense_pt.cli.evaluate",
     "dense_pt.cli.beir",
     "dense_pt.cli.pipeline",
