@@ -36,22 +36,30 @@ def scifact_slice(src: Path, out: Path, passages: int = PASSAGES) -> Path:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, shared_data):
-    """A SciFact slice, a second (synthetic) BEIR folder, and a tiny retriever folder that says
-    its own lengths (retriever.json: 24 / 96) and pooling (sentence-transformers files: mean,
-    normalised), as fine-tuning writes them."""
+def world(tmp_path_factory):
+    """A synthetic BEIR folder, SciFact's slice when the shared data is here (None otherwise), and
+    a tiny retriever folder that says its own lengths (retriever.json: 24 / 96) and pooling
+    (sentence-transformers files: mean, normalised), as fine-tuning writes them."""
+    from conftest import find_shared_data
     from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS, write_pooling_modules
     from pipeline_fixtures import synthetic_corpus, tiny_model, write_beir
 
     root = tmp_path_factory.mktemp("beir")
-    sci = scifact_slice(shared_data / "beir-scifact", root / "scifact")
+    shared = find_shared_data()
+    sci = scifact_slice(shared / "beir-scifact", root / "scifact") if shared is not None else None
     docs, queries, qrels = synthetic_corpus()
     synth = write_beir(root / "synthetic", docs, queries, qrels)
-    texts = [json.loads(x)["text"] for x in (sci / "corpus.jsonl").read_text().splitlines()]
+    texts = [json.loads(x)["text"] for x in (sci / "corpus.jsonl").read_text().splitlines()] if sci else []
     model = tiny_model(root / "model", texts + [t for _, t in docs], vocab_size=600)
     write_pooling_modules(model, 32, "mean", True, 96)
     (model / RETRIEVER_LENGTHS).write_text(json.dumps({"query_max_length": 24, "passage_max_length": 96}))
     return root, sci, synth, model
+
+
+@pytest.fixture
+def sci(world, shared_data):
+    """The SciFact slice (skipped without the shared data)."""
+    return world[1]
 
 
 def _cli(capsys, monkeypatch, *argv: object) -> dict:
@@ -60,10 +68,10 @@ def _cli(capsys, monkeypatch, *argv: object) -> dict:
     return json.loads(out) if out.strip().startswith(("{", "[")) else {}
 
 
-def test_beir_equals_the_commands_it_chains(world, tmp_path, capsys, monkeypatch):
+def test_beir_equals_the_commands_it_chains(world, sci, tmp_path, capsys, monkeypatch):
     """Every row (dense, BM25, RRF hybrid) equals, to the bit, the measures of the run the
     separate commands write; the model's own lengths and pooling were used."""
-    _root, sci, _synth, model = world
+    model = world[3]
     argv = [
         "beir",
         str(model),
@@ -114,10 +122,10 @@ def test_beir_equals_the_commands_it_chains(world, tmp_path, capsys, monkeypatch
     assert kept["rows"] == doc["rows"]
 
 
-def test_several_folders_give_one_table(world, capsys, monkeypatch):
+def test_several_folders_give_one_table(world, sci, capsys, monkeypatch):
     """Two folders: one row per dataset (dense only without --bm25), the text table lists both;
     without --split each takes its only split."""
-    _root, sci, synth, model = world
+    _root, _sci, synth, model = world
     doc = _cli(capsys, monkeypatch, "beir", model, sci, synth, "--json", "-m", "nDCG@10")
     assert [(r["dataset"], r["system"]) for r in doc["rows"]] == [
         ("scifact", "dense"),
@@ -154,13 +162,13 @@ def test_the_library_function_takes_the_settings_whole(world):
         (["{missing}"], 1, "no such BEIR folder"),
         (["--fuse", "--method", "interpolation"], 2, "needs a weight"),
         (["--weight", "0.5"], 2, "weight is for method interpolation"),
-        (["{sci}"], 2, "two BEIR folders are named scifact"),
+        (["{synth}"], 2, "two BEIR folders are named synthetic"),
     ],
 )
 def test_bad_input_is_one_line(world, tmp_path, capsys, monkeypatch, extra, code, message):
-    _root, sci, _synth, model = world
-    args = [a.format(missing=tmp_path / "nope", sci=sci) for a in extra]
-    got, out, err = run_cli(["beir", str(model), str(sci), *args], capsys, monkeypatch)
+    _root, _sci, synth, model = world
+    args = [a.format(missing=tmp_path / "nope", synth=synth) for a in extra]
+    got, out, err = run_cli(["beir", str(model), str(synth), *args], capsys, monkeypatch)
     assert got == code and message in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and out == ""
 

@@ -67,7 +67,8 @@ def test_the_folder_loads_in_sentence_transformers_with_our_lengths_and_pooling(
     assert json.loads((folder / "retriever.json").read_text()) == {
         "query_max_length": QUERY_LEN, "passage_max_length": PASSAGE_LEN}  # fmt: skip
     st_config = json.loads((folder / "sentence_bert_config.json").read_text())
-    per_side = "query_length" in st_config  # sentence-transformers >= 6 keeps a length per side
+    # sentence-transformers >= 6 keeps a length per side: then the folder must carry both
+    per_side = "query_length" in getattr(type(st[0]), "config_keys", ())
     if per_side:
         assert (st_config["query_length"], st_config["document_length"]) == (QUERY_LEN, PASSAGE_LEN)
     # the embeddings: dense-pt's encoder (float32) against sentence-transformers', both sides
