@@ -18,6 +18,7 @@ and the prepared folder stays.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any
 
 from dense_pt import __version__, logs
 from dense_pt.config.hub import DEFAULT_LICENSE, HubSettings
-from dense_pt.errors import DensePtError, FormatError, not_found
+from dense_pt.errors import DensePtError, FormatError, already_exists, not_found
 
 CARD = "README.md"
 CARD_DATA = "dense_pt_card.json"
@@ -108,6 +109,8 @@ def export_hub(
 
     s = HubSettings() if settings is None else settings
     folder, out = Path(folder), Path(out)
+    if os.path.lexists(out) and not force:  # before any work (atomic_dir checks again at the end)
+        raise already_exists(out, f"{out} already exists (use --force to replace it)")
     model = check_retriever(folder)
     facts = _card_facts(folder)
     rows = read_results([Path(p) for p in results])
