@@ -128,6 +128,9 @@ def test_hub_export_writes_a_card_the_hub_reads(trained, tmp_path, capsys, monke
     assert "| scifact | bm25 | 0.6250 | 0.8750 |" in card and "## Training recipe" in card
     assert '"query_max_length": 12' in card and "up to 12 tokens and passages up to 40" in card
     assert (out / "LICENSE").read_text() == "MIT License (the base model's)\n"
+    assert (
+        "`mit` (the text is in `LICENSE`)." in card and 'SentenceTransformer("path/to/this/folder")' in card
+    )
     for name in ("model.safetensors", "modules.json", "sentence_bert_config.json", "retriever.json",
                  "config_sentence_transformers.json", "1_Pooling/config.json", "tokenizer.json"):  # fmt: skip
         assert (out / name).read_bytes() == (folder / name).read_bytes(), name
@@ -159,7 +162,8 @@ def test_push_to_hub_stops_before_the_network(trained, tmp_path, capsys, monkeyp
     ]
     code, out, err = run_cli(argv, capsys, monkeypatch)
     assert code == 1 and "no Hugging Face token" in err and len(err.strip().splitlines()) == 1, err
-    assert (tmp_path / "a" / "README.md").is_file() and out == ""
+    card = (tmp_path / "a" / "README.md").read_text()  # prepared, and named for the repository
+    assert out == "" and "# tiny-retriever" in card and "hf download someone/tiny-retriever" in card
     # a token, but offline: refused before upload_folder is reached
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     code, _, err = run_cli(

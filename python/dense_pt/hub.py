@@ -120,7 +120,7 @@ def export_hub(
     with atomic_dir(out, force) as tmp:
         shutil.copytree(folder, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(CARD, *NOT_UPLOADED))
         license_file = _copy_license(tmp, license, [folder, *([base] if base else [])])
-        card = render_card(title, s.push_to_hub, license, model, facts, rows)
+        card = render_card(title, s.push_to_hub, (license, license_file is not None), model, facts, rows)
         (tmp / CARD).write_text(card, encoding="utf-8")
     if license_file is None:
         logs.log.warning(
@@ -198,16 +198,17 @@ def dense_pt_license_files() -> list[Path]:
 
 
 def render_card(
-    title: str, repo: str | None, license: str, model: dict[str, Any], facts: dict[str, Any],
+    title: str, repo: str | None, license: tuple[str, bool], model: dict[str, Any], facts: dict[str, Any],
     rows: list[dict[str, Any]],
 ) -> str:  # fmt: skip
-    """The model card: the Hub's front matter, how to use it, the recipe, the evaluation."""
+    """The model card: the Hub's front matter, how to use it, the recipe, the evaluation.
+    ``license``: its identifier, and whether its text is in the folder's ``LICENSE``."""
     from dense_pt.model_card import _is_local
 
     method = facts.get("method")
     base = facts.get("base_model")
     front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity",
-             f"license: {license}"]  # fmt: skip
+             f"license: {license[0]}"]  # fmt: skip
     if isinstance(base, str) and not _is_local(base):
         front.append(f"base_model: {json.dumps(base)}")
     tags = [
@@ -220,15 +221,22 @@ def render_card(
     front += ["tags:", *[f"- {t}" for t in tags + ([str(method)] if method else [])], "---", ""]
     body = [f"# {title}", "", f"A dense passage retriever written by [dense-pt](https://pypi.org/project/dense-pt/) "
             f"{facts.get('dense_pt_version', __version__)}.", ""]  # fmt: skip
-    body += _usage(repo or "PATH/TO/THIS/FOLDER", model)
+    body += _usage(repo, model)
     body += _recipe(facts)
     body += _evaluation(facts, rows)
-    body += ["## Licence", "", f"`{license}`" + (" (the text is in `LICENSE`)." if license else "."), ""]
+    body += [
+        "## Licence",
+        "",
+        f"`{license[0]}`" + (" (the text is in `LICENSE`)." if license[1] else "."),
+        "",
+    ]
     return "\n".join(front + body)
 
 
-def _usage(name: str, model: dict[str, Any]) -> list[str]:
+def _usage(repo: str | None, model: dict[str, Any]) -> list[str]:
     q, p = model["query_max_length"], model["passage_max_length"]
+    name = repo or "path/to/this/folder"
+    fetch = [f"hf download {repo} --local-dir retriever"] if repo else []
     similarity = "cosine" if model["normalize"] else "dot product"
     return [
         "## Usage", "",
@@ -241,8 +249,9 @@ def _usage(name: str, model: dict[str, Any]) -> list[str]:
         'queries = model.encode_query(["what causes the seasons?"])',
         'passages = model.encode_document(["The tilt of the Earth\'s axis ..."])',
         "print(model.similarity(queries, passages))", "```", "",
-        "With dense-pt, which reads the lengths from `retriever.json`:", "",
-        "```bash", f"dense-pt beir {name} path/to/beir/scifact --bm25 --fuse", "```", "",
+        "With dense-pt, which reads the lengths from `retriever.json` (a local folder):", "",
+        "```bash", *fetch, f"dense-pt beir {'retriever' if repo else name} path/to/beir/scifact --bm25 --fuse",
+        "```", "",
     ]  # fmt: skip
 
 
