@@ -153,6 +153,8 @@ JSON_ELSEWHERE = {
     ("demo",): "test_demo.py::test_cli_demo_on_a_user_beir_folder",
     ("pipeline", "run"): "test_pipeline_runner.py::test_cli_dry_run_until_and_only_on_the_real_stages",
     ("study", "run"): "test_study.py::test_cli_study",
+    ("beir",): "test_beir.py::test_beir_equals_the_commands_it_chains",
+    ("hub", "export"): "test_hub.py::test_hub_export_writes_a_card_the_hub_reads",
 }
 TRAINING = {("train", "retriever"), ("train", "reranker"), ("train", "distill"), ("score",), ("pretrain",)}
 

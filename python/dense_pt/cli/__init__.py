@@ -36,9 +36,10 @@ app = typer.Typer(
 
 # The command names: `dense-pt [GROUP] VERB`. A top-level command is one step of the pipeline,
 # named by what it does (`pretrain`, `encode`, `search`, `fuse`, `score`, `evaluate`; `bm25` by its
-# method); a group is named for the thing its commands act on (`corpus`, `pmi`, `mask`,
-# `negatives`, `pipeline`, `study`) and its commands are verbs (`build`, `inspect`, `mine`,
-# `export`, `run`), hyphenated with their object when it is not the group's (`corpus
+# method, `beir` by its benchmark: corpus build, encode, search and evaluate on BEIR folders); a
+# group is named for the thing its commands act on (`corpus`, `pmi`, `mask`, `negatives`,
+# `pipeline`, `study`, `hub`) and its commands are verbs (`build`, `inspect`, `mine`, `export`,
+# `run`), hyphenated with their object when it is not the group's (`corpus
 # train-tokenizer`); `train` groups the training stages by what they train. An old name stays a
 # hidden alias (ALIASES): it works as before and is not listed or completed.
 ALIASES: dict[str, tuple[str, ...]] = {}  # old top-level name -> the command's path now
@@ -62,7 +63,9 @@ GROUPS = [
     "dense_pt.cli.fusion",
     "dense_pt.cli.runs",
     "dense_pt.cli.finetune",
+    "dense_pt.cli.hub",
     "dense_pt.cli.evaluate",
+    "dense_pt.cli.beir",
     "dense_pt.cli.pipeline",
     "dense_pt.cli.study",
     "dense_pt.cli.demo",

@@ -12,6 +12,7 @@ from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS, one_of
 
 DEFAULT_MEASURES = ("nDCG@10", "RR@10", "R@10", "R@100", "R@1000", "AP")  # dense-pt evaluate's
 PIPELINE_MEASURES = ("nDCG@10", "R@100", "RR@10")  # the pipeline's report
+BEIR_MEASURES = ("nDCG@10", "RR@10", "R@100", "R@1000")  # dense-pt beir's table (BEIR reports nDCG@10)
 DEFAULT_REL_LEVEL = 1  # trec_eval's -l: any positive grade is relevant
 DEFAULT_RESAMPLES = 10_000  # of the paired bootstrap and the randomization test
 

@@ -83,8 +83,9 @@ class MineCommand(MineSettings):
     )
 
 
-class EncodeSettings(Model):
-    """``dense-pt encode``: how a model turns passages or queries into embedding shards."""
+class EncodeOptions(Model):
+    """How a model turns passages or queries into embedding shards, but the length (``encode``
+    takes one, ``dense-pt beir`` one per side)."""
 
     pooling: Pooling = Field(
         "auto", description="cls | mean | auto (from the model's sentence-transformers files)."
@@ -95,6 +96,14 @@ class EncodeSettings(Model):
         ge=1,
         description="Sequences per forward pass (lower it if the GPU or CPU runs out of memory).",
     )
+    shard_size: int = Field(SHARD_SIZE, ge=1, description="Rows per shard file.")
+    dtype: Dtype = Field("float16", description="float16 | float32.")
+    device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
+
+
+class EncodeSettings(EncodeOptions):
+    """``dense-pt encode``: how a model turns passages or queries into embedding shards."""
+
     max_length: int | None = Field(
         None,
         ge=3,
@@ -102,9 +111,6 @@ class EncodeSettings(Model):
         "trained with, from its retriever.json; else its sentence-transformers max_seq_length; else "
         f"{FT.QUERY_MAX_LENGTH} / {FT.PASSAGE_MAX_LENGTH}).",
     )
-    shard_size: int = Field(SHARD_SIZE, ge=1, description="Rows per shard file.")
-    dtype: Dtype = Field("float16", description="float16 | float32.")
-    device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
 
 
 class BM25Settings(Model):

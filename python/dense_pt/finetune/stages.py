@@ -353,7 +353,8 @@ def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max
     """A sentence-transformers folder, plus the lengths it was trained with (encoding reads them)."""
     from dense_pt.retrieval.encoder import save_sentence_transformer
 
-    save_sentence_transformer(module.backbone, tok, folder, pooling, module.normalize, passage_max_length)
+    save_sentence_transformer(module.backbone, tok, folder, pooling, module.normalize, passage_max_length,
+                              query_max_length)  # fmt: skip
     write_json_atomic(
         folder / RETRIEVER_LENGTHS,
         {"query_max_length": query_max_length, "passage_max_length": passage_max_length},

@@ -120,7 +120,8 @@ class Embeddings:
 def default_max_length(model_dir: str | Path, kind: str) -> int:
     """The length to encode ``kind`` ("queries" or "passages") with: the one the retriever was trained
     with (its ``retriever.json``, written by ``dense-pt train retriever / distill``), else the
-    sentence-transformers ``max_seq_length`` of the folder, else SimLM's (32 / 144, Table 13)."""
+    folder's sentence-transformers length of that side (``query_length`` / ``document_length``,
+    sentence-transformers >= 6), else its ``max_seq_length``, else SimLM's (32 / 144, Table 13)."""
     from dense_pt.config.defaults import finetune as FT
     from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
@@ -131,7 +132,8 @@ def default_max_length(model_dir: str | Path, kind: str) -> int:
         return int(lengths["query_max_length" if kind == "queries" else "passage_max_length"])
     st_config = root / "sentence_bert_config.json"
     if st_config.exists():
-        value = json.loads(st_config.read_text()).get("max_seq_length")
+        st = json.loads(st_config.read_text())
+        value = st.get("query_length" if kind == "queries" else "document_length") or st.get("max_seq_length")
         tok_config = root / "tokenizer_config.json"
         if value is None and tok_config.exists():  # sentence-transformers >= 6 keeps it here
             value = json.loads(tok_config.read_text()).get("model_max_length")

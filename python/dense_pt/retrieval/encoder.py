@@ -135,15 +135,18 @@ def pad_batch(seqs: Sequence[np.ndarray], cls: int, sep: int, pad: int, max_leng
 
 
 def save_sentence_transformer(
-    model: Any, tokenizer: Any, out: str | Path, pooling: str, normalize: bool, max_seq_length: int
-) -> None:
+    model: Any, tokenizer: Any, out: str | Path, pooling: str, normalize: bool, max_seq_length: int,
+    query_max_length: int | None = None,
+) -> None:  # fmt: skip
     """Write the backbone (safetensors) + tokenizer, then the model as sentence-transformers saves it,
-    so ``SentenceTransformer(out)`` reproduces our pooling and normalisation."""
+    so ``SentenceTransformer(out)`` reproduces our pooling, normalisation and lengths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    write_pooling_modules(out, int(model.config.hidden_size), pooling, normalize, max_seq_length)
+    write_pooling_modules(
+        out, int(model.config.hidden_size), pooling, normalize, max_seq_length, query_max_length
+    )
 
 
 def _st_modules() -> tuple[Any, Any, Any]:
@@ -157,20 +160,44 @@ def _st_modules() -> tuple[Any, Any, Any]:
     return Transformer, Pooling, Normalize
 
 
-def write_pooling_modules(out: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int) -> None:
+def task_lengths(
+    transformer_cls: Any, max_seq_length: int, query_max_length: int | None, limit: int | None
+) -> dict[str, int]:  # fmt: skip
+    """The per-side lengths for sentence-transformers' ``Transformer`` where it has them (6.x:
+    ``query_length`` / ``document_length`` in ``sentence_bert_config.json``, applied by
+    ``encode_query`` / ``encode_document``); none for an older one, whose one ``max_seq_length``
+    is the passage length (the query length then lives in ``retriever.json`` only). Each is capped
+    at the model's positions (``limit``), as sentence-transformers caps ``max_seq_length`` itself:
+    it does not cap these, and a longer input would index past the position table."""
+    keys = getattr(transformer_cls, "config_keys", ())
+    if query_max_length is None or "query_length" not in keys or "document_length" not in keys:
+        return {}
+    cap = limit if limit is not None else max(query_max_length, max_seq_length)
+    return {"query_length": min(query_max_length, cap), "document_length": min(max_seq_length, cap)}
+
+
+def write_pooling_modules(
+    out: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int, query_max_length: int | None = None
+) -> None:  # fmt: skip
     """Turn the Hugging Face checkpoint in ``out`` into a sentence-transformers folder through its own
     ``save`` (module files, ``model_type``, versions and configs in the layout the installed version
-    expects; the tokenizer's ``model_max_length`` = ``max_seq_length``), so ``detect_spec``
-    (fine-tuning, encoding) and ``SentenceTransformer(out)`` see how it pools. The model card stays
-    ours (``create_model_card=False``)."""
+    expects; the tokenizer's ``model_max_length`` = ``max_seq_length``, the passage length), so
+    ``detect_spec`` (fine-tuning, encoding) and ``SentenceTransformer(out)`` see how it pools and
+    how long its inputs are: with ``query_max_length``, its queries' length too where the installed
+    version keeps one (``task_lengths``). The model card stays ours (``create_model_card=False``)."""
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
+    from dense_pt.retrieval.encode import position_limit
+
     transformer_cls, pooling_cls, normalize_cls = _st_modules()
+    limit = position_limit(json.loads((out / "config.json").read_text(encoding="utf-8")))
+    lengths = task_lengths(transformer_cls, max_seq_length, query_max_length, limit)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # re-reading the checkpoint just written is not news
     try:
-        modules = [transformer_cls(str(out), max_seq_length=max_seq_length), pooling_cls(dim, pooling)]
+        transformer = transformer_cls(str(out), max_seq_length=max_seq_length, **lengths)
+        modules = [transformer, pooling_cls(dim, pooling)]
     finally:
         if bars:
             hf_logging.enable_progress_bar()
