@@ -250,3 +250,33 @@ def test_switch_resolves_and_refuses_in_one_line():
     assert model.unpad is True
     apply_switches(model, TrainConfig(), torch.device("cpu"))
     assert model.unpad is False  # auto: padded on CPU
+
+
+def test_encode_command_packed_equals_padded(tmp_path):
+    """``dense-pt encode``'s function with ``unpad`` on and off: the same embeddings, store and queries."""
+    from dense_pt.retrieval.encode import Embeddings, encode
+    from retrieval_fixtures import tiny_setup
+
+    beir, model, store, _, _ = tiny_setup(tmp_path)
+    for source, kind in ((store, "p"), (beir / "queries.jsonl", "q")):
+        got = {}
+        for unpad in ("off", "on"):
+            out = encode(
+                model, source, tmp_path / f"{kind}-{unpad}", dtype="float32", progress=False, unpad=unpad
+            )
+            got[unpad] = Embeddings.open(out).load_all()
+        assert got["on"][0] == got["off"][0]
+        assert np.abs(got["on"][1] - got["off"][1]).max() <= TOL
+
+
+def test_encode_refuses_unpad_on_for_another_model(tmp_path):
+    from transformers import RobertaConfig, RobertaModel
+
+    from dense_pt.retrieval.encode import encode
+    from retrieval_fixtures import tiny_setup
+
+    beir, model, _, _, _ = tiny_setup(tmp_path)
+    RobertaModel(RobertaConfig(vocab_size=4000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(model)  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match="RobertaModel"):
+        encode(model, beir / "queries.jsonl", tmp_path / "q", progress=False, unpad="on")
