@@ -280,3 +280,30 @@ def test_encode_refuses_unpad_on_for_another_model(tmp_path):
                                intermediate_size=64)).save_pretrained(model)  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="RobertaModel"):
         encode(model, beir / "queries.jsonl", tmp_path / "q", progress=False, unpad="on")
+
+
+# ---- cached gradients (GradCache) over packed encoders -------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["simlm", "infonce", "contrastive"])
+def test_cached_packed_equals_uncached_padded(case):
+    """float64: the cached step over packed encoder calls gives the padded full-batch gradient; with
+    dropout on, it replays its own masks (the graph-free pass and the graph pass draw alike)."""
+    from dense_pt.training.cache import cached_backward
+    from test_cached_gradients import fixed_mask_reference
+    from training_helpers import build, global_batch, gradient
+
+    batch = global_batch(case)
+    full = build(case)
+    full(batch)["loss"].backward()
+    cached = build(case)
+    cached.unpad = True
+    cached_backward(cached, batch, 4)
+    assert rel(gradient(cached), gradient(full)) <= 1e-10
+    ref, cached = build(case, dropout=0.2), build(case, dropout=0.2)
+    ref.unpad = cached.unpad = True
+    torch.manual_seed(5)
+    fixed_mask_reference(ref, batch, 4)
+    torch.manual_seed(5)
+    cached_backward(cached, batch, 4)
+    assert rel(gradient(cached), gradient(ref)) <= 1e-10
