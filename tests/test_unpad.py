@@ -16,7 +16,7 @@ import torch
 torch.set_num_threads(1)
 
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
-from dense_pt.models.unpad import Packing, encode_tokens, resolve_unpad  # noqa: E402
+from dense_pt.models.unpad import Packing, Unpadded, encode_tokens, resolve_unpad  # noqa: E402
 from dense_pt.objectives import METHODS, MethodOptions, build_objective, resolve_options  # noqa: E402
 from pretrain_helpers import CLS, PAD, SEP, VOCAB, make_batch, special_ids, tiny_config, view_for  # noqa: E402
 
@@ -64,12 +64,20 @@ def both_ways(model, run):
     out = []
     for unpad in (False, True):
         model.zero_grad()
-        model.unpad = unpad
+        model.unpad = unpad  # a bare encoder: read by ``run``
+        set_unpad(model, unpad)
         torch.manual_seed(1)
         loss = run(model)
         loss.backward()
         out.append((loss.detach(), grads(model)))
     return out
+
+
+def set_unpad(model: torch.nn.Module, unpad: bool) -> None:
+    """Every packable part (the objective's encoder, a generator) packed or padded, as the switch does."""
+    for m in model.modules():
+        if isinstance(m, Unpadded):
+            m.unpad = unpad
 
 
 def assert_same(padded, packed):
@@ -158,19 +166,38 @@ def test_gradient_checkpointing_keeps_the_packed_gradients():
 
 
 @pytest.fixture(scope="module")
-def generator(tmp_path_factory):
+def generators(tmp_path_factory):
+    """Frozen generators: a BERT masked LM, and an ELECTRA one whose embeddings are projected."""
+    from transformers import ElectraConfig, ElectraForMaskedLM
+
     from pretrain_helpers import tiny_generator
 
-    return tiny_generator(tmp_path_factory.mktemp("generator") / "gen")
+    folder = tmp_path_factory.mktemp("generators")
+    torch.manual_seed(3)
+    electra = ElectraConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    ElectraForMaskedLM(electra).save_pretrained(folder / "electra")
+    return {"bert": tiny_generator(folder / "bert"), "electra": str(folder / "electra"), "joint": "joint"}
+
+
+GENERATED: list[tuple[str, str | None]] = [
+    (m, g) for m in ("simlm", "enc-dec-rtd") for g in ("bert", "electra", "joint")
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("method", METHODS)
-def test_every_objective_packed_equals_padded(method, dtype, generator):
-    opts = {"generator": generator} if method in ("simlm", "enc-dec-rtd") else {}
+@pytest.mark.parametrize(
+    "method, gen", GENERATED + [(m, None) for m in METHODS if m not in ("simlm", "enc-dec-rtd")]
+)
+def test_every_objective_packed_equals_padded(method, gen, dtype, generators):
+    """Every objective, and simlm / enc-dec-rtd with each kind of generator (its calls packed too)."""
+    opts = {"generator": generators[gen]} if gen else {}
     torch.manual_seed(0)
     encoder = tiny_bert()
     model = build_objective(method, encoder, special_ids(), resolve_options(method, MethodOptions(**opts)))
+    for m in model.modules():  # a joint generator's config fixes dropout at 0.1: off here, as everywhere
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
     batch = pretrain_batch(method)
     assert_same(*both_ways(model.to(dtype).train(), lambda m: m(batch)["loss"]))
 
@@ -297,11 +324,12 @@ def test_cached_packed_equals_uncached_padded(case):
     full = build(case)
     full(batch)["loss"].backward()
     cached = build(case)
-    cached.unpad = True
+    set_unpad(cached, True)
     cached_backward(cached, batch, 4)
     assert rel(gradient(cached), gradient(full)) <= 1e-10
     ref, cached = build(case, dropout=0.2), build(case, dropout=0.2)
-    ref.unpad = cached.unpad = True
+    set_unpad(ref, True)
+    set_unpad(cached, True)
     torch.manual_seed(5)
     fixed_mask_reference(ref, batch, 4)
     torch.manual_seed(5)

@@ -21,9 +21,11 @@ rows' cumulative lengths as offsets). Why this one of torch's three variable-len
 
 GPU speed of this path is not measured yet (``benches/gpu_check.py`` has the items for it).
 
-Only BERT's architecture is packed here (``model_type == "bert"``, absolute positions, encoder
-only); other checkpoints keep the padded path under ``unpad = "auto"`` and are refused with one line
-under ``"on"``. Position ids are each token's column in its padded row, the padded model's own
+Only BERT's architecture is packed here (``model_type`` "bert" or "electra", whose layers are
+BERT's; absolute positions, encoder only); other checkpoints keep the padded path under
+``unpad = "auto"`` and are refused with one line under ``"on"``. Callers that need [CLS] or a few
+positions still get ``[B, L, H]`` back (one scatter); the generators' heads run on the sampled
+positions only. Position ids are each token's column in its padded row, the padded model's own
 ids, so right-padded rows restart at 0 and any mask gives the padded model's numbers exactly.
 """
 
@@ -44,9 +46,15 @@ from dense_pt.errors import InvalidArgumentError
 # that (other) layout is a prototype: nothing the user can act on.
 warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
 
-PACKED_MODEL_TYPES = ("bert",)
-# The encoder itself, and the re-ranker's classifier (see ``sequence_logits``).
-PACKED_CLASSES = ("BertModel", "BertForSequenceClassification")
+PACKED_MODEL_TYPES = ("bert", "electra")  # ELECTRA's layers are BERT's, with an embedding projection
+# The encoders, the re-ranker's classifier (``sequence_logits``), the generators (``masked_lm_logits``).
+PACKED_CLASSES = (
+    "BertModel",
+    "ElectraModel",
+    "BertForSequenceClassification",
+    "BertForMaskedLM",
+    "ElectraForMaskedLM",
+)
 
 
 class Unpadded:
@@ -67,9 +75,7 @@ def unpad_refusal(model: nn.Module) -> str | None:
     kind = getattr(cfg, "model_type", None)
     name = type(model).__name__
     if kind not in PACKED_MODEL_TYPES:
-        return (
-            f"unpad: {name} (model_type {kind!r}) has no unpadded path (BERT only); use unpad = auto or off"
-        )
+        return f"unpad: {name} (model_type {kind!r}) has no unpadded path (BERT or ELECTRA only); use unpad = auto or off"
     if getattr(cfg, "is_decoder", False) or getattr(cfg, "position_embedding_type", "absolute") != "absolute":
         return (
             f"unpad: {name} is a decoder or has relative positions: no unpadded path; use unpad = auto or off"
@@ -187,6 +193,8 @@ def encode_tokens(
     types = packing.pack(token_type_ids) if token_type_ids is not None else torch.zeros_like(ids)
     positions = packing.flat % packing.shape[1]  # the padded model's ids: the column in the row
     x = base.embeddings(input_ids=ids[None], position_ids=positions[None], token_type_ids=types[None])[0]
+    if hasattr(base, "embeddings_project"):  # ELECTRA with embedding_size != hidden_size
+        x = base.embeddings_project(x)
     states = [x]
     for layer in base.encoder.layer:
         x = _run_layer(layer, x, packing)
@@ -205,3 +213,17 @@ def sequence_logits(
         return model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
     seq = encode_tokens(model.bert, ids, mask, unpad=True, token_type_ids=types).last_hidden_state
     return model.classifier(model.dropout(model.bert.pooler(seq)))
+
+
+def masked_lm_logits(
+    mlm: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, *, unpad: bool
+) -> torch.Tensor:
+    """A masked LM's logits [N, vocab] at the ``positions`` [B, L] (bool) only: ``mlm(...)``
+    padded; packed for ``BertForMaskedLM`` / ``ElectraForMaskedLM`` (their own prediction heads on
+    the selected states: no [B, L, vocab] tensor)."""
+    if not unpad:
+        return mlm(input_ids=ids, attention_mask=mask).logits[positions]
+    seq = encode_tokens(mlm.base_model, ids, mask, unpad=True).last_hidden_state[positions]
+    if hasattr(mlm, "generator_lm_head"):  # ELECTRA's generator head
+        return mlm.generator_lm_head(mlm.generator_predictions(seq))
+    return mlm.cls(seq)
