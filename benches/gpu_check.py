@@ -136,6 +136,7 @@ class Context:
     store: Any = None
     model_json: str = ""
     generator_dir: str = ""
+    unpad: str = "auto"  # TrainConfig.unpad of every item (the MS MARCO-like items set on / off)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -173,7 +174,7 @@ def train_config(ctx: Context, batch_size: int, **kw):
     from dense_pt.training import TrainConfig
 
     base = dict(max_steps=10**6, batch_size=batch_size, warmup=0, schedule="constant", lr=1e-5,
-                log_every=ctx.sizes.warm, save_every=10**9, seed=7)  # fmt: skip
+                log_every=ctx.sizes.warm, save_every=10**9, seed=7, unpad=ctx.unpad)  # fmt: skip
     return TrainConfig(**{**base, **kw})
 
 
@@ -473,6 +474,151 @@ def search_item(ctx: Context, k: int = 100) -> dict:
             "setting": f"{s.search_queries:,} queries x {s.search_docs:,} x {s.search_dim}-d, top {k}; {how}"}  # fmt: skip
 
 
+# --- MS MARCO-like lengths, padded vs unpadded (issue 28) -------------------------------------------
+
+# Token lengths as benches/msmarco_synth.py draws MS MARCO passages (log-normal words, mean ~56) times
+# 1.25 BERT tokens per word: mean ~70 tokens, median ~62, as the store of bench_msmarco_scale.py.
+TOKENS_PER_WORD = 1.25
+PRETRAIN_CUT, FINETUNE_CUT = 144, 192  # the full check's cuts; a smoke run scales lengths and cuts alike
+LENGTH_METHODS = [("mlm", "mlm", {}), ("simlm (frozen generator)", "simlm", {"generator": "FROZEN"})]
+
+
+def msmarco_token_lengths(ctx: Context, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Passage lengths in tokens, [CLS] and [SEP] included, uncut (scaled to a smoke run's sizes)."""
+    import msmarco_synth
+
+    scale = ctx.sizes.length / PRETRAIN_CUT
+    return (
+        np.maximum(3, np.rint(msmarco_synth.passage_lengths(rng, n) * TOKENS_PER_WORD * scale)).astype(
+            np.int64
+        )
+        + 2
+    )
+
+
+def msmarco_query_lengths(ctx: Context, rng: np.random.Generator, n: int) -> np.ndarray:
+    import msmarco_synth as m
+
+    words = m.Q_MIN + rng.binomial(m.Q_MAX - m.Q_MIN, m.Q_P, n)
+    return np.minimum(ctx.sizes.query_length, np.rint(words * TOKENS_PER_WORD).astype(np.int64) + 2)
+
+
+_STORES: dict[Path, Any] = {}  # the MS MARCO-like store of each run's work folder, built once
+
+
+def msmarco_store(ctx: Context) -> Any:
+    if ctx.work not in _STORES:
+        _STORES[ctx.work] = build_msmarco_store(ctx)
+    return _STORES[ctx.work]
+
+
+def build_msmarco_store(ctx: Context) -> Any:
+    """A store of random-word passages (one token a word) with MS MARCO-like token lengths."""
+    from dense_pt.data.store import build_store_from_texts
+    from dense_pt.data.tokenizer import train_wordpiece
+
+    rng = np.random.default_rng(3)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    lexicon = sorted({"".join(rng.choice(letters, int(rng.integers(3, 7)))) for _ in range(3000)})
+    words = msmarco_token_lengths(ctx, rng, ctx.sizes.passages) - 2
+    docs = [(f"p{i}", " ".join(rng.choice(lexicon, int(n)))) for i, n in enumerate(words)]
+    tok = train_wordpiece((t for _, t in docs[:2000]), vocab_size=8000)
+    store = build_store_from_texts(ctx.work / "store-msmarco", docs, tok)
+    values, offsets = store.ragged("input_ids")
+    store.add_column("importance", rng.random(len(values)).astype(np.float32), offsets)
+    return store
+
+
+def padding_of(lengths: np.ndarray, batch: int, cut: int, rng: np.random.Generator, draws: int = 200) -> dict:
+    """Random batches of ``batch`` rows cut at ``cut`` and padded to their longest row (the
+    collators' dynamic padding): real tokens per row and the share of padding."""
+    rows = np.minimum(lengths[rng.integers(0, len(lengths), (draws, batch))], cut)
+    real, padded = rows.sum(), (rows.max(1) * batch).sum()
+    return {"real_tokens_per_seq": float(real / rows.size), "padding_fraction": float(1 - real / padded)}
+
+
+def with_lengths(res: dict, pad: dict, seq_per_step: int, what: str, unpad: str) -> dict:
+    seq = res["steps_per_s"] * seq_per_step
+    res.update(pad, seq_per_s=seq, tokens_per_s=seq * pad["real_tokens_per_seq"], unpad=unpad)
+    res["setting"] = (f"{what}, MS MARCO-like lengths ({pad['real_tokens_per_seq']:.0f} real tokens a row, "
+                      f"{100 * pad['padding_fraction']:.1f}% padding), {'unpadded' if unpad == 'on' else 'padded'}")  # fmt: skip
+    return res
+
+
+def lengths_pretrain_item(ctx: Context, label: str, method: str, options: dict, unpad: str) -> dict:
+    """``pretrain_item`` on the MS MARCO-like store; tokens/s counts real tokens."""
+    import dataclasses
+
+    store = msmarco_store(ctx)
+    res = pretrain_item(dataclasses.replace(ctx, store=store, unpad=unpad), label, method, options, False)
+    s = ctx.sizes
+    pad = padding_of(store.lengths() + 2, s.pretrain_batch, s.length, np.random.default_rng(0))
+    res["mfu"] = None  # the FLOP count is of the first rows, not of a step's real tokens
+    return with_lengths(res, pad, s.pretrain_batch, f"batch {s.pretrain_batch}, cut at {s.length}", unpad)
+
+
+def lengths_retriever_item(ctx: Context, unpad: str) -> dict:
+    """The retriever (``queries`` x ``group``, ``cache_chunk``) on MS MARCO-like queries and passages
+    cut at the fine-tuning length, each side padded to its batch's longest row."""
+    import dataclasses
+
+    from dense_pt.finetune.models import BiEncoder
+    from dense_pt.models.encoder import load_encoder
+    from dense_pt.training import IndexedBatchSource
+
+    s, vocab = ctx.sizes, 8000
+    cut = round(FINETUNE_CUT * s.length / PRETRAIN_CUT)
+
+    def rows(rng: np.random.Generator, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mask = (np.arange(lengths.max())[None] < lengths[:, None]).astype(np.int64)
+        return rng.integers(5, vocab, mask.shape) * mask, mask
+
+    def make_batch(idx: np.ndarray, epoch: int) -> dict:
+        rng = np.random.default_rng([int(idx[0]), epoch])
+        q, qm = rows(rng, msmarco_query_lengths(ctx, rng, len(idx)))
+        p, pm = rows(rng, np.minimum(cut, msmarco_token_lengths(ctx, rng, len(idx) * s.group)))
+        return {"q_ids": q, "q_mask": qm, "p_ids": p, "p_mask": pm}
+
+    torch.manual_seed(0)
+    model = BiEncoder(load_encoder(ctx.model_json), "cls", "simlm")
+    sub = dataclasses.replace(ctx, unpad=unpad)
+    cfg = train_config(sub, s.queries, cache_chunk=s.retriever_chunk)
+    out = ctx.work / f"retriever-lengths-{unpad}"
+    res = run_steps(sub, model, cfg, IndexedBatchSource(s.queries * 100, s.queries, make_batch, seed=0), out)
+    rng = np.random.default_rng(1)
+    q = padding_of(msmarco_query_lengths(ctx, rng, 10_000), s.queries, s.query_length, rng)
+    p = padding_of(msmarco_token_lengths(ctx, rng, 10_000), s.queries * s.group, cut, rng)
+    n_q, n_p = s.queries, s.queries * s.group
+    real = (q["real_tokens_per_seq"] * n_q + p["real_tokens_per_seq"] * n_p) / (n_q + n_p)
+    padded = q["real_tokens_per_seq"] * n_q / (1 - q["padding_fraction"]) + p["real_tokens_per_seq"] * n_p / (
+        1 - p["padding_fraction"]
+    )
+    pad = {"real_tokens_per_seq": real, "padding_fraction": 1 - real * (n_q + n_p) / padded}
+    res["queries"] = s.queries
+    what = f"{s.queries} x {s.group} passages cut at {cut}, cache_chunk {s.retriever_chunk}"
+    return with_lengths(res, pad, n_q + n_p, what, unpad)
+
+
+def length_items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
+    """Padded and unpadded rows of mlm, simlm (frozen generator) and the retriever on MS MARCO-like
+    lengths (``--only lengths``)."""
+    out: list[tuple[str, str, Callable[[], dict]]] = []
+    for unpad, how in (("off", "padded"), ("on", "unpadded")):
+        out += [
+            ("lengths", f"{label}, MS MARCO-like, {how}",
+             functools.partial(lengths_pretrain_item, ctx, label, method, options, unpad))
+            for label, method, options in LENGTH_METHODS
+        ]  # fmt: skip
+        out.append(
+            (
+                "lengths",
+                f"retriever, MS MARCO-like, {how}",
+                functools.partial(lengths_retriever_item, ctx, unpad),
+            )
+        )
+    return out
+
+
 # --- the run ----------------------------------------------------------------------------------------
 
 
@@ -489,6 +635,7 @@ def items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
         ("encode", "encoding", lambda: encode_item(ctx)),
         ("search", "dense search", lambda: search_item(ctx)),
     ]  # fmt: skip
+    out += length_items(ctx)
     return out
 
 
@@ -584,7 +731,9 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="cuda (default when there is one) or cpu")
     ap.add_argument("--budget-s", type=float, default=420.0, help="items not started by then are skipped")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak (MFU)")
-    ap.add_argument("--only", default="", help="comma list of groups: pretrain, finetune, encode, search")
+    ap.add_argument(
+        "--only", default="", help="comma list of groups: pretrain, finetune, encode, search, lengths"
+    )
     ap.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (default: torch's; 1 with --smoke)"
     )

@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ITEMS = {"mlm", "cdmae", "simlm (joint generator)", "simlm (frozen ELECTRA-small-shaped generator)", "seed",
          "condenser", "contrastive (cache_chunk)", "retriever, cached", "retriever, uncached", "re-ranker",
          "encoding", "dense search"}  # fmt: skip
+LENGTH_ITEMS = {f"{what}, MS MARCO-like, {how}" for what in ("mlm", "simlm (frozen generator)", "retriever")
+                for how in ("padded", "unpadded")}  # fmt: skip
+ITEMS |= LENGTH_ITEMS
 
 
 @pytest.mark.slow
@@ -35,4 +38,9 @@ def test_gpu_check_smoke_runs_every_item(tmp_path):
             assert loss["device_bf16"] == pytest.approx(loss["cpu_fp32"], rel=2e-2), item
     assert results["retriever, cached"]["queries"] == results["retriever, uncached"]["queries"] == 4
     assert results["dense search"]["queries_per_s"] > 0 and results["encoding"]["passages_per_s"] > 0
+    for item in LENGTH_ITEMS:  # real tokens/s and the padding the collators' dynamic padding leaves
+        r = results[item]
+        assert r["unpad"] == ("on" if item.endswith("unpadded") else "off"), item
+        assert r["tokens_per_s"] == pytest.approx(r["seq_per_s"] * r["real_tokens_per_seq"]), item
+        assert 0.1 < r["padding_fraction"] < 0.7 and "% padding" in r["setting"], item
     assert report["table"] in res.stdout and len(report["table"].splitlines()) == 2 + len(ITEMS)

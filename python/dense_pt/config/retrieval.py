@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from dense_pt.config.base import Model
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS, one_of
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.config.train import UNPAD_HELP, Unpad
 
 Dtype = Literal["float16", "float32"]
 Metric = Literal["ip", "cosine"]
@@ -99,6 +100,7 @@ class EncodeOptions(Model):
     shard_size: int = Field(SHARD_SIZE, ge=1, description="Rows per shard file.")
     dtype: Dtype = Field("float16", description="float16 | float32.")
     device: str | None = Field(None, description="cpu / cuda (default: cuda when available).")
+    unpad: Unpad = Field("auto", description=UNPAD_HELP)
 
 
 class EncodeSettings(EncodeOptions):

@@ -13,6 +13,12 @@ Schedule = Literal["linear", "cosine", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]
 AttnImplementation = Literal["auto", "sdpa", "eager"]
+# Unpadded (packed) encoders: auto = on for CUDA, off on CPU (dense_pt.models.unpad).
+Unpad = Literal["auto", "on", "off"]
+UNPAD_HELP = (
+    "Unpadded encoder: the real tokens of all rows packed, no compute on padding (on | off | auto: on "
+    "for CUDA with a BERT model, off on CPU)."
+)
 # Steps when >= 1, a fraction of max_steps when < 1; an int stays an int (a run's fingerprint and
 # manifest keep ``1000``, not ``1000.0``).
 Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
@@ -24,6 +30,7 @@ STEP_SWITCHES = (
     "cache_chunk",
     "gradient_checkpointing",
     "attn_implementation",
+    "unpad",
     "torch_compile",
     "fused_adamw",
     "tf32",
@@ -82,6 +89,7 @@ class TrainConfig(Model):
         "auto",
         description="Attention kernel: sdpa or eager (auto: the checkpoint's, sdpa if it names another).",
     )
+    unpad: Unpad = Field("auto", description=UNPAD_HELP)
     torch_compile: bool = Field(False, description="torch.compile the encoder (the first steps compile).")
     fused_adamw: bool = Field(True, description="AdamW's fused kernel on a GPU (no effect on CPU).")
     tf32: bool = Field(True, description="TF32 for fp32 matmuls on Ampere or newer GPUs (no effect on CPU).")

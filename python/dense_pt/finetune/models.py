@@ -14,6 +14,7 @@ from torch import nn
 
 from dense_pt.config.choices import DEFAULT_RERANKER_LOSS, resolve_forward_factor
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.models.unpad import Unpadded, encode_tokens, sequence_logits
 from dense_pt.objectives.retrieval import (
     DEFAULT_LOSS,
     LOSSES,
@@ -30,7 +31,7 @@ from dense_pt.training.cache import CachedLoss, loss_precision
 RETRIEVER_LOSSES = tuple(LOSSES)
 
 
-class BiEncoder(CachedLoss, nn.Module):
+class BiEncoder(CachedLoss, Unpadded, nn.Module):
     """One encoder shared by queries and passages, [CLS] or mean pooling. ``loss`` names a
     retriever loss (``dense_pt.objectives.retrieval.LOSSES``); with teacher scores in the batch it
     is distillation's contrastive term. ``tau=None`` takes the loss's own temperature."""
@@ -56,8 +57,11 @@ class BiEncoder(CachedLoss, nn.Module):
         the similarity the loss trains, for distillation too."""
         return self.spec.similarity == "cosine"
 
+    def unpad_models(self) -> list[nn.Module]:
+        return [self.backbone]
+
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+        hidden = encode_tokens(self.backbone, ids, mask, unpad=self.unpad).last_hidden_state
         return pool(hidden, mask, self.pooling, normalize=False)
 
     # --- CachedLoss: the loss reads the query and passage vectors only -------------------------
@@ -82,7 +86,7 @@ class BiEncoder(CachedLoss, nn.Module):
         return {"loss": loss}
 
 
-class CrossEncoder(nn.Module):
+class CrossEncoder(Unpadded, nn.Module):
     """A sequence-classification model with one logit over [CLS] query [SEP] passage [SEP].
 
     ``loss="listwise"``: SimLM eq. 4 over every passage of the group. ``loss="simlm"`` (the
@@ -100,8 +104,11 @@ class CrossEncoder(nn.Module):
         self.forward_factor = resolve_forward_factor(loss, forward_factor)
         self.keep = group_size // self.forward_factor
 
+    def unpad_models(self) -> list[nn.Module]:
+        return [self.model]
+
     def logits(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[:, 0]
+        return sequence_logits(self.model, ids, mask, types, unpad=self.unpad)[:, 0]
 
     def select(self, x: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """The rows of the pairs the step trains on (the positive and the top-scoring negatives of

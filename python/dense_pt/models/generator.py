@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dense_pt.errors import FormatError, MismatchError, io_error
+from dense_pt.models.unpad import Unpadded, masked_lm_logits
 
 JOINT = "joint"
 
@@ -72,7 +73,7 @@ def joint_generator_config(encoder_config):
     )
 
 
-class ElectraGenerator(nn.Module):
+class ElectraGenerator(Unpadded, nn.Module):
     """Wraps a masked LM. ``joint`` generators are trained (their MLM loss joins the total loss);
     frozen ones run in eval mode under no_grad. ``source`` is the folder it was loaded from."""
 
@@ -83,6 +84,9 @@ class ElectraGenerator(nn.Module):
             self.mlm.eval()
             for p in self.mlm.parameters():
                 p.requires_grad_(False)
+
+    def unpad_models(self) -> list[nn.Module]:
+        return [self.mlm]
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -120,8 +124,9 @@ class ElectraGenerator(nn.Module):
         the generator is joint — else a 0-tensor)."""
         train_it = self.joint and self.training and with_loss
         with torch.enable_grad() if train_it else torch.no_grad():
-            out = self.mlm(input_ids=gen_input, attention_mask=attention_mask)
-            logits = out.logits[positions].float()  # [N, V]
+            logits = masked_lm_logits(
+                self.mlm, gen_input, attention_mask, positions, unpad=self.unpad
+            ).float()
             loss = F.cross_entropy(logits, original[positions]) if train_it and positions.any() else None
         if loss is None:
             loss = torch.zeros((), device=gen_input.device)

@@ -9,12 +9,13 @@ import torch
 from torch import nn
 
 from dense_pt.models.heads import MLMHead
+from dense_pt.models.unpad import Unpadded, encode_tokens
 from dense_pt.objectives.options import MethodOptions, SpecialIds
 
 __all__ = ["MethodOptions", "Objective", "SpecialIds"]
 
 
-class Objective(nn.Module):
+class Objective(Unpadded, nn.Module):
     """Base class: ``forward(batch) -> {"loss", "loss_enc", ...}`` on a dict of device tensors."""
 
     method: ClassVar[str] = "?"
@@ -43,8 +44,20 @@ class Objective(nn.Module):
 
     # --- shared pieces -------------------------------------------------------------------------
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kw):
-        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kw)
+    def unpad_models(self) -> list[nn.Module]:
+        return [self.encoder]
+
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, output_hidden_states: bool = False
+    ):
+        """The encoder's output (``last_hidden_state`` [B, L, H]), padded or packed (``unpad``)."""
+        return encode_tokens(
+            self.encoder,
+            input_ids,
+            attention_mask,
+            unpad=self.unpad,
+            output_hidden_states=output_hidden_states,
+        )
 
     def pooled(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The last layer pooled as the checkpoint pools (``pooling``: [CLS] as in the papers, or the

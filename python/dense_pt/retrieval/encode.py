@@ -221,8 +221,11 @@ def _encode_rows(
     device: str,
     out_dtype: Any,
     on_batch: Callable[[int], None] | None = None,
+    unpad: bool = False,
 ) -> np.ndarray:
     import torch
+
+    from dense_pt.models.unpad import encode_tokens
 
     cls, sep, pad = specials
     lengths = np.array([min(len(s), max_length - 2) for s in seqs], dtype=np.int64)
@@ -234,7 +237,7 @@ def _encode_rows(
             ids, mask = pad_batch([seqs[i] for i in idx], cls, sep, pad, max_length)
             ids, mask = ids.to(device), mask.to(device)
             with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
-                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+                hidden = encode_tokens(model, ids, mask, unpad=unpad).last_hidden_state
                 emb = pool(hidden.float(), mask, pooling, normalize)
             out[idx] = emb.float().cpu().numpy().astype(out_dtype)
             if on_batch:
@@ -357,6 +360,7 @@ def encode(
     progress: bool = True,
     max_shards: int | None = None,
     part: tuple[int, int] = (0, 1),
+    unpad: str = "auto",
 ) -> Path:
     """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``.
 
@@ -367,11 +371,13 @@ def encode(
     process has finished, ``merge_parts(out)`` writes the folder's manifest. A shard's embeddings do
     not depend on which process computed it, so the folder equals a one-process encoding.
     """
+    from dense_pt.models.unpad import resolve_unpad
     from dense_pt.retrieval.encoder import load_hf_tokenizer
 
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
     max_length = _checked_inputs(model_dir, source, max_length, pooling=pooling, normalize=normalize,
-                                 batch_size=batch_size, shard_size=shard_size, dtype=dtype, device=device)  # fmt: skip
+                                 batch_size=batch_size, shard_size=shard_size, dtype=dtype, device=device,
+                                 unpad=unpad)  # fmt: skip
     spec = detect_spec(model_dir, pooling, normalize)
     device = device or _default_device()
     tokenizer = load_hf_tokenizer(model_dir)
@@ -388,6 +394,7 @@ def encode(
     name = MANIFEST if world == 1 else _part_manifest(rank)
     manifest = _open_manifest(out, settings, name)
     model = load_backbone(model_dir, device)
+    packed = resolve_unpad(unpad, [model], device)
     manifest["dim"] = int(model.config.hidden_size)
     for k in ("pooling", "normalize", "kind", "num_rows"):
         manifest[k] = settings[k]
@@ -405,7 +412,7 @@ def encode(
             a, b = s * shard_size, min((s + 1) * shard_size, n)
             emb = _encode_rows(
                 model, src.rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
-                device, DTYPES[dtype], bar.advance,
+                device, DTYPES[dtype], bar.advance, packed,
             )  # fmt: skip
             _write_shard(out, manifest, s, src.ids[a:b], (a, b), emb, n_shards, name)
     mine = {s for s in range(n_shards) if s % world == rank}

@@ -1,5 +1,5 @@
 """The switches of ``TrainConfig`` that change how a step runs, not what it computes: gradient
-checkpointing, the attention kernel, ``torch.compile`` and TF32 (fused AdamW is ``optim.py``'s,
+checkpointing, the attention kernel, unpadded encoders, ``torch.compile`` and TF32 (fused AdamW is ``optim.py``'s,
 autocast the trainer's, cached gradients ``cache.py``'s). Each is tested for equivalence on CPU
 where torch allows it (``tests/test_gpu_switches.py``).
 
@@ -75,10 +75,21 @@ def set_tf32(enabled: bool, device: torch.device) -> None:
     torch.backends.cudnn.allow_tf32 = enabled
 
 
+def set_unpad(model: nn.Module, setting: str, device: torch.device) -> None:
+    """Every module of ``model`` whose encoder calls can run packed (``dense_pt.models.unpad``) runs
+    them packed or padded as ``setting`` resolves for its models on ``device``."""
+    from dense_pt.models.unpad import Unpadded, resolve_unpad
+
+    for module in model.modules():
+        if isinstance(module, Unpadded):
+            module.unpad = resolve_unpad(setting, module.unpad_models(), device)
+
+
 def apply_switches(model: nn.Module, cfg: TrainConfig, device: torch.device) -> None:
     """What ``cfg`` asks of ``model`` (already on ``device``), before the optimiser is built."""
     if cfg.attn_implementation != "auto":
         set_attention(model, cfg.attn_implementation)
+    set_unpad(model, cfg.unpad, device)
     if cfg.gradient_checkpointing:
         enable_checkpointing(model)
     set_tf32(cfg.tf32, device)
