@@ -50,13 +50,6 @@ def _zig_path() -> str:
     return f"{Path(spec.origin).parent}{os.pathsep}{os.environ['PATH']}"
 
 
-# Where pip's compile of the sdist keeps its objects: the dependencies (pyo3, numpy, rayon, ...) are
-# compiled once per machine, the sdist's own crates (unpacked into a new folder each time) on every
-# run. Not target/release itself: the editable install and cargo link there without zig, and a
-# shared folder would make each rebuild the other's dependencies.
-PIP_TARGET = ROOT / "target" / "sdist-zig"
-
-
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("sdist")
@@ -68,11 +61,17 @@ def sdist(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def wheel(sdist, tmp_path_factory) -> Path:
     """The sdist compiled by pip (a release build) into the x86_64 wheel linked by zig against glibc
-    2.17 (``MATURIN_PEP517_ARGS``: what pip's maturin adds to its build)."""
+    2.17 (``MATURIN_PEP517_ARGS``: what pip's maturin adds to its build). A full compile every time,
+    in the unpacked sdist's own target folder: a kept CARGO_TARGET_DIR was tried and not reused, as
+    the linker wrapper maturin writes for zig (in every crate's flags) had a new path in each build."""
     tmp = tmp_path_factory.mktemp("wheel")
-    env = {**os.environ, "PATH": _zig_path(), "CARGO_TARGET_DIR": str(PIP_TARGET),
-           "MATURIN_PEP517_ARGS": "--locked --zig --compatibility manylinux_2_17"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": _zig_path(),
+        "MATURIN_PEP517_ARGS": "--locked --zig --compatibility manylinux_2_17",
+    }
     env.pop("PYTHONPATH", None)
+    env.pop("CARGO_TARGET_DIR", None)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(sdist)]
     t0 = time.monotonic()
     subprocess.run(cmd, env=env, check=True, timeout=1800)
