@@ -130,7 +130,9 @@ class BM25Settings(Model):
         le=1,
         description="Length normalisation: 0 none, 1 full (scores scaled by passage length).",
     )
-    stem: bool = Field(True, description="English Snowball stemming (PyStemmer), if installed.")
+    stem: bool = Field(
+        True, description="English Snowball stemming (PyStemmer; without it a warning, and no stemming)."
+    )
 
 
 class SearchSettings(Model):

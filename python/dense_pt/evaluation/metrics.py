@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dense_pt._extras import require
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
 from dense_pt.config.evaluation import DEFAULT_MEASURES, DEFAULT_REL_LEVEL, EvalMeasures, EvalSettings
 from dense_pt.data.runs import RunChunk, RunSource, rank_order, run_chunks
@@ -91,7 +92,7 @@ def split_measures(names: Iterable[str]) -> list[str]:
 def parse_measures(names: Sequence[str], rel_level: int = DEFAULT_REL_LEVEL) -> list[tuple[str, Any]]:
     """``(label, measure)`` pairs: the label is the name as written (the result's key), the measure
     carries ``rel=rel_level`` when it is a binary measure that does not set its own level."""
-    import ir_measures
+    ir_measures = require("ir_measures", "eval")  # without it: which extra to install, not a traceback
 
     EvalMeasures(rel_level=rel_level)  # its check (ConfigError: "rel_level: must be >= 1, got 0")
     out: list[tuple[str, Any]] = []
@@ -111,7 +112,7 @@ def parse_measures(names: Sequence[str], rel_level: int = DEFAULT_REL_LEVEL) -> 
 
 def _provider(measure: Any) -> Any:
     """The provider ir-measures' default pipeline would use for ``measure``."""
-    import ir_measures
+    ir_measures = require("ir_measures", "eval")
 
     for provider in ir_measures.DefaultPipeline.providers:
         if provider.supports(measure) and provider.is_available():

@@ -82,11 +82,20 @@ def stopword_list(stopwords: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(stopwords)
 
 
+STEMMER_MISSING = (
+    "bm25: PyStemmer is not installed, so words are not stemmed (pip install 'dense-pt[eval]' or "
+    "PyStemmer; --no-stem says unstemmed is meant)"
+)
+
+
 @functools.cache
 def _pystemmer() -> tuple[Callable[[list[str]], list[str]], str] | None:
+    """The English stemmer and its name for the key; None, said once per process, without PyStemmer
+    (stemming was asked for: the run would differ from a stemmed one without a word)."""
     try:
         import Stemmer
     except ImportError:
+        logs.log.warning(STEMMER_MISSING)
         return None
     from importlib.metadata import version
 
