@@ -481,8 +481,8 @@ def _versus_lines(results: dict[str, Any]) -> list[str]:
 def _wall_lines(results: dict[str, Any]) -> list[str]:
     """Pre-training (steps, seconds: the PMI table and the training) and fine-tuning seconds per
     objective, and the cells skipped or failed."""
-    lines = ["", "## Wall time", "", "| objective | pre-training steps | pre-training s | fine-tuning and "
-             "evaluation s per seed | seeds |", "|---|---:|---:|---:|---|"]  # fmt: skip
+    lines = ["", "## Wall time", "", "| objective | pre-training steps | pre-training s | other stages s per "
+             "seed (data, fine-tuning, evaluation) | seeds |", "|---|---:|---:|---:|---|"]  # fmt: skip
     for objective in results["objectives"]:
         recs = [c for c in results["cells"].values() if c["objective"] == objective]
         if not recs:
