@@ -115,9 +115,10 @@ def unpack(bundle: Path, work: Path) -> tuple[Path, Path]:
     model, data = work / "model", work / "data"
     if model.exists():
         shutil.rmtree(model)
-    shutil.copytree(bundle / "model", model)
+    shutil.copytree(bundle / "model", model, copy_function=shutil.copyfile)  # writable copies
     dtypes = json.loads((model / "dtypes.json").read_text())
-    tensors = load_file(str(model / WEIGHTS))
+    tensors = load_file(str(bundle / "model" / WEIGHTS))
+    (model / WEIGHTS).unlink()
     save_file(
         {k: v.to(getattr(torch, dtypes[k])).contiguous() for k, v in tensors.items()}, str(model / WEIGHTS)
     )
@@ -153,11 +154,15 @@ def study_raw(model: Path, data: Path, out: Path, sizes: Sizes) -> dict[str, Any
     }
 
 
-def all_queries_run(queries: Path, runs: Path):
+def all_queries_run(queries: Path, runs: Path, out: Path):
     """``on_cell``: the cell's R1 retriever over every query of ``queries`` (test queries too),
-    searched in the passage embeddings R1 left, top ``RUN_DEPTH``, as ``runs/<cell>.arrow``."""
+    searched in the passage embeddings R1 left, top ``RUN_DEPTH``, as ``runs/<cell>.arrow``; and
+    the cells finished so far in ``out/gpu_study.json`` (``"partial": true``), so that a run the
+    machine stops still gives its numbers back."""
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search_file
+
+    done: dict[str, Any] = {}
 
     def write(cell: Any, manifests: dict[str, Any]) -> None:
         r1, sec = cell.config.out / "r1", cell.config.r1
@@ -165,33 +170,36 @@ def all_queries_run(queries: Path, runs: Path):
         encode(r1 / "train" / "model", queries, emb, batch_size=cell.config.encode.batch_size,
                max_length=sec.query_max_length, progress=False)  # fmt: skip
         search_file(emb, r1 / "emb_passages", runs / f"{cell.name}.arrow", k=RUN_DEPTH)
+        done[cell.name] = {
+            name: {k: m.get(k) for k in ("metrics", "wall_s", "steps")} for name, m in manifests.items()
+        }
+        (out / "gpu_study.json").write_text(
+            json.dumps({"partial": True, "cells": done}, indent=1, default=str)
+        )
 
     return write
 
 
-def tar_parts(runs: Path, out: Path) -> list[str]:
-    """The run files in ``runs-1.tar``, ``runs-2.tar``, ...: each under ``PART_BYTES`` (a file of
-    its own when larger is refused: the machine would not give it back)."""
+def tar_parts(runs: Path, out: Path) -> tuple[list[str], list[str]]:
+    """The run files in ``runs-1.tar``, ``runs-2.tar``, ...: each under ``PART_BYTES``, at most
+    ``MAX_PARTS`` of them (the machine gives back 8 files); the names of the runs left out."""
     parts: list[list[Path]] = [[]]
     size = 0
     for f in sorted(runs.glob("*.arrow")):
         n = f.stat().st_size + 1024
-        if n > PART_BYTES:
-            raise SystemExit(f"gpu_study: {f.name} is {n} bytes, over a part's {PART_BYTES}")
         if size + n > PART_BYTES:
             parts.append([])
             size = 0
         parts[-1].append(f)
         size += n
-    if len(parts) > MAX_PARTS:
-        raise SystemExit(f"gpu_study: the runs need {len(parts)} parts, more than {MAX_PARTS}")
+    left_out = [f.name for part in parts[MAX_PARTS:] for f in part]  # never more files than come back
     names = []
-    for i, files in enumerate((p for p in parts if p), 1):
+    for i, files in enumerate((p for p in parts[:MAX_PARTS] if p), 1):
         names.append(f"runs-{i}.tar")
         with tarfile.open(out / names[-1], "w") as t:
             for f in files:
                 t.add(f, arcname=f"runs/{f.name}")
-    return names
+    return names, left_out
 
 
 def environment() -> dict[str, Any]:
@@ -213,12 +221,12 @@ def run(bundle: Path, out: Path, work: Path, sizes: Sizes) -> dict[str, Any]:
     study = build_study(study_raw(model, data, work / "study", sizes), ROOT, "gpu_study")
     runs = work / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    left = sizes.budget_s - (time.perf_counter() - t0)
-    results = run_study(study, log=print, budget_s=left, on_cell=all_queries_run(data / "queries.jsonl", runs),
-                        keep_going=True)  # fmt: skip
-    walls["study"] = time.perf_counter() - t0 - walls["unpack"]
     out.mkdir(parents=True, exist_ok=True)
-    results["files"] = tar_parts(runs, out)
+    left = sizes.budget_s - (time.perf_counter() - t0)
+    on_cell = all_queries_run(data / "queries.jsonl", runs, out)
+    results = run_study(study, log=print, budget_s=left, on_cell=on_cell, keep_going=True)
+    walls["study"] = time.perf_counter() - t0 - walls["unpack"]
+    results["files"], results["runs_left_out"] = tar_parts(runs, out)
     walls["total"] = time.perf_counter() - t0
     env = environment()
     report = {"environment": env, "sizes": asdict(sizes), "wall_s": {k: round(v, 1) for k, v in walls.items()},
@@ -229,7 +237,8 @@ def run(bundle: Path, out: Path, work: Path, sizes: Sizes) -> dict[str, Any]:
     head = (f"{env['device']}, {env['date']}, torch {env['torch']}; pre-training {sizes.pretrain_steps} steps of "
             f"{sizes.pretrain_batch} passages of at most {sizes.pretrain_length} tokens ({sizes.precision}) per arm; "
             f"wall: unpack {walls['unpack']:.0f} s, study {walls['study']:.0f} s, total {walls['total']:.0f} s "
-            f"(budget {sizes.budget_s:.0f} s); runs: {', '.join(results['files'])}\n\n")  # fmt: skip
+            f"(budget {sizes.budget_s:.0f} s); runs: {', '.join(results['files'])}"
+            f"{'; runs left out: ' + ', '.join(results['runs_left_out']) if results['runs_left_out'] else ''}\n\n")  # fmt: skip
     text = head + render_markdown(results)
     (out / "gpu_study.md").write_text(text)
     print(text)

@@ -120,3 +120,22 @@ def test_gpu_study_smoke_writes_its_table_and_every_run(tmp_path):
         for chunk in read_run_chunks(tmp_path / "x" / "runs" / f"{name}.arrow"):
             seen.update(zip(chunk.qids.to_pylist(), np.diff(chunk.offsets).tolist(), strict=True))
         assert set(seen) == queries and max(seen.values()) == 100, name  # every query, test ones too
+
+
+def test_runs_are_tarred_in_parts_that_come_back(tmp_path, monkeypatch):
+    """Parts under ``PART_BYTES`` each, at most ``MAX_PARTS``: the runs that do not fit are named,
+    never written as files the machine would not give back."""
+    bench = _bench()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i in range(7):
+        (runs / f"arm{i}-seed1.arrow").write_bytes(bytes([i]) * 3000)
+    monkeypatch.setattr(bench, "PART_BYTES", 8100)  # two runs (with their tar headers) a part
+    monkeypatch.setattr(bench, "MAX_PARTS", 3)
+    names, left_out = bench.tar_parts(runs, tmp_path)
+    assert names == ["runs-1.tar", "runs-2.tar", "runs-3.tar"] and left_out == ["arm6-seed1.arrow"]
+    got = {}
+    for name in names:
+        with tarfile.open(tmp_path / name) as t:
+            got.update({m.name: t.extractfile(m).read() for m in t.getmembers()})  # type: ignore[union-attr]
+    assert got == {f"runs/arm{i}-seed1.arrow": bytes([i]) * 3000 for i in range(6)}
