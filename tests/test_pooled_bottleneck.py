@@ -136,3 +136,31 @@ def test_the_exported_encoder_pools_as_the_bottleneck_did(setup, tmp_path):
         encoded = pool(backbone(input_ids=ids, attention_mask=am).last_hidden_state, am, spec.pooling, False)
     assert spec.pooling == "mean"
     torch.testing.assert_close(encoded, trained, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("pooling", "normalize"), [("cls", False), ("mean", True), ("mean", False)])
+def test_without_sentence_transformers_the_classic_module_files_load_alike(
+    setup, tmp_path, monkeypatch, pooling, normalize
+):
+    """A machine without sentence-transformers (a lent GPU machine: it needs scipy) writes the
+    classic module files itself: dense-pt detects the same pooling, and sentence-transformers loads
+    the folder and embeds exactly as the folder it wrote itself."""
+    import sys
+
+    from sentence_transformers import SentenceTransformer
+
+    _, store, _ = setup
+    own = sentence_model(tmp_path / "own", store, pooling, normalize)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "sentence_transformers", None)  # `import` raises ImportError
+        classic = sentence_model(tmp_path / "classic", store, pooling, normalize)
+    assert json.loads((tmp_path / "classic" / "modules.json").read_text())[1]["type"].endswith(
+        "models.Pooling"
+    )
+    spec = detect_spec(classic)
+    assert spec == detect_spec(own) and (spec.pooling, spec.normalize) == (pooling, normalize)
+    texts = ["alpha beta gamma", "delta", "epsilon zeta eta theta iota"]
+    a = SentenceTransformer(own, device="cpu").encode(texts, convert_to_numpy=True)
+    b = SentenceTransformer(classic, device="cpu").encode(texts, convert_to_numpy=True)
+    assert SentenceTransformer(classic, device="cpu").max_seq_length == 128
+    np.testing.assert_array_equal(a, b)

@@ -104,6 +104,27 @@ def test_empty_query_refused(setup, tmp_path):
 
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 12), st.sampled_from(["ip", "cosine"]), st.integers(0, 10**6))
+def test_search_without_faiss_gives_the_same_run(n, k, metric, seed):
+    """A machine without faiss (the lent GPU machines) proposes the candidates with NumPy: the
+    same rows and float64 scores as faiss, to the bit, ties included (rounded vectors tie often),
+    one-shot and in chunks."""
+    from unittest import mock
+
+    from dense_pt.retrieval import search as search_module
+
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(5, 8)).astype(np.float32)
+    shards = [np.round(rng.normal(size=(n, 8)), 1).astype(np.float16) for _ in range(3)]
+    for budget in (None, 4 * 8 * 3 / 1e9):
+        s1, r1 = search_arrays(q, shards, k, metric, max_memory_gb=budget)
+        with mock.patch.object(search_module, "_faiss", return_value=None):
+            s2, r2 = search_arrays(q, shards, k, metric, max_memory_gb=budget)
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(s1, s2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 12), st.sampled_from(["ip", "cosine"]), st.integers(0, 10**6))
 def test_chunked_search_equals_one_shot(n, k, metric, seed):
     rng = np.random.default_rng(seed)
     q = rng.normal(size=(5, 8)).astype(np.float32)

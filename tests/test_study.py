@@ -204,3 +204,75 @@ def test_the_example_study_file_is_valid():
         and cls.options.model_dump(exclude_none=True) == {"pooling": "cls"}
     )
     assert cdmae is not None and cdmae.method == cls.method == "cdmae"
+
+
+def _by_hand(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], q: str) -> dict[str, float]:
+    """nDCG@10 and R@20 of one query in plain Python (ties: passage id descending, as trec_eval)."""
+    import math
+
+    ranked = [d for d, _ in sorted(run.get(q, {}).items(), key=lambda x: (x[1], x[0]), reverse=True)]
+    rel = qrels[q]
+    dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
+    ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(rel.values(), reverse=True)[:10]))
+    relevant = {d for d, g in rel.items() if g > 0}
+    return {"nDCG@10": dcg / ideal, "R@20": len(relevant & set(ranked[:20])) / len(relevant)}
+
+
+def test_shared_pretraining_paired_comparison_and_reuse(demo):
+    """``share_pretraining``: one pre-training per objective, in its first seed's cell, whose encoder
+    the other seeds fine-tune; the cells of one seed copy each other's data stages; every objective
+    is compared with none over the dev queries, per-query values averaged over the seeds (checked
+    against a count by hand)."""
+    from dense_pt.data import load_qrels
+    from dense_pt.data.judgements import load_run
+    from dense_pt.evaluation.significance import compare_per_query
+
+    path = write_study(demo, "s4", until='"r1"', share_pretraining="true")
+    study = load_study(path)
+    assert [c.name for c in study.cells] == ["none-seed1", "cdmae-seed1", "none-seed2", "cdmae-seed2"]
+    later = study.cells[3]
+    assert later.pretrained_by == "cdmae-seed1" and later.config.pretrain is None
+    assert later.config.model.init == demo / "s4" / "cells" / "cdmae-seed1" / "pretrain" / "run" / "encoder"
+    res = run_study(study, log=lambda m: None)
+    cells = demo / "s4" / "cells"
+    assert (cells / "cdmae-seed1" / "pretrain").is_dir() and not (cells / "cdmae-seed2" / "pretrain").exists()
+    store = json.loads((cells / "cdmae-seed1" / "store" / "manifest.json").read_text())
+    assert store["copied_from"] == "none-seed1" and "store" not in res["cells"]["cdmae-seed1"]["stage_wall_s"]
+    assert not (cells / "none-seed2" / "store" / "manifest.json").read_text().count("copied_from")
+    dev = load_qrels(cells / "none-seed1" / "split" / "dev.qrels")
+    per = {c: load_run(cells / c / "r1" / "run.arrow") for c in res["cells"]}
+    versus = res["versus_none"]
+    assert versus["stage"] == "r1" and versus["objectives"]["cdmae"]["seeds"] == [1, 2]
+    for m in ("nDCG@10", "R@20"):
+        mine = {q: sum(_by_hand(per[f"cdmae-seed{s}"], dev, q)[m] for s in (1, 2)) / 2 for q in dev}
+        base = {q: sum(_by_hand(per[f"none-seed{s}"], dev, q)[m] for s in (1, 2)) / 2 for q in dev}
+        want = compare_per_query(mine, base).to_json()
+        got = versus["objectives"]["cdmae"][m]
+        assert got["delta"] == pytest.approx(want["delta"], abs=1e-12) and got["p_value"] == want["p_value"]
+        assert got["delta"] == pytest.approx(sum(mine.values()) / len(dev) - sum(base.values()) / len(dev))
+    report = (demo / "s4" / "report.md").read_text()
+    assert "## Against none, R1" in report and "| cdmae | 1, 2 |" in report and "## Wall time" in report
+
+
+def test_budget_skips_cells_and_says_so(demo):
+    """A cell starts only while the longest cell of its kind so far would end within the budget;
+    the cells it skips (and those fine-tuning a skipped pre-training) are listed, and run nothing."""
+    from dense_pt.pipeline.study import _Budget
+
+    path = write_study(demo, "s5", until='"r1"', share_pretraining="true")
+    study = load_study(path)
+    res = run_study(study, log=lambda m: None, budget_s=0)
+    assert sorted(res["skipped"]) == sorted(c.name for c in study.cells) and not res["cells"]
+    assert "cdmae-seed1" in res["skipped"]["cdmae-seed2"] and not (demo / "s5" / "cells").exists()
+    assert (
+        "- cdmae-seed2: skipped (its pre-training cell cdmae-seed1 did not run)"
+        in (demo / "s5" / "report.md").read_text()
+    )
+    clock = _Budget(10.0)
+    clock.start -= 5  # 5 s used
+    none, cdmae = study.cells[0], study.cells[1]
+    assert clock.refuses(none) is None  # nothing of its kind seen yet
+    clock.longest[False] = 6.0
+    assert clock.refuses(none) is not None and clock.refuses(cdmae) is None
+    clock.longest[True] = 4.0
+    assert clock.refuses(cdmae) is None

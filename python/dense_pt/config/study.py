@@ -49,6 +49,11 @@ class StudyFile(Model):
         None, description="The dev split every cell shares (None: the pipeline's seed)."
     )
     until: str | None = Field(None, description="Stop every cell after this pipeline stage.")
+    share_pretraining: bool = Field(
+        False,
+        description="Pre-train each objective once (in its first seed's cell, with that seed); the other "
+        "seeds fine-tune that encoder, so seeds vary the fine-tuning alone.",
+    )
     pretrain: StudyBudget = Field(default_factory=StudyBudget)
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per-objective options.")
 

@@ -29,6 +29,10 @@ An objective may be a label for a variant: ``[options.cdmae-cls]`` with ``method
 ``pooling = "cls"`` is the cdmae method with those options, tabulated as ``cdmae-cls``. ``until``
 (a pipeline stage name) stops every cell after that stage, for a cheaper study (``"zeroshot"``:
 pre-training alone; ``"r1"``: one fine-tuning stage); raising it later continues the same cells.
+``share_pretraining = true`` pre-trains each objective once, in its first seed's cell, and fine-tunes
+that encoder in the other seeds' cells (the cells then run seed by seed, so every pre-training comes
+first). ``run_study(budget_s=...)`` skips the cells it cannot start in time and says so. Every
+objective is compared with ``none`` query by query on the dev split (``compare_with_none``).
 """
 
 from __future__ import annotations
@@ -36,15 +40,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dense_pt.config.pipeline import PipelineFile
 from dense_pt.config.study import NO_PRETRAINING, StudyFile
-from dense_pt.errors import FormatError
+from dense_pt.errors import DensePtError, FormatError
 from dense_pt.pipeline.config import ResolvedPipeline
 
 NONE = NO_PRETRAINING
+PRETRAINING = ("pmi", "pretrain")  # the stages a cell's pre-training time counts
+REUSED = ("store", "split", "bm25", "pmi")  # data stages a cell copies from another with the same fingerprint
 # Stages whose dev metrics the study tabulates, in pipeline order (BM25 is the same in every cell).
 STAGES = ("zeroshot", "r1", "r2", "reranker", "distill", "fusion")
 
@@ -54,6 +61,7 @@ class Cell:
     objective: str
     seed: int
     config: ResolvedPipeline  # the validated pipeline configuration
+    pretrained_by: str | None = None  # the cell whose pre-trained encoder it fine-tunes (shared)
 
     @property
     def name(self) -> str:
@@ -68,6 +76,7 @@ class StudyConfig:
     cells: list[Cell]
     measures: list[str]
     until: str | None = None
+    share_pretraining: bool = False
 
 
 def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> StudyConfig:
@@ -107,23 +116,32 @@ def build_study(raw: dict[str, Any], base: Path, where: str = "study") -> StudyC
     if split_seed is None:
         split_seed = pipeline_raw.get("seed", PipelineFile.model_fields["seed"].default)
     cells = []
-    for objective in objectives:
-        for seed in seeds:
-            cell_raw = {**pipeline_raw, "out": str(out / "cells" / f"{objective}-seed{seed}"), "seed": seed}
-            cell_raw["data"] = {**pipeline_raw.get("data", {}), "split_seed": split_seed}
-            if objective != NONE:
-                opts = {k: v for k, v in options.get(objective, {}).items() if k != "method"}
-                cell_raw["pretrain"] = {
-                    "method": study.method(objective),
-                    **budget,
-                    "options": opts,
-                }
-            where_cell = f"{where} (cell {objective}-seed{seed}, pipeline {pipeline_path})"
-            cells.append(
-                Cell(objective, seed, validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell))
-            )
+    for objective, seed in _cell_order(objectives, seeds, study.share_pretraining):
+        cell_raw = {**pipeline_raw, "out": str(out / "cells" / f"{objective}-seed{seed}"), "seed": seed}
+        cell_raw["data"] = {**pipeline_raw.get("data", {}), "split_seed": split_seed}
+        source = None
+        if objective != NONE and study.share_pretraining and seed != seeds[0]:
+            source = f"{objective}-seed{seeds[0]}"  # its encoder, written before this cell runs
+            encoder = out / "cells" / source / "pretrain" / "run" / "encoder"
+            cell_raw["model"] = {**pipeline_raw.get("model", {}), "init": str(encoder)}
+        elif objective != NONE:
+            opts = {k: v for k, v in options.get(objective, {}).items() if k != "method"}
+            cell_raw["pretrain"] = {"method": study.method(objective), **budget, "options": opts}
+        where_cell = f"{where} (cell {objective}-seed{seed}, pipeline {pipeline_path})"
+        config = validate_config(cell_raw, pipeline_path.parent.resolve(), where_cell)
+        cells.append(Cell(objective, seed, config, source))
     measures = list(cells[0].config.eval.measures)
-    return StudyConfig(out, list(objectives), list(seeds), cells, measures, study.until)
+    return StudyConfig(
+        out, list(objectives), list(seeds), cells, measures, study.until, study.share_pretraining
+    )
+
+
+def _cell_order(objectives: list[str], seeds: list[int], shared: bool) -> list[tuple[str, int]]:
+    """Objective by objective; with shared pre-training seed by seed, so that every objective's
+    pre-training (in its first seed's cell) runs before the cells that fine-tune its encoder."""
+    if shared:
+        return [(o, s) for s in seeds for o in objectives]
+    return [(o, s) for o in objectives for s in seeds]
 
 
 def run_study(
@@ -132,13 +150,19 @@ def run_study(
     log: Callable[[str], None] = print,
     only: list[str] | None = None,
     force: bool = False,
+    budget_s: float | None = None,
+    on_cell: Callable[[Cell, dict[str, dict[str, Any]]], None] | None = None,
+    keep_going: bool = False,
 ) -> dict[str, Any]:
     """Run (or continue) every cell, then write ``OUT/results.json``, ``OUT/report.md`` and
     ``OUT/study.png``; returns the results. ``only``: run just these objectives (the table still
     lists every finished cell). ``force``: write into folders dense-pt did not write (the study's
-    and its cells', as ``pipeline run --force``)."""
+    and its cells', as ``pipeline run --force``). ``budget_s``: a cell is started only while it can
+    finish within this many seconds of the start (judged by the longest cell of its kind so far);
+    the others are skipped and listed under ``skipped``. ``on_cell(cell, manifests)``: called after
+    each cell that ran (its time counts as the cell's). ``keep_going``: a cell that fails is listed under
+    ``failed`` (with the cells that fine-tune its encoder) and the study goes on."""
     from dense_pt.fsutil import check_output_dir, mark_output_dir
-    from dense_pt.pipeline.run import run_pipeline
 
     study = study if isinstance(study, StudyConfig) else load_study(study)
     if only:
@@ -147,24 +171,125 @@ def run_study(
             raise FormatError(f"--only names objectives the study does not have: {sorted(bad)}", "study")
     check_output_dir(study.out, "study", force, proof=("results.json",))
     mark_output_dir(study.out, "study")
+    clock = _Budget(budget_s)
     cells: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    failed: dict[str, str] = {}
     for i, cell in enumerate(study.cells, 1):
         if only and cell.objective not in only:
             continue
+        why = clock.refuses(cell)
+        if cell.pretrained_by in skipped or cell.pretrained_by in failed:
+            why = f"its pre-training cell {cell.pretrained_by} did not run"
+        if why:
+            skipped[cell.name] = why
+            log(f"[study] cell {i}/{len(study.cells)}: {cell.name} skipped ({why})")
+            continue
         log(f"[study] cell {i}/{len(study.cells)}: {cell.name}")
-        manifests = run_pipeline(
-            cell.config,
-            progress=progress,
-            until=study.until,
-            log=_indented(log, cell.name),
-            force=force,
-        )
+        try:
+            manifests = clock.timed(cell, partial(_run_cell, study, cell, progress, log, force, on_cell))
+        except (DensePtError, RuntimeError) as e:  # a failed training (out of memory, bad data)
+            if not keep_going:
+                raise
+            failed[cell.name] = f"{type(e).__name__}: {e}"
+            log(f"[study] cell {cell.name} failed: {failed[cell.name]}")
+            continue
         if any(s in manifests for s in STAGES):  # else nothing to tabulate yet (``until``)
             cells[cell.name] = _cell_record(cell, manifests)
     results = summarize(study, _with_finished(study, cells))
+    results["skipped"], results["failed"] = skipped, failed
+    results["versus_none"] = compare_with_none(study, results["cells"])
     write_study(study, results)
     log(f"[study] report: {study.out / 'report.md'}")
     return results
+
+
+def _run_cell(
+    study: StudyConfig,
+    cell: Cell,
+    progress: bool,
+    log: Callable[[str], None],
+    force: bool,
+    on_cell: Callable[[Cell, dict[str, dict[str, Any]]], None] | None,
+) -> dict[str, dict[str, Any]]:
+    from dense_pt.pipeline.run import run_pipeline
+
+    _reuse_stages(study, cell, log, force)
+    manifests = run_pipeline(
+        cell.config, progress=progress, until=study.until, log=_indented(log, cell.name), force=force
+    )
+    if on_cell is not None:  # within the cell's time, which the budget counts
+        on_cell(cell, manifests)
+    return manifests
+
+
+def _reuse_stages(study: StudyConfig, cell: Cell, log: Callable[[str], None], force: bool) -> None:
+    """Copy into ``cell`` each of its ``REUSED`` stages that another cell finished with the same
+    fingerprint (the same inputs, settings and seed: the same work) instead of redoing it: every
+    cell of one seed that starts from the same model shares its store, split and BM25 run. The copy
+    (never a link: a later stage of either cell may add to its folder) records ``copied_from``, so
+    its time is not counted twice."""
+    import shutil
+
+    from dense_pt.fsutil import check_output_dir, mark_output_dir, write_json_atomic
+    from dense_pt.pipeline.run import plan_pipeline
+    from dense_pt.pipeline.runner import read_stage_manifest
+
+    out = cell.config.out
+    for step in plan_pipeline(cell.config, until=study.until):
+        if step.stage.name not in REUSED or step.action != "run":
+            continue
+        for other in study.cells:
+            src = other.config.out / step.stage.name
+            m = read_stage_manifest(src) if other is not cell else None
+            if m is None or m.get("status") != "done" or m.get("fingerprint") != step.fingerprint:
+                continue
+            check_output_dir(out, "pipeline", force)
+            mark_output_dir(out, "pipeline")
+            tmp = out / f".{step.stage.name}.copy"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
+            write_json_atomic(tmp / "manifest.json", {**m, "copied_from": other.name})
+            tmp.rename(out / step.stage.name)
+            log(f"  {cell.name} [{step.stage.name}] the same as {other.name}'s: copied")
+            break
+
+
+class _Budget:
+    """A study's time budget: a cell starts only while the longest cell of its kind (pre-training
+    or not) seen so far would still end within it; the first of each kind always may."""
+
+    def __init__(self, budget_s: float | None):
+        import time
+
+        self.budget_s, self.start = budget_s, time.monotonic()
+        self.longest: dict[bool, float] = {}
+
+    @staticmethod
+    def _kind(cell: Cell) -> bool:
+        return cell.config.pretrain is not None
+
+    def refuses(self, cell: Cell) -> str | None:
+        import time
+
+        if self.budget_s is None:
+            return None
+        used = time.monotonic() - self.start
+        need = self.longest.get(self._kind(cell), 0.0)
+        if used + need > self.budget_s:
+            return (
+                f"budget: {used:.0f} s used, a cell like it took {need:.0f} s, budget {self.budget_s:.0f} s"
+            )
+        return None
+
+    def timed(self, cell: Cell, work: Callable[[], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        import time
+
+        t0 = time.monotonic()
+        out = work()
+        kind = self._kind(cell)
+        self.longest[kind] = max(self.longest.get(kind, 0.0), time.monotonic() - t0)
+        return out
 
 
 def _indented(log: Callable[[str], None], cell: str) -> Callable[[str], None]:
@@ -185,7 +310,11 @@ def _cell_record(cell: Cell, manifests: dict[str, dict[str, Any]]) -> dict[str, 
             "final_loss": pt.get("final_loss"),
             "wall_s": pt.get("wall_s"),
         }
-    rec["wall_s"] = round(sum(float(m.get("wall_s", 0)) for m in manifests.values()), 1)
+    own = {name: m for name, m in manifests.items() if "copied_from" not in m}  # copies took no time
+    rec["stage_wall_s"] = {name: m["wall_s"] for name, m in own.items() if "wall_s" in m}
+    rec["wall_s"] = round(sum(float(m.get("wall_s", 0)) for m in own.values()), 1)
+    if cell.pretrained_by:
+        rec["pretrained_by"] = cell.pretrained_by
     return rec
 
 
@@ -193,13 +322,15 @@ def _with_finished(study: StudyConfig, ran: dict[str, dict[str, Any]]) -> dict[s
     """The cells run now plus those finished earlier (read back from their manifests)."""
     import json
 
+    from dense_pt.pipeline.run import STAGES as PIPELINE_STAGES
+
     out = dict(ran)
     for cell in study.cells:
         if cell.name in out:
             continue
         folder = cell.config.out
         manifests = {}
-        for name in ("bm25", "pretrain", *STAGES):
+        for name in PIPELINE_STAGES:
             p = folder / name / "manifest.json"
             if p.is_file():
                 m = json.loads(p.read_text(encoding="utf-8"))
@@ -238,6 +369,60 @@ def summarize(study: StudyConfig, cells: dict[str, dict[str, Any]]) -> dict[str,
             "bm25": bm25, "table": table, "cells": cells}  # fmt: skip
 
 
+def compare_with_none(study: StudyConfig, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each objective against ``none`` on the last tabulated stage, query by query on the dev split:
+    every measure's per-query value averaged over the seeds both finished (the same fine-tuning
+    seeds, so the pairs share everything but the pre-training), then the paired bootstrap interval
+    and randomization p of ``dense_pt.evaluation.significance``. Empty without a ``none`` arm."""
+    from dense_pt.evaluation.significance import compare_per_query
+
+    stage = next((s for s in reversed(STAGES) if any(s in c["metrics"] for c in cells.values())), None)
+    if NONE not in study.objectives or stage is None:
+        return {}
+    done = {(c["objective"], c["seed"]) for c in cells.values() if stage in c["metrics"]}
+    by_name = {c.name: c for c in study.cells}
+    memo: dict[str, dict[str, dict[str, float]]] = {}
+    out: dict[str, Any] = {"stage": stage, "objectives": {}}
+    for objective in study.objectives:
+        seeds = [s for s in study.seeds if (objective, s) in done and (NONE, s) in done]
+        if objective == NONE or not seeds:
+            continue
+        mine = _seed_mean(
+            [_per_query(by_name[f"{objective}-seed{s}"], stage, study.measures, memo) for s in seeds]
+        )
+        base = _seed_mean(
+            [_per_query(by_name[f"{NONE}-seed{s}"], stage, study.measures, memo) for s in seeds]
+        )
+        out["objectives"][objective] = {
+            "seeds": seeds,
+            **{m: compare_per_query({q: v[m] for q, v in mine.items()}, {q: v[m] for q, v in base.items()}).to_json()
+               for m in study.measures},
+        }  # fmt: skip
+    return out
+
+
+def _per_query(
+    cell: Cell, stage: str, measures: list[str], memo: dict[str, dict[str, dict[str, float]]]
+) -> dict[str, dict[str, float]]:
+    """{dev query: {measure: value}} of one cell's stage run (every dev query, zero when missing)."""
+    from dense_pt.data import load_qrels
+    from dense_pt.evaluation import evaluate_run
+    from dense_pt.pipeline.common import RUN_FILE, run_file
+
+    if cell.name not in memo:
+        folder, ev = cell.config.out, cell.config.eval
+        run = run_file(folder / stage, RUN_FILE)
+        dev = load_qrels(folder / "split" / "dev.qrels")
+        per = evaluate_run(run, dev, measures, tie_break=ev.tie_break, rel_level=ev.rel_level, per_query=True)
+        assert per.per_query is not None
+        memo[cell.name] = per.per_query
+    return memo[cell.name]
+
+
+def _seed_mean(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    return {q: {m: sum(r[q][m] for r in runs) / len(runs) for m in runs[0][q]} for q in runs[0]}
+
+
 STAGE_LABELS = {"zeroshot": "zero-shot", "r1": "R1", "r2": "R2", "reranker": "re-ranker", "distill": "distilled",
                 "fusion": "hybrid"}  # fmt: skip
 
@@ -271,8 +456,50 @@ def render_markdown(results: dict[str, Any]) -> str:
         for objective in results["objectives"]:
             row = results["table"].get(objective, {}).get(last, {})
             lines.append(f"| {objective} | " + " | ".join(_fmt(row.get(m)) for m in measures) + " |")
-    lines += ["", "![study](study.png)", ""]
+    lines += _versus_lines(results) + _wall_lines(results)
+    chart = "![study](study.png)" if results.get("chart", True) else "(no chart: matplotlib is not installed)"
+    lines += ["", chart, ""]
     return "\n".join(lines)
+
+
+def _versus_lines(results: dict[str, Any]) -> list[str]:
+    versus = results.get("versus_none") or {}
+    if not versus.get("objectives"):
+        return []
+    measures = results["measures"]
+    lines = ["", f"## Against none, {STAGE_LABELS[versus['stage']]}: paired over the dev queries", "",
+             "Difference in the mean, paired bootstrap 95% interval, randomization p; each query's value "
+             "averaged over the seeds both arms finished.", "",
+             "| objective | seeds | " + " | ".join(measures) + " |", "|---|---|" + "---|" * len(measures)]  # fmt: skip
+    for objective, row in versus["objectives"].items():
+        cells = [f"{c['delta']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] p={c['p_value']:.3g}"
+                 for c in (row[m] for m in measures)]  # fmt: skip
+        lines.append(f"| {objective} | {', '.join(map(str, row['seeds']))} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _wall_lines(results: dict[str, Any]) -> list[str]:
+    """Pre-training (steps, seconds: the PMI table and the training) and fine-tuning seconds per
+    objective, and the cells skipped or failed."""
+    lines = ["", "## Wall time", "", "| objective | pre-training steps | pre-training s | other stages s per "
+             "seed (data, fine-tuning, evaluation) | seeds |", "|---|---:|---:|---:|---|"]  # fmt: skip
+    for objective in results["objectives"]:
+        recs = [c for c in results["cells"].values() if c["objective"] == objective]
+        if not recs:
+            lines.append(f"| {objective} | – | – | – | none finished |")
+            continue
+        pre = [c for c in recs if "pretrain" in c]
+        steps = str(pre[0]["pretrain"]["steps"]) if pre else "–"
+        pre_s = sum(float(c["stage_wall_s"].get(k, 0)) for c in pre for k in PRETRAINING) if pre else None
+        rest = [
+            sum(float(v) for k, v in c.get("stage_wall_s", {}).items() if k not in PRETRAINING) for c in recs
+        ]
+        seeds = ", ".join(str(c["seed"]) for c in recs)
+        lines.append(f"| {objective} | {steps} | {'–' if pre_s is None else f'{pre_s:.1f}'} | "
+                     f"{sum(rest) / len(rest):.1f} | {seeds} |")  # fmt: skip
+    for kind in ("skipped", "failed"):
+        lines += [f"- {name}: {kind} ({why})" for name, why in (results.get(kind) or {}).items()]
+    return lines
 
 
 def _fmt(cell: dict[str, float] | None) -> str:
@@ -282,12 +509,18 @@ def _fmt(cell: dict[str, float] | None) -> str:
 
 
 def write_study(study: StudyConfig, results: dict[str, Any]) -> None:
+    """results.json, report.md and the chart (left out, and said so in the report, where matplotlib,
+    the plot extra, is not installed: a lent GPU machine has none)."""
+    import importlib.util
+
     from dense_pt.fsutil import atomic_file, write_json_atomic
 
+    results["chart"] = importlib.util.find_spec("matplotlib") is not None
     write_json_atomic(study.out / "results.json", results)
     with atomic_file(study.out / "report.md", "w", encoding="utf-8") as f:
         f.write(render_markdown(results))
-    plot_study(results, study.out / "study.png")
+    if results["chart"]:
+        plot_study(results, study.out / "study.png")
 
 
 def plot_study(results: dict[str, Any], path: Path) -> None:
@@ -314,7 +547,8 @@ def plot_study(results: dict[str, Any], path: Path) -> None:
         ax.axhline(results["bm25"][primary], color="grey", linestyle="--", linewidth=1, label="BM25")
     ax.set_xticks(x + width * (len(stages) - 1) / 2, objectives)
     ax.set_ylabel(f"dev {primary}")
-    ax.legend(fontsize=8)
+    if stages or results["bm25"]:  # else nothing to label
+        ax.legend(fontsize=8)
     fig.tight_layout()
     with atomic_file(path, "wb") as f:
         fig.savefig(f, format="png", dpi=110)

@@ -184,8 +184,14 @@ def write_pooling_modules(
     expects; the tokenizer's ``model_max_length`` = ``max_seq_length``, the passage length), so
     ``detect_spec`` (fine-tuning, encoding) and ``SentenceTransformer(out)`` see how it pools and
     how long its inputs are: with ``query_max_length``, its queries' length too where the installed
-    version keeps one (``task_lengths``). The model card stays ours (``create_model_card=False``)."""
-    from sentence_transformers import SentenceTransformer
+    version keeps one (``task_lengths``). The model card stays ours (``create_model_card=False``).
+    Without sentence-transformers installed (it needs scipy and scikit-learn, which a lent GPU
+    machine lacks), ``_write_classic_modules`` writes its classic layout (one length: the passage's)."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        _write_classic_modules(out, dim, pooling, normalize, max_seq_length)
+        return
     from transformers.utils import logging as hf_logging
 
     from dense_pt.retrieval.encode import position_limit
@@ -207,3 +213,45 @@ def write_pooling_modules(
         modules=modules, device="cpu", similarity_fn_name="cosine" if normalize else "dot"
     )
     model.save(str(out), create_model_card=False)
+
+
+def _write_classic_modules(out: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int) -> None:
+    """The sentence-transformers files of a Transformer -> Pooling (-> Normalize) model in the
+    layout every sentence-transformers version reads (all-MiniLM-L6-v2's own): ``modules.json``,
+    ``sentence_bert_config.json``, ``1_Pooling/config.json``, ``2_Normalize``; the tokenizer's
+    ``model_max_length`` = ``max_seq_length``."""
+    import torch
+    import transformers
+
+    from dense_pt.fsutil import write_json_atomic
+
+    kinds = [("", "Transformer"), ("1_Pooling", "Pooling")] + (
+        [("2_Normalize", "Normalize")] if normalize else []
+    )
+    modules = [{"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+               for i, (path, kind) in enumerate(kinds)]  # fmt: skip
+    write_json_atomic(out / "modules.json", modules)
+    write_json_atomic(
+        out / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False}
+    )
+    modes = (
+        "cls_token",
+        "mean_tokens",
+        "max_tokens",
+        "mean_sqrt_len_tokens",
+        "weightedmean_tokens",
+        "lasttoken",
+    )
+    chosen = {"cls": "cls_token", "mean": "mean_tokens"}[pooling]
+    write_json_atomic(out / "1_Pooling" / "config.json", {"word_embedding_dimension": dim,
+                      **{f"pooling_mode_{m}": m == chosen for m in modes}, "include_prompt": True})  # fmt: skip
+    if normalize:
+        (out / "2_Normalize").mkdir(exist_ok=True)
+    versions = {"pytorch": torch.__version__, "transformers": transformers.__version__}
+    write_json_atomic(out / "config_sentence_transformers.json", {"__version__": versions, "prompts": {},
+                      "default_prompt_name": None, "similarity_fn_name": "cosine" if normalize else "dot"})  # fmt: skip
+    tok = out / "tokenizer_config.json"
+    if tok.exists():
+        write_json_atomic(
+            tok, {**json.loads(tok.read_text(encoding="utf-8")), "model_max_length": max_seq_length}
+        )

@@ -12,6 +12,8 @@ candidates (``k`` plus a margin per chunk) and the final candidates are rescored
 stored vectors, one fixed-order dot product per pair, then ranked by (score desc, corpus row asc)
 in ``search_arrays``; ``search`` / ``search_file`` break ties by passage id descending instead (the
 run file's rule), so that searches of passage shards merge into exactly the whole corpus's top-k.
+Without faiss (a machine with torch but not the retrieval extra, as the lent GPU machines), NumPy's
+float32 products propose the candidates instead; the float64 rescoring makes the result the same.
 """
 
 from __future__ import annotations
@@ -32,17 +34,43 @@ from dense_pt.retrieval.encode import Embeddings
 METRICS = ("ip", "cosine")
 
 
-def _gpu_resources():  # pragma: no cover - needs faiss-gpu and a GPU
-    import faiss
+def _faiss() -> Any:
+    """faiss, or None where it is not installed (a machine with torch but not the retrieval extra:
+    the exact products are then taken with NumPy, ``_numpy_top``)."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    return faiss
 
-    if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+
+def _gpu_resources():  # pragma: no cover - needs faiss-gpu and a GPU
+    faiss = _faiss()
+    if faiss is not None and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
         return faiss.StandardGpuResources()
     return None
 
 
-def _search_chunk(queries: np.ndarray, passages: np.ndarray, k: int, gpu) -> tuple[np.ndarray, np.ndarray]:
-    import faiss
+def _numpy_top(queries: np.ndarray, passages: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """faiss's flat inner-product search without faiss: the float32 products of a block of queries
+    at a time, the ``k`` best of each row (unordered ties are settled by ``rescore`` later)."""
+    k = min(k, passages.shape[0])
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    rows = np.empty((len(queries), k), dtype=np.int64)
+    for a in range(0, len(queries), 1024):
+        prod = queries[a : a + 1024] @ passages.T
+        top = np.argpartition(-prod, k - 1, axis=1)[:, :k]
+        part = np.take_along_axis(prod, top, axis=1)
+        order = np.argsort(-part, axis=1, kind="stable")
+        rows[a : a + 1024] = np.take_along_axis(top, order, axis=1)
+        scores[a : a + 1024] = np.take_along_axis(part, order, axis=1)
+    return scores, rows
 
+
+def _search_chunk(queries: np.ndarray, passages: np.ndarray, k: int, gpu) -> tuple[np.ndarray, np.ndarray]:
+    faiss = _faiss()
+    if faiss is None:
+        return _numpy_top(queries, passages, k)
     index: Any = faiss.IndexFlatIP(passages.shape[1])  # a GPU index when gpu is given
     if gpu is not None:  # pragma: no cover
         index = faiss.index_cpu_to_gpu(gpu, 0, index)
