@@ -243,7 +243,7 @@ def test_pad_to_multiple_of_reaches_the_collator_and_is_checked(tmp_path):
     source, _, _ = _batch_source(cfg, store, None, 1)
     batch = next(iter(source.iter_epoch(0, 0, 0, 1)))
     assert batch["input_ids"].shape[1] % 16 == 0
-    top = {**top, "max_length": 150, "pad_to_multiple_of": 32}  # 160 > the model's 160? no: 160 fits
+    top = {**top, "max_length": 150, "pad_to_multiple_of": 32}  # up to 160: the model has 160 positions
     _build_objective(build_config(top=top, train={"batch_size": 4, "warmup": 0}), store)
     top = {**top, "max_length": 150, "pad_to_multiple_of": 48}  # 192 > 160 positions
     with pytest.raises(InvalidArgumentError, match="pad_to_multiple_of 48 pads max_length 150 up to 192"):
