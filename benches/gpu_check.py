@@ -11,7 +11,14 @@ minutes, on a BERT-base-shaped random model at 144 tokens in bf16 (nothing is do
 * encoding (passages/s at 144 tokens) and dense search of 10k queries over 1M random 768-d
   vectors (faiss-gpu when installed, else torch matrix products in blocks);
 * the first-step loss of every pre-training method on the device (fp32 and bf16) against the same
-  step on the CPU in fp32 (dropout off, the generator's samples drawn alike), to catch device-only bugs.
+  step on the CPU in fp32 (dropout off, the generator's samples drawn alike), to catch device-only
+  bugs: a bf16 loss more than 0.5% off CPU fp32 is flagged "OFF BY x%";
+* compilation (issue 28): dense-pt's mlm with ``torch_compile = "layers"`` (and its compile time:
+  the first step's wall time), and the loop a user writes in ten lines (``BertForMaskedLM``, SDPA,
+  bf16 autocast, fused AdamW, TF32, 15% masking in torch) at the mlm item's shapes, eager and
+  ``torch.compile``d: the table gives dense-pt's mlm over it (eager over eager, compiled over compiled);
+* ``--profile ITEM``: that item under ``torch.profiler``, its top 30 kernels by device time (CPU
+  time on the CPU) in ``OUT/profile-ITEM.txt``.
 
 It prints one markdown table and writes ``OUT/gpu_check.json`` after every item (a run cut short
 keeps what it measured). Each item runs the code dense-pt trains with (the objectives, the native
@@ -20,6 +27,7 @@ AdamW, TF32, the collation thread), for a few warm-up steps and then a few timed
 
     python3 benches/gpu_check.py --out "$OUT"                 # the GPU machine (BENCHMARKS.md says how)
     python benches/gpu_check.py --smoke --out /tmp/gpu-check   # the same code, tiny model, CPU, < 1 min
+    python3 benches/gpu_check.py --out "$OUT" --profile "simlm (frozen ELECTRA-small-shaped generator)"
 
 MFU counts the FLOPs of the plain step (forward and backward, ``torch.utils.flop_counter`` on a
 few rows, scaled to the batch; a cached step's extra graph-free forward is not model FLOPs)
@@ -120,6 +128,11 @@ METHODS = [  # (label, method, options, contrastive)
 ]
 
 
+# A bf16 first-step loss further than this from CPU fp32 is flagged (issue 28: every method within 0.5%).
+LOSS_TOLERANCE = 0.005
+MASK_RATE = 0.15  # the plain loop's masking: BERT's rate, every masked position [MASK]
+
+
 class Enough(Exception):
     """Raised by the timing callback once the timed steps are done (no checkpoint is written)."""
 
@@ -137,6 +150,8 @@ class Context:
     model_json: str = ""
     generator_dir: str = ""
     unpad: str = "auto"  # TrainConfig.unpad of every item (the MS MARCO-like items set on / off)
+    compile_backend: str = "inductor"  # "aot_eager" in smoke runs: the same graphs, no codegen
+    profile: str | None = None  # the item run under torch.profiler (--profile)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -201,8 +216,9 @@ def run_steps(ctx: Context, model, cfg, source, out: Path, lr_lambda=None, reset
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     stall = [r["data_wait"] for r in records if r["step"] > warm]
     elapsed = stamps[warm + timed] - stamps[warm]
+    compile_s = next((r["compile_s"] for r in records if "compile_s" in r), None)
     return {"steps_per_s": timed / elapsed, "data_stall": float(np.mean(stall)) if stall else None,
-            "peak_gib": peak_gib(ctx.device), "last_loss": records[-1]["loss"]}  # fmt: skip
+            "peak_gib": peak_gib(ctx.device), "last_loss": records[-1]["loss"], "compile_s": compile_s}  # fmt: skip
 
 
 def rows_of(batch: dict, n: int) -> dict:
@@ -297,14 +313,16 @@ def build_corpus(ctx: Context) -> None:
 # --- the items --------------------------------------------------------------------------------------
 
 
-def pretrain_item(ctx: Context, label: str, method: str, options: dict, contrastive: bool) -> dict:
+def pretrain_item(
+    ctx: Context, label: str, method: str, options: dict, contrastive: bool, **train: Any
+) -> dict:
     from dense_pt.pretrain import build_config
     from dense_pt.pretrain.run import _batch_source, _build_objective
 
     s = ctx.sizes
     options = {k: ctx.generator_dir if v == "FROZEN" else v for k, v in options.items()}
     batch = s.contrastive_batch if contrastive else s.pretrain_batch
-    extra = {"cache_chunk": s.contrastive_chunk} if contrastive else {}
+    extra = {**({"cache_chunk": s.contrastive_chunk} if contrastive else {}), **train}
     out = ctx.work / label.split()[0]
     shutil.rmtree(out, ignore_errors=True)
     top = {
@@ -617,6 +635,118 @@ def length_items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
             )
         )
     return out
+# --- compilation: dense-pt's mlm compiled, and the plain Hugging Face loop ---------------------------
+
+
+def compiled_mlm_item(ctx: Context) -> dict:
+    """dense-pt's mlm item with ``torch_compile = "layers"`` (the regional compile)."""
+    import dense_pt.training.switches as switches
+
+    switches.COMPILE_BACKEND = ctx.compile_backend
+    res = pretrain_item(ctx, "mlm-compiled", "mlm", {}, False, torch_compile="layers")
+    res["setting"] += ", torch_compile layers"
+    return res
+
+
+def plain_tokens(ctx: Context) -> torch.Tensor:
+    """[CLS] the first ``length`` - 2 tokens [SEP] of every synthetic passage (all are longer)."""
+    s = ctx.sizes
+    values, offsets = ctx.store.ragged("input_ids")
+    special = ctx.store.special_tokens
+    rows = np.full((len(offsets) - 1, s.length), special["sep"], dtype=np.int64)
+    rows[:, 0] = special["cls"]
+    for i in range(len(rows)):
+        rows[i, 1 : s.length - 1] = values[offsets[i] : offsets[i] + s.length - 2]
+    return torch.from_numpy(rows)
+
+
+def plain_loop_item(ctx: Context, compiled: bool) -> dict:
+    """The ten-line loop a user writes: ``BertForMaskedLM`` (SDPA) on the mlm item's shapes, 15% of
+    the tokens [MASK]ed in torch, bf16 autocast, fused AdamW and TF32 on a GPU, ``torch.compile``
+    of the whole model when ``compiled``. Its compile time is the first step's wall time."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    s, dev = ctx.sizes, ctx.device
+    torch.manual_seed(0)
+    config = BertConfig(**s.model, pad_token_id=ctx.store.special_tokens["pad"], attn_implementation="sdpa")
+    model = BertForMaskedLM(config).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=dev.type == "cuda")
+    if dev.type == "cuda":
+        torch.set_float32_matmul_precision("high")
+    step_fn = torch.compile(model, backend=ctx.compile_backend) if compiled else model
+    tokens, mask_id = plain_tokens(ctx), ctx.store.special_tokens["mask"]
+    cls, sep = ctx.store.special_tokens["cls"], ctx.store.special_tokens["sep"]
+    g = torch.Generator().manual_seed(0)
+
+    def one_step() -> torch.Tensor:
+        ids = tokens[torch.randint(len(tokens), (s.pretrain_batch,), generator=g)].to(dev, non_blocking=True)
+        masked = (torch.rand(ids.shape, device=dev) < MASK_RATE) & (ids != cls) & (ids != sep)
+        with autocast(dev, torch.bfloat16 if dev.type == "cuda" else None):
+            loss = step_fn(input_ids=ids.masked_fill(masked, mask_id), attention_mask=torch.ones_like(ids),
+                           labels=ids.masked_fill(~masked, -100)).loss  # fmt: skip
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    reset_memory(dev)
+    sync(dev)
+    t0 = time.perf_counter()
+    one_step()  # compiles when compiled
+    sync(dev)
+    first_s = time.perf_counter() - t0
+    for _ in range(s.warm - 1):
+        one_step()
+    sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(s.timed):
+        loss = one_step()
+    sync(dev)
+    seq = s.pretrain_batch * s.timed / (time.perf_counter() - t0)
+    return {"seq_per_s": seq, "tokens_per_s": seq * s.length, "peak_gib": peak_gib(dev), "last_loss": float(loss),
+            "compile_s": first_s if compiled else None,
+            "setting": f"BertForMaskedLM, batch {s.pretrain_batch} x {s.length} tokens, 15% [MASK]"
+            + (", torch.compile" if compiled else "")}  # fmt: skip
+
+
+def with_ratios(results: list[dict]) -> None:
+    """dense-pt's mlm over the plain loop, eager over eager and compiled over compiled, on the mlm rows."""
+    rate = {r["item"]: r.get("seq_per_s") for r in results}
+    pairs = {"mlm": "plain loop (HF), eager", "mlm (torch_compile layers)": "plain loop (HF), compiled"}
+    for r in results:
+        plain = rate.get(pairs.get(r["item"], ""))
+        if plain and r.get("seq_per_s"):
+            r["vs_plain"] = r["seq_per_s"] / plain
+
+
+def loss_check(r: dict) -> str:
+    """'ok' when the device's bf16 first-step loss lies within ``LOSS_TOLERANCE`` of CPU fp32."""
+    loss = r.get("losses")
+    if not loss:
+        return ""
+    off = abs(loss["device_bf16"] - loss["cpu_fp32"]) / max(abs(loss["cpu_fp32"]), 1e-12)
+    return "ok" if off <= LOSS_TOLERANCE else f"OFF BY {100 * off:.2f}%"
+
+
+def slug(label: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in label.lower()).split())
+
+
+def profiled(ctx: Context, label: str, fn: Callable[[], dict]) -> dict:
+    """``fn`` under torch.profiler; its top 30 kernels (by device time on a GPU, by CPU time on the
+    CPU) into ``OUT/profile-ITEM.txt``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = ctx.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        res = fn()
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    path = ctx.out / f"profile-{slug(label)}.txt"
+    path.write_text(
+        f"{label}: {res.get('setting', '')}\n\n" + prof.key_averages().table(sort_by=sort, row_limit=30)
+    )
+    return {**res, "profile": str(path)}
 
 
 # --- the run ----------------------------------------------------------------------------------------
@@ -635,6 +765,11 @@ def items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
         ("encode", "encoding", lambda: encode_item(ctx)),
         ("search", "dense search", lambda: search_item(ctx)),
     ]  # fmt: skip
+    out += [
+        ("compile", "mlm (torch_compile layers)", lambda: compiled_mlm_item(ctx)),
+        ("compile", "plain loop (HF), eager", lambda: plain_loop_item(ctx, compiled=False)),
+        ("compile", "plain loop (HF), compiled", lambda: plain_loop_item(ctx, compiled=True)),
+    ]
     out += length_items(ctx)
     return out
 
@@ -660,13 +795,22 @@ def fmt(value: Any, spec: str = ",.0f", suffix: str = "") -> str:
     return f"{value:{spec}}{suffix}"
 
 
+EXTRA_COLUMNS = ("bf16 loss vs CPU fp32", "compile time", "x plain loop (HF)")
+
+
+def extra_cells(r: dict) -> list[str]:
+    """Issue 28's columns: the first-step loss check, the compile time, dense-pt's mlm over the plain loop."""
+    return [loss_check(r), fmt(r.get("compile_s"), ".1f", " s"), fmt(r.get("vs_plain"), ".2f", "x")]
+
+
 def table(results: list[dict]) -> str:
-    lines = ["| item | setting | throughput | tokens/s | MFU | peak memory | data stall | first-step loss: CPU fp32 / device fp32 / device bf16 |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    lines = ["| item | setting | throughput | tokens/s | MFU | peak memory | data stall | first-step loss: CPU fp32 / device fp32 / device bf16 | "
+             + " | ".join(EXTRA_COLUMNS) + " |", "|---|---|---:|---:|---:|---:|---:|---|" + "---:|" * len(EXTRA_COLUMNS)]  # fmt: skip
     for r in results:
         if "error" in r or "skipped" in r:
             lines.append(
                 f"| {r['item']} | {r.get('skipped') or r['error'].splitlines()[-1][:120]} | | | | | | |"
+                + " |" * len(EXTRA_COLUMNS)
             )
             continue
         if "seq_per_s" in r:
@@ -683,7 +827,8 @@ def table(results: list[dict]) -> str:
         )
         stall = fmt(None if r.get("data_stall") is None else 100 * r["data_stall"], ".2f", "%")
         lines.append(f"| {r['item']} | {r['setting']} | {rate} | {fmt(r.get('tokens_per_s'))} | "
-                     f"{fmt(None if r.get('mfu') is None else 100 * r['mfu'], '.1f', '%')} | {fmt(r.get('peak_gib'), '.1f', ' GiB')} | {stall} | {losses} |")  # fmt: skip
+                     f"{fmt(None if r.get('mfu') is None else 100 * r['mfu'], '.1f', '%')} | {fmt(r.get('peak_gib'), '.1f', ' GiB')} | {stall} | {losses} | "
+                     + " | ".join(extra_cells(r)) + " |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -708,7 +853,7 @@ def run(ctx: Context, only: set[str] | None) -> dict:
         else:
             t = time.perf_counter()
             try:
-                entry.update(fn())
+                entry.update(profiled(ctx, label, fn) if ctx.profile == label else fn())
             except Exception:
                 entry["error"] = traceback.format_exc()
             entry["wall_s"] = round(time.perf_counter() - t, 1)
@@ -717,6 +862,7 @@ def run(ctx: Context, only: set[str] | None) -> dict:
         shown = json.dumps({k: v for k, v in entry.items() if k != "error"}, default=str)[:300]
         print(f"[{ctx.elapsed():.0f} s] {shown}", file=sys.stderr, flush=True)
         save()
+    with_ratios(report["results"])
     report["table"] = table(report["results"])
     save()
     return report
@@ -732,7 +878,13 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=420.0, help="items not started by then are skipped")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak (MFU)")
     ap.add_argument(
-        "--only", default="", help="comma list of groups: pretrain, finetune, encode, search, lengths"
+        "--only", default="", help="comma list of groups: pretrain, finetune, encode, search, compile, lengths"
+    )
+    ap.add_argument(
+        "--profile",
+        default=None,
+        metavar="ITEM",
+        help="run ITEM (its label) under torch.profiler: OUT/profile-ITEM.txt",
     )
     ap.add_argument(
         "--threads", type=int, default=0, help="torch CPU threads (default: torch's; 1 with --smoke)"
@@ -749,6 +901,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     ctx = Context(SMOKE if args.smoke else FULL, device, work, args.out, None if peak is None else peak * 1e12,
                   args.budget_s)  # fmt: skip
+    ctx.compile_backend = "aot_eager" if args.smoke else "inductor"  # inductor's CPU codegen takes minutes
+    ctx.profile = args.profile
+    if args.profile and args.profile not in {label for _, label, _ in items(ctx)}:
+        ap.error(
+            f"--profile: no item {args.profile!r} (the labels: {', '.join(label for _, label, _ in items(ctx))})"
+        )
     try:
         report = run(ctx, {g for g in args.only.split(",") if g} or None)
     finally:

@@ -131,13 +131,14 @@ def _losses(tmp, **cfg) -> list[float]:
 
 
 @pytest.mark.slow
-def test_torch_compile_gives_the_same_losses(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["layers", "model"])
+def test_torch_compile_gives_the_same_losses(tmp_path, monkeypatch, mode):
     import dense_pt.training.switches as switches
 
     monkeypatch.setattr(switches, "COMPILE_BACKEND", "aot_eager")
     plain = _losses(tmp_path / "plain")
     torch._dynamo.reset()
-    compiled = _losses(tmp_path / "compiled", torch_compile=True)
+    compiled = _losses(tmp_path / "compiled", torch_compile=mode)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # it did trace the encoder
     np.testing.assert_allclose(compiled, plain, rtol=1e-5)
     torch._dynamo.reset()

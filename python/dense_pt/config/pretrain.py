@@ -53,6 +53,12 @@ class PretrainSettings(Model):
     max_length: int | None = Field(
         None, ge=MIN_LENGTH, description="Tokens per passage, [CLS] and [SEP] included."
     )
+    pad_to_multiple_of: int | None = Field(
+        None,
+        ge=1,
+        description="Round each batch's padded length up to a multiple, e.g. 16: at most max_length / 16 "
+        "shapes for torch_compile (None: the collator's 1, the longest row).",
+    )
     queries: str | None = Field(
         None, description="querygen / contrastive: the queries folder written by `dense-pt expand`."
     )

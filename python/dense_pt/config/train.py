@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, create_model
+from pydantic import BeforeValidator, Field, create_model
 
 from dense_pt.config.base import Model
 
@@ -19,6 +19,16 @@ UNPAD_HELP = (
     "Unpadded encoder: the real tokens of all rows packed, no compute on padding (on | off | auto: on "
     "for CUDA with a BERT model, off on CPU)."
 )
+
+
+def _compile_flag(value: Any) -> Any:
+    """``true`` / ``false``, ``torch_compile``'s values before it had modes: the whole models / off."""
+    if isinstance(value, bool):
+        return "model" if value else "off"
+    return value
+
+
+TorchCompile = Annotated[Literal["off", "auto", "layers", "model"], BeforeValidator(_compile_flag)]
 # Steps when >= 1, a fraction of max_steps when < 1; an int stays an int (a run's fingerprint and
 # manifest keep ``1000``, not ``1000.0``).
 Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
@@ -90,7 +100,11 @@ class TrainConfig(Model):
         description="Attention kernel: sdpa or eager (auto: the checkpoint's, sdpa if it names another).",
     )
     unpad: Unpad = Field("auto", description=UNPAD_HELP)
-    torch_compile: bool = Field(False, description="torch.compile the encoder (the first steps compile).")
+    torch_compile: TorchCompile = Field(
+        "off",
+        description="torch.compile: layers (each transformer layer, one graph reused), model (each Hugging "
+        "Face model whole), auto (layers where measured faster: no device yet, so off), off. true = model.",
+    )
     fused_adamw: bool = Field(True, description="AdamW's fused kernel on a GPU (no effect on CPU).")
     tf32: bool = Field(True, description="TF32 for fp32 matmuls on Ampere or newer GPUs (no effect on CPU).")
     collate_ahead: int = Field(

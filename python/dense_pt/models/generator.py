@@ -123,20 +123,23 @@ class ElectraGenerator(Unpadded, nn.Module):
         ``positions``, the generator's MLM loss against ``original`` there when ``with_loss`` and
         the generator is joint — else a 0-tensor)."""
         train_it = self.joint and self.training and with_loss
+        loss = torch.zeros((), device=gen_input.device)
         with torch.enable_grad() if train_it else torch.no_grad():
             logits = masked_lm_logits(
                 self.mlm, gen_input, attention_mask, positions, unpad=self.unpad
-            ).float()
-            loss = F.cross_entropy(logits, original[positions]) if train_it and positions.any() else None
-        if loss is None:
-            loss = torch.zeros((), device=gen_input.device)
+            ).float()  # [N, V]
+            if train_it:  # the mean over the positions, 0 with none: no host sync on their count
+                total = F.cross_entropy(logits, original[positions], reduction="sum")
+                loss = total / positions.sum().clamp(min=1)
         with torch.no_grad():
-            probs_logits = logits.detach().clone()
-            probs_logits[:, banned_ids[banned_ids < probs_logits.shape[1]]] = float("-inf")
-            probs_logits[:, vocab_size:] = float("-inf")  # ids the encoder cannot embed
-            draws = torch.multinomial(torch.softmax(probs_logits, dim=-1), 1).squeeze(-1)
-        sampled = original.clone()
-        sampled[positions] = draws
+            vocab = torch.arange(logits.shape[1], device=logits.device)
+            # never a special token, nor an id the encoder cannot embed (a static-shaped mask: no sync)
+            banned = torch.isin(vocab, banned_ids) | (vocab >= vocab_size)
+            draws = torch.multinomial(
+                torch.softmax(logits.detach().masked_fill(banned, float("-inf")), dim=-1), 1
+            )
+        # the draws in the row-major order of ``positions``, as ``original[positions]`` lists them
+        sampled = original.masked_scatter(positions, draws.squeeze(-1).to(original.dtype))
         return sampled, loss
 
 

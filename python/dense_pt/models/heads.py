@@ -72,9 +72,11 @@ class RTDHead(nn.Module):
 
 
 def mlm_loss(head: MLMHead, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy averaged over the positions whose label is not -100 (0 when there are none)."""
+    """Cross-entropy averaged over the positions whose label is not -100 (0 when there are none).
+    The count stays on the device (a sum over it, divided by it): no ``.item()``, no host sync and
+    no graph break for ``torch.compile`` besides the gather of the labelled rows itself."""
     sel = labels != -100
-    if not bool(sel.any()):
-        return hidden.sum() * 0.0
     logits = head(hidden[sel])
-    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), labels[sel])
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    total = F.cross_entropy(logits, labels[sel], reduction="sum")
+    return total / sel.sum().clamp(min=1).to(total.dtype)

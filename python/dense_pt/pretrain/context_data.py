@@ -65,8 +65,10 @@ class StageBatches:
         max_length: int,
         seed: int,
         queries=None,  # QueryTokens, needed for source == "queries"
+        pad_to_multiple_of: int | None = None,  # the collator's views (the LLM queries are padded alone)
     ):
         from dense_pt.collate import Collator
+        from dense_pt.pretrain.data import padding
 
         if method not in CONTEXT_METHODS:
             raise InvalidArgumentError(
@@ -83,12 +85,14 @@ class StageBatches:
         self.special = dict(store.special_tokens)
         if source == "spans":  # one span per passage
             self.collator = Collator(
-                store, "contrastive", opts, max_length=max_length, seed=seed, num_spans=1
-            )
+                store, "contrastive", opts, max_length=max_length, seed=seed, num_spans=1,
+                **padding(pad_to_multiple_of),
+            )  # fmt: skip
         else:  # the passage stage reads the clean crop the encoder's masked view was made from
             self.collator = Collator(
-                store, "mlm", opts, max_length=max_length, seed=seed, return_original=source == "passage"
-            )
+                store, "mlm", opts, max_length=max_length, seed=seed, return_original=source == "passage",
+                **padding(pad_to_multiple_of),
+            )  # fmt: skip
         self.keys = METHOD_KEYS[method]
 
     def __call__(self, rows: np.ndarray, epoch: int) -> dict[str, Any]:
@@ -273,6 +277,7 @@ def build_source(
                 cfg.length(),
                 cfg.train.seed,
                 queries=queries,
+                pad_to_multiple_of=cfg.pad_to_multiple_of,
             )
         )
     return CurriculumSource(

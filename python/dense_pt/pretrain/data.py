@@ -18,8 +18,11 @@ from dense_pt.objectives import METHOD_KEYS, MethodOptions
 MakeBatch = Callable[[np.ndarray, int], dict[str, Any]]
 
 
-def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, seed: int) -> MakeBatch:
-    """``rows, epoch -> batch`` through the native collator, checked against the objective's keys."""
+def make_collate_fn(
+    store, method: str, opts: MethodOptions, max_length: int, seed: int, pad_to_multiple_of: int | None = None
+) -> MakeBatch:
+    """``rows, epoch -> batch`` through the native collator, checked against the objective's keys
+    (``pad_to_multiple_of``: the padded length rounded up to it, None: the collator's default)."""
     from dense_pt.collate import Collator
 
     if method == "cdmae" and not store.has_column("importance"):
@@ -28,8 +31,13 @@ def make_collate_fn(store, method: str, opts: MethodOptions, max_length: int, se
             "column: run `dense-pt pmi score` on it first"
         )
     # the options passed whole: the collator reads p_enc, p_dec, sigma, ... under their own names
-    collator = Collator(store, method, opts, max_length=max_length, seed=seed)
+    collator = Collator(store, method, opts, max_length=max_length, seed=seed, **padding(pad_to_multiple_of))
     return CheckedCollate(collator, METHOD_KEYS[method])
+
+
+def padding(pad_to_multiple_of: int | None) -> dict[str, int]:
+    """The collator's keyword for a pre-training run's ``pad_to_multiple_of`` (none when unset)."""
+    return {} if pad_to_multiple_of is None else {"pad_to_multiple_of": pad_to_multiple_of}
 
 
 class CheckedCollate:

@@ -162,6 +162,13 @@ def _build_objective(cfg: PretrainSettings, store: Any) -> tuple[Any, Any]:
     max_pos = getattr(encoder.config, "max_position_embeddings", None)
     if max_pos is not None and cfg.length() > max_pos:
         raise InvalidArgumentError(f"max_length {cfg.length()} exceeds the model's {max_pos} positions")
+    multiple = cfg.pad_to_multiple_of or 1
+    padded = -(-cfg.length() // multiple) * multiple  # the longest batch, rounded up
+    if max_pos is not None and padded > max_pos:
+        raise InvalidArgumentError(
+            f"pad_to_multiple_of {multiple} pads max_length {cfg.length()} up to {padded} tokens, more than "
+            f"the model's {max_pos} positions: pick a multiple that divides max_length"
+        )
     check_encoder_vocab(encoder, store, cfg.model)
     special = SpecialIds.from_store(store)
     objective = build_objective(cfg.method, encoder, special, cfg.options)
@@ -190,7 +197,9 @@ def _batch_source(cfg: PretrainSettings, store: Any, make_batch: MakeBatch | Non
         # previous stage's checkpoint would (the paper's stage 2); "keep" carries them over
         resets = switch_steps(stages) if cfg.stage_optimizer == "reset" else ()
         return source, lr_fn, resets
-    make_batch = make_batch or make_collate_fn(store, cfg.method, cfg.options, cfg.length(), cfg.train.seed)
+    make_batch = make_batch or make_collate_fn(
+        store, cfg.method, cfg.options, cfg.length(), cfg.train.seed, cfg.pad_to_multiple_of
+    )
     indexed = IndexedBatchSource(len(store), cfg.train.batch_size, make_batch, seed=cfg.train.seed,
                                  num_workers=cfg.train.num_workers, prefetch_factor=cfg.train.prefetch_factor,
                                  pin_memory=torch.cuda.is_available())  # fmt: skip

@@ -17,10 +17,16 @@ from dense_pt.config.train import TrainConfig
 # torch.compile's backend for ``torch_compile``: inductor generates the kernels (C++ on CPU: ~100 s
 # for a tiny BERT here; tests swap in "aot_eager", which traces the same graphs without codegen).
 COMPILE_BACKEND = "inductor"
+# The device types on which ``torch_compile = "auto"`` compiles the layers. None until the device
+# check shows the regional compile ahead of eager on a card (BENCHMARKS.md "torch.compile"): an
+# H100 measured only the whole-model compile (+11% mlm, +16% cdmae, -2% simlm with a frozen
+# generator), and on CPU inductor compiles for minutes, so "auto" is eager everywhere for now.
+AUTO_COMPILE_DEVICES: tuple[str, ...] = ()
 
 
-def trainable_hf_models(model: nn.Module) -> list[nn.Module]:
-    """The outermost Hugging Face models inside ``model`` that have parameters to train."""
+def trainable_hf_models(model: nn.Module, frozen: bool = False) -> list[nn.Module]:
+    """The outermost Hugging Face models inside ``model`` that have parameters to train (and, with
+    ``frozen``, those that have none: a frozen generator)."""
     from transformers import PreTrainedModel
 
     found: list[nn.Module] = []
@@ -29,7 +35,7 @@ def trainable_hf_models(model: nn.Module) -> list[nn.Module]:
             module is not m and _inside(module, m) for m in found
         ):
             continue
-        if any(p.requires_grad for p in module.parameters()):
+        if frozen or any(p.requires_grad for p in module.parameters()):
             found.append(module)
     return found
 
@@ -85,14 +91,53 @@ def set_unpad(model: nn.Module, setting: str, device: torch.device) -> None:
             module.unpad = resolve_unpad(setting, module.unpad_models(), device)
 
 
-def apply_switches(model: nn.Module, cfg: TrainConfig, device: torch.device) -> None:
-    """What ``cfg`` asks of ``model`` (already on ``device``), before the optimiser is built."""
+def repeated_layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer layers of ``model``: every module of the class of a Hugging Face model's
+    ``encoder.layer`` items (the encoder's, a generator's, and the decoders', which are copies or
+    new instances of the encoder's layer class)."""
+    classes: set[type] = set()
+    for m in trainable_hf_models(model, frozen=True):
+        layers = getattr(getattr(m.base_model, "encoder", None), "layer", None)
+        if isinstance(layers, nn.ModuleList):
+            classes |= {type(layer) for layer in layers}
+    return [m for m in model.modules() if type(m) in classes]
+
+
+def resolve_compile(mode: str, device: torch.device) -> str:
+    """``torch_compile`` as it runs on ``device``: "off", "layers" or "model" ("auto": "layers" on the
+    device types of ``AUTO_COMPILE_DEVICES``, else "off")."""
+    if mode == "auto":
+        return "layers" if device.type in AUTO_COMPILE_DEVICES else "off"
+    return mode
+
+
+def compile_model(model: nn.Module, mode: str) -> int:
+    """Compile ``model`` in place (parameter names, hence checkpoints, stay the model's); the number
+    of modules compiled. "layers" (regional): each transformer layer is its own compiled module; the
+    layers of one class run the same code, so one graph (per shape and grad mode) serves all twelve
+    of BERT-base: seconds to compile, not minutes. "model": each Hugging Face model whole (the
+    encoder, a joint generator), as this switch did before; the heads, losses and decoders between
+    them stay eager."""
+    if mode == "layers":
+        targets = repeated_layers(model)
+    elif mode == "model":
+        targets = trainable_hf_models(model)
+    else:
+        return 0
+    for m in targets:
+        m.compile(backend=COMPILE_BACKEND)
+    return len(targets)
+
+
+def apply_switches(model: nn.Module, cfg: TrainConfig, device: torch.device) -> str:
+    """What ``cfg`` asks of ``model`` (already on ``device``), before the optimiser is built; the
+    compile mode it runs ("off", "layers" or "model")."""
     if cfg.attn_implementation != "auto":
         set_attention(model, cfg.attn_implementation)
     set_unpad(model, cfg.unpad, device)
     if cfg.gradient_checkpointing:
         enable_checkpointing(model)
     set_tf32(cfg.tf32, device)
-    if cfg.torch_compile:
-        for m in trainable_hf_models(model):
-            m.compile(backend=COMPILE_BACKEND)  # in place: parameter names (checkpoints) stay the model's
+    mode = resolve_compile(cfg.torch_compile, device)
+    compile_model(model, mode)
+    return mode

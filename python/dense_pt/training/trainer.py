@@ -149,7 +149,10 @@ class Trainer:
         self.on_start = list(on_start)
         self.show_progress = progress and self.dist.is_main
         self.model = model.to(self.device)
-        apply_switches(self.model, config, self.device)
+        self.compile_mode = apply_switches(self.model, config, self.device)  # "off", "layers", "model"
+        # the wall time of the first step of a compiled run, compilation included (the log's compile_s)
+        self.compile_s: float | None = None
+        self._compile_logged = False
         self.autocast_dtype = resolve_precision(config.precision, self.device)
         self.optimizer = build_optimizer(self.model, config, self.device)
         # lr_lambda(step) -> multiplier of the peak rate replaces the config's schedule (a curriculum)
@@ -283,10 +286,12 @@ class Trainer:
                     # at the top of the step, so a run resumed from a checkpoint taken at this
                     # very step resets too (its saved state predates the reset)
                     self.optimizer.state.clear()
+                t_step = time.perf_counter()
                 self.optimizer.zero_grad(set_to_none=True)
                 self._accumulate(acc)
                 self._watch_loss(acc)
                 lr = self._optimizer_step(acc)
+                self._time_compilation(t_step)
                 record = None
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
                     record = self._record(acc, lr, t_start)
@@ -372,6 +377,15 @@ class Trainer:
         acc.steps += 1
         return lr
 
+    def _time_compilation(self, t_step: float) -> None:
+        """With ``torch_compile`` on, the first step of the run compiles: its wall time (one sync,
+        once) is the ``compile_s`` of the next log record."""
+        if self.compile_mode == "off" or self.compile_s is not None:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.compile_s = time.perf_counter() - t_step
+
     def _watch_loss(self, acc: _Interval) -> None:
         """Remember the first step whose loss is not finite (``acc.loss`` sums the interval's:
         once inf or nan it stays so). Device operations only: no sync per step."""
@@ -423,4 +437,7 @@ class Trainer:
         }
         for key, value in acc.parts.items():
             rec[key] = all_reduce_mean(value / acc.steps, self.dist).item()
+        if self.compile_s is not None and not self._compile_logged:
+            rec["compile_s"] = self.compile_s  # the first step's wall time, compilation included
+            self._compile_logged = True
         return rec
