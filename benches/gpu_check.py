@@ -635,6 +635,8 @@ def length_items(ctx: Context) -> list[tuple[str, str, Callable[[], dict]]]:
             )
         )
     return out
+
+
 # --- compilation: dense-pt's mlm compiled, and the plain Hugging Face loop ---------------------------
 
 
@@ -878,7 +880,9 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=420.0, help="items not started by then are skipped")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak (MFU)")
     ap.add_argument(
-        "--only", default="", help="comma list of groups: pretrain, finetune, encode, search, compile, lengths"
+        "--only",
+        default="",
+        help="comma list of groups: pretrain, finetune, encode, search, compile, lengths",
     )
     ap.add_argument(
         "--profile",
