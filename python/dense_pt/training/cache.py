@@ -40,6 +40,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from dense_pt.training.precision import loss_precision
+
 Rows = dict[str, Tensor]
 
 
@@ -89,11 +91,6 @@ class RngState:
             if self.cuda is not None:
                 torch.cuda.set_rng_state(self.cuda, self.device)
             yield
-
-
-def loss_precision(x: Tensor) -> Tensor:
-    """``x`` in at least float32: what a loss over representations computes in (float64 stays)."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def split_rows(rows: Rows, chunk: int) -> list[Rows]:
