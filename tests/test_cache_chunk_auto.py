@@ -31,7 +31,8 @@ def test_even_chunk_cuts_into_as_few_and_as_equal_pieces_as_possible():
     assert even_chunk(1024, 392) == 342  # 3 chunks: 342, 342, 340
     assert even_chunk(1024, 512) == 512
     assert even_chunk(1024, 4096) == 1024  # all of it
-    assert even_chunk(10, 3) == 3  # 4 chunks: 3, 3, 3, 1 would be the plain cut; ceil(10/4) = 3
+    assert even_chunk(10, 4) == 4  # 3 chunks (4, 4, 2) are needed either way
+    assert even_chunk(10, 6) == 5  # 2 chunks of 5, not 6 + 4
     assert even_chunk(7, 0) == 1  # nothing fits: one row at a time, never 0
     for rows in range(1, 60):
         for limit in range(1, 70):

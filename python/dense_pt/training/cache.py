@@ -22,7 +22,10 @@ gradient in three passes:
 3. each chunk again with autograd and its RNG state restored, so dropout draws the same masks:
    back-propagating ``sum(rep * g) + terms`` adds the chunk's share of the full-batch gradient.
 
-Peak activation memory is one chunk's; the cost one more forward pass without a graph. Because the
+Peak activation memory is one chunk's; the cost one more forward pass without a graph, and nothing
+more (one autocast region for pass 1, the vectors copied once into a float32 buffer, no sync). A
+batch whose every part fits one chunk takes the plain step instead (``forward``: the same gradient
+without the extra pass). ``cache_chunk = "auto"`` sizes the chunk (``auto_chunk``). Because the
 masks are replayed, the result is the full-batch gradient of the step's masks, not an approximation
 (an uncached step draws the masks of the whole batch at once, so with dropout on the two draw
 different masks; without dropout they compute the same gradient). Under data parallelism the
