@@ -75,6 +75,7 @@ SAME_NUMBER: dict[tuple[float | int, str], str] = {
     (32, "pmi/build.py"): "1 << 32: the u32 vocabulary limit",
     (32, "pmi/table.py"): "1 << 32: the u32 vocabulary limit",
     (32, "training/trainer.py"): "2**32: numpy's seed range",
+    (32, "training/cache.py"): 'cache_chunk = "auto"\'s chunk on CPU, not a query length',
     (0.95, "evaluation/significance.py"): "the confidence of an interval, not top_p",
     (10_000, PAPERS): "SEED-Encoder's warm-up steps, not the evaluation's resamples",
 }

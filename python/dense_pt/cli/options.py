@@ -83,9 +83,35 @@ def field_choices(annotation: Any, extra: Any = None) -> tuple[str, ...] | None:
     if origin is typing.Annotated:
         return field_choices(typing.get_args(annotation)[0])
     if origin in (types.UnionType, typing.Union):
-        found = [c for a in typing.get_args(annotation) if (c := field_choices(a))]
-        return found[0] if len(found) == 1 else None
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        found = [c for a in members if (c := field_choices(a))]
+        return found[0] if len(found) == 1 == len(members) else None  # a number or a word: open
     return None
+
+
+def _literal_members(annotation: Any) -> tuple[Any, list[Any]]:
+    """(the literal names, the other non-None members) of a union field (through ``Annotated``)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _literal_members(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) not in (types.UnionType, typing.Union):
+        return (), []
+    members = [a for a in typing.get_args(annotation) if a is not type(None)]
+    words = tuple(
+        str(w) for a in members if typing.get_origin(a) is typing.Literal for w in typing.get_args(a)
+    )
+    return words, [a for a in members if typing.get_origin(a) is not typing.Literal]
+
+
+def number_or_word(annotation: Any) -> str | None:
+    """The metavar of a field that takes a value or a word (``cache_chunk``: a count or "auto"),
+    ``INT|auto``; None for any other field. Its option takes text, read as ``--set`` reads a VALUE."""
+    words, others = _literal_members(annotation)
+    if not words or not others:
+        return None
+    first = typing.get_origin(others[0]) or others[0]
+    if first is typing.Annotated:
+        first = typing.get_args(others[0])[0]
+    return "|".join([getattr(first, "__name__", "VALUE").upper(), *words])
 
 
 LONG_CHOICES = 40  # characters: a longer list is named in the help text, not in the type column
@@ -108,6 +134,8 @@ def cli_type(annotation: Any, names: Sequence[str] | None = None) -> Any:
     names = names or field_choices(annotation)
     if typing.get_origin(annotation) is list:
         return annotation
+    if number_or_word(annotation):
+        return str  # ``split`` reads it as --set would: 64 a number, auto a word
     if names:
         return choice_type(names)
     args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
@@ -145,6 +173,7 @@ def model_options(
             names = field_choices(f.annotation, _extra(f))
             typ, flag = cli_type(f.annotation, names), "--" + name.replace("_", "-")
             metavar, text = choice_help(name, names, f.description)
+            metavar = number_or_word(f.annotation) or metavar
             described = shown(table, name, f) if shown else None
             default = None if described or f.is_required() else f.get_default(call_default_factory=True)
             if isinstance(default, str) and (default.strip() != default or not default):
@@ -236,11 +265,20 @@ def choices(**closed: Iterable[str]) -> Callable[[F], F]:
     return apply
 
 
+def _given(value: Any, annotation: Any) -> Any:
+    """An option's value as the file would hold it: a path as text, a number-or-word as TOML reads it."""
+    from dense_pt.config.toml import toml_value
+
+    if isinstance(value, Path):
+        return str(value)
+    return toml_value(value) if isinstance(value, str) and number_or_word(annotation) else value
+
+
 def split(values: dict[str, Any], tables: Sequence[Table]) -> dict[str, Any]:
     """The options given (not ``None``) as a file's data: top-level keys, then ``{table: {...}}``."""
     out: dict[str, Any] = {}
     for table, model in tables:
-        given = {k: str(v) if isinstance(v, Path) else v for k in model.model_fields
+        given = {k: _given(v, model.model_fields[k].annotation) for k in model.model_fields
                  if k in values and (v := values[k]) is not None}  # fmt: skip
         if table == "top":
             out.update(given)

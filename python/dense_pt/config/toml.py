@@ -48,6 +48,15 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise FormatError("invalid TOML: nested too deeply", path=path) from None
 
 
+def toml_value(text: str) -> Any:
+    """``text`` as a TOML value (``64``, ``true``, ``[1, 2]``), else as the string itself (a path, a
+    method name, ``auto``): how ``--set`` and an option taking a number or a word read their VALUE."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``raw`` with each ``dotted.key=VALUE`` set (VALUE in TOML syntax, else taken as a string;
     tables created as needed); a copy, ``raw`` is kept."""
@@ -57,10 +66,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...])
         parts = key.strip().split(".")
         if not sep or not all(p.strip() for p in parts):
             raise InvalidArgumentError(f"--set {item!r}: expected dotted.key=VALUE, e.g. r1.group_size=4")
-        try:
-            value = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = text  # a bare string: a path, a method name
+        value = toml_value(text)
         node = out
         for i, p in enumerate(parts[:-1]):
             node = node.setdefault(p.strip(), {})

@@ -34,6 +34,17 @@ TorchCompile = Annotated[Literal["off", "auto", "layers", "model"], BeforeValida
 Warmup = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
 
 
+# Sequences per encoder call of a cached step, or "auto": chosen at the first step from the free
+# GPU memory (``dense_pt.training.cache.auto_chunk``).
+def _chunk_word(value: Any) -> Any:
+    if isinstance(value, str) and value != "auto":
+        raise ValueError(f'must be a number of sequences (>= 0) or "auto", got {value!r}')
+    return value
+
+
+CacheChunk = Annotated[Annotated[int, Field(ge=0)] | Literal["auto"], BeforeValidator(_chunk_word)]
+
+
 # The settings that change how a step is computed, not what it computes (the same gradients with
 # more or less memory or time): a resumed run may change them, a recipe may add them to a paper's.
 STEP_SWITCHES = (
@@ -86,11 +97,11 @@ class TrainConfig(Model):
     )
     # How a step is computed, not what it computes (dense_pt.training.cache / .switches; docs/training.md
     # "Large batches and the GPU switches"): each gives the same gradients as without it.
-    cache_chunk: int = Field(
+    cache_chunk: CacheChunk = Field(
         0,
-        ge=0,
         description="Cached contrastive gradients (GradCache): at most N sequences per encoder call, the "
-        "loss and its in-batch negatives still over the whole batch, exactly (0: off).",
+        "loss and its in-batch negatives still over the whole batch, exactly (0: off; auto: N from the "
+        "free GPU memory at the first step, 32 on CPU).",
     )
     gradient_checkpointing: bool = Field(
         False, description="Recompute the encoder's layer activations in the backward pass (less memory)."

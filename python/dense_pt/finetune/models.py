@@ -26,7 +26,7 @@ from dense_pt.objectives.retrieval import (
     triplet_loss,
 )
 from dense_pt.retrieval.encoder import pool
-from dense_pt.training.cache import CachedLoss, loss_precision
+from dense_pt.training.cache import CachedLoss
 
 RETRIEVER_LOSSES = tuple(LOSSES)
 
@@ -76,7 +76,7 @@ class BiEncoder(CachedLoss, Unpadded, nn.Module):
         return {"rep": self.encode(rows["ids"], rows["mask"])}
 
     def coupled_loss(self, reps: dict[str, torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        q, p = loss_precision(reps["q"]), loss_precision(reps["p"])
+        q, p = reps["q"], reps["p"]  # each loss computes in float32 (fp32_scores)
         if "teacher" in batch:
             loss = distill_loss(q, p, batch["teacher"], self.alpha, self.tau, self.loss_name)
         elif self.loss_name == "triplet":

@@ -22,7 +22,7 @@ from dense_pt.models.decoders import LayerStack, bidirectional_keep
 from dense_pt.models.heads import mlm_loss
 from dense_pt.objectives.base import Objective
 from dense_pt.objectives.retrieval import infonce_loss
-from dense_pt.training.cache import CachedLoss, loss_precision
+from dense_pt.training.cache import CachedLoss
 
 
 class Contrastive(CachedLoss, Objective):
@@ -39,8 +39,9 @@ class Contrastive(CachedLoss, Objective):
         self.temperature = temperature
 
     def contrastive_loss(self, p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        # InfoNCE over the global batch (passage i's positive is context i), exact under DDP
-        return infonce_loss(loss_precision(p), loss_precision(c), self.temperature)
+        # InfoNCE over the global batch (passage i's positive is context i), exact under DDP; in
+        # float32 with autocast off (fp32_scores)
+        return infonce_loss(p, c, self.temperature)
 
     # --- CachedLoss: L_con reads the [CLS] vectors only; the MLM terms are per row ------------
 

@@ -34,6 +34,10 @@ two dropout passes plus their symmetric KL, R-Drop). And ``distill_loss``: KL(p_
 group + alpha * a contrastive loss. With ``contrastive="simlm"`` it is SimLM eq. 5 as the authors
 train it (``kd_cont_loss_weight`` 0.2, hard negatives kept); with ``"infonce"`` CDMAE eq. 11 (the
 retriever's group scores are dot products, the contrastive term is eq. 10).
+
+Every public loss here (and ``group_scores``) computes in float32 with autocast off whatever the
+step's precision (``dense_pt.training.precision.fp32_scores``): a bf16 score matrix is off by ~1
+at dot products of ~200.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from dense_pt.config.choices import DEFAULT_LOSS, DISTILL_LOSSES, LOSS_TAU, chec
 from dense_pt.config.defaults.finetune import ALPHA, TAU  # SimLM Table 13: the one place of these defaults
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.objectives.gather import gathered_loss
+from dense_pt.training.precision import fp32_scores
 
 __all__ = [
     "DEFAULT_LOSS",
@@ -114,21 +119,25 @@ def _infonce(q: torch.Tensor, p: torch.Tensor, tau: float) -> torch.Tensor:
     return F.cross_entropy(q @ p.T / tau, labels)
 
 
+@fp32_scores
 def simlm_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
     """SimLM's contrastive loss as the authors' code computes it (see the module docstring)."""
     return gathered_loss(partial(_full_contrastive, tau=tau), q, p, gather=gather)
 
 
+@fp32_scores
 def eq3_loss(q: torch.Tensor, p: torch.Tensor, tau: float = TAU, gather: bool = True) -> torch.Tensor:
     """SimLM eq. 3 as the paper's text writes it (see the module docstring)."""
     return gathered_loss(partial(_eq3, tau=tau), q, p, gather=gather)
 
 
+@fp32_scores
 def infonce_loss(q: torch.Tensor, p: torch.Tensor, tau: float = 1.0, gather: bool = True) -> torch.Tensor:
     """CDMAE eq. 10: cross-entropy of dot-product scores / tau over all passages of the batch."""
     return gathered_loss(partial(_infonce, tau=tau), q, p, gather=gather)
 
 
+@fp32_scores
 def triplet_loss(q: torch.Tensor, p: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
     """SEED's margin loss over each query's own group (no in-batch negatives)."""
     n = _group_size(q, p)
@@ -168,6 +177,7 @@ def resolve_loss(name: str) -> RetrieverLoss:
     return LOSSES[name]
 
 
+@fp32_scores
 def listwise_rerank_loss(logits: torch.Tensor) -> torch.Tensor:
     """SimLM eq. 4: ``logits`` [B, n] re-ranker scores of each group, positive at index 0."""
     return F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
@@ -187,6 +197,7 @@ def select_top_group(scores: torch.Tensor, keep: int) -> torch.Tensor:
     return torch.sort(s, dim=1, descending=True, stable=True).indices[:, :keep]
 
 
+@fp32_scores
 def rdrop_listwise_loss(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor:
     """R-Drop over the listwise loss, as the authors' re-ranker trains: ``logits_a`` / ``logits_b``
     [B, n] are two forward passes of the same groups with independent dropout (positive at 0). The
@@ -201,6 +212,7 @@ def rdrop_listwise_loss(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch
     return ce + 0.5 * (kl_ab + kl_ba)
 
 
+@fp32_scores
 def group_scores(
     q: torch.Tensor, p: torch.Tensor, tau: float = TAU, similarity: str = "cosine"
 ) -> torch.Tensor:
@@ -213,6 +225,7 @@ def group_scores(
     return torch.einsum("bd,bnd->bn", q, p.view(q.shape[0], n, -1)) / tau
 
 
+@fp32_scores
 def distill_loss(
     q: torch.Tensor,
     p: torch.Tensor,

@@ -33,7 +33,14 @@ import torch
 from torch import nn
 
 from dense_pt.errors import DivergedError, InvalidArgumentError
-from dense_pt.training.cache import CachedLoss, all_reduce_gradients, broadcast_parameters, cached_backward
+from dense_pt.logs import log
+from dense_pt.training.cache import (
+    CachedLoss,
+    all_reduce_gradients,
+    auto_chunk,
+    broadcast_parameters,
+    cached_backward,
+)
 from dense_pt.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from dense_pt.training.config import TrainConfig
 from dense_pt.training.data import BatchSource, to_device
@@ -85,7 +92,7 @@ def check_model(model: nn.Module, config: TrainConfig) -> None:
             f"{name} uses a contrastive loss over the batch; gradient accumulation would shrink its "
             "negatives. Set grad_accum = 1 and raise batch_size instead (with cache_chunk to bound memory)."
         )
-    if config.cache_chunk > 0 and not isinstance(model, CachedLoss):
+    if config.cache_chunk != 0 and not isinstance(model, CachedLoss):
         what = getattr(model, "method", name)
         raise InvalidArgumentError(
             f"cache_chunk: {what} has no loss over the batch's representations to cache (cached "
@@ -163,7 +170,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self.wrapped: nn.Module = self.model
         # a cached step runs the bare model and all-reduces the gradients once, after its last chunk
-        self.cached = config.cache_chunk > 0
+        self.cached = config.cache_chunk != 0
+        # the cached step's chunk; 0 while "auto" has not chosen it (at the first step)
+        self.cache_chunk = config.cache_chunk if isinstance(config.cache_chunk, int) else 0
         if self.dist.enabled and self.cached:
             broadcast_parameters(self.model)  # what DDP's wrapping would do first
         elif self.dist.enabled:
@@ -342,7 +351,7 @@ class Trainer:
             batch = self._next_batch(acc)
             if self.cached:
                 assert isinstance(self.model, CachedLoss)  # check_model
-                out = cached_backward(self.model, batch, cfg.cache_chunk, scale=1.0 / cfg.grad_accum,
+                out = cached_backward(self.model, batch, self._chunk(batch), scale=1.0 / cfg.grad_accum,
                                       backward=self._backward, autocast=self._autocast)  # fmt: skip
             else:
                 sync = micro == cfg.grad_accum - 1 or not self.dist.enabled
@@ -356,6 +365,15 @@ class Trainer:
                     acc.parts[key] = acc.parts.get(key, 0) + value.detach().float() / cfg.grad_accum
         if self.cached:
             all_reduce_gradients(self.model, self.dist.world_size)
+
+    def _chunk(self, batch: dict[str, Any]) -> int:
+        """The cached step's chunk: the configured one, or (``"auto"``) the one chosen, and logged,
+        at the run's first step (``dense_pt.training.cache.auto_chunk``)."""
+        if not self.cache_chunk:
+            assert isinstance(self.model, CachedLoss)  # check_model
+            self.cache_chunk, why = auto_chunk(self.model, batch, self.device)
+            log.info("cache_chunk auto: %d sequences per encoder call (%s)", self.cache_chunk, why)
+        return self.cache_chunk
 
     def _backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
