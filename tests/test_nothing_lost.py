@@ -122,7 +122,7 @@ def _user_places(tmp: Path, world: Path) -> dict[str, str]:
     """The user's files: {user} (a file), {userdir} (notes.txt, store/notes.txt, bm25/notes.txt),
     a folder marked by `pretrain`, and the pipeline and study files that write into {userdir}."""
     (tmp / "user.txt").write_text(USER)
-    for sub in ("", "store", "bm25", "cells"):
+    for sub in ("", "store", "bm25", "cells", "data"):
         (tmp / "userdir" / sub).mkdir(parents=True, exist_ok=True)
         (tmp / "userdir" / sub / "notes.txt").write_text(USER)
     (tmp / "n.manifest.json").write_text(USER)
@@ -139,7 +139,9 @@ def _user_places(tmp: Path, world: Path) -> dict[str, str]:
         (tmp / f"{name}.toml").write_text(
             f'out = "{out}"\npipeline = "pipeline.toml"\nobjectives = {objectives}\nseeds = [1]\n'
         )
-    return {"user": str(tmp / "user.txt"), "userdir": str(tmp / "userdir"), "marked": str(tmp / "marked")}
+    (tmp / "linkdir").symlink_to(tmp / "userdir", target_is_directory=True)
+    return {"user": str(tmp / "user.txt"), "userdir": str(tmp / "userdir"), "marked": str(tmp / "marked"),
+            "linkdir": str(tmp / "linkdir")}  # fmt: skip
 
 
 def _write_pipeline_toml(path: Path, out: Path, world: Path) -> None:
@@ -197,9 +199,10 @@ def test_there_is_a_case_for_every_command_that_writes():
 
 # ---- the pipeline inside a folder it wrote ------------------------------------------------------------
 def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys, monkeypatch):
-    """A folder the pipeline wrote (up to `split`) in which the user then made bm25/ of their own,
-    and a stage folder that is a symbolic link: both refused naming the path; with --force the
-    stage runs, the link (not what it points to) is replaced, and the user's other files stay."""
+    """A folder the pipeline wrote (up to `split`) in which the user then made bm25/ of their own:
+    refused naming the path, with --force too. A stage folder that is a symbolic link: refused;
+    with --force, replaced (the link only) when it leads to the stage's own folder, refused when it
+    leads to the user's. Each folder replaced is said in one line."""
     _write_pipeline_toml(tmp_path / "p.toml", tmp_path / "out", world)
     run = ["pipeline", "run", str(tmp_path / "p.toml")]
     code, _, err = run_cli([*run, "--until", "split"], capsys, monkeypatch)
@@ -207,22 +210,32 @@ def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys
     out = tmp_path / "out"
     (out / "bm25").mkdir()
     (out / "bm25" / "notes.txt").write_text(USER)
-    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
-    assert code == 1 and re.search(
-        rf"error: {re.escape(str(out / 'bm25'))} holds no manifest of the bm25 stage: dense-pt did not "
-        r"write it; move it away, or pass --force to replace it$",
-        err.strip(),
-    ), err
-    assert (out / "bm25" / "notes.txt").read_text() == USER
-    # a symbolic link where a stage folder goes: the link is the user's, and so is what it points to
+    refused = (rf"error: {re.escape(str(out / 'bm25'))} holds no manifest of the bm25 stage: dense-pt did not "
+               r"write it; move it away \(--force never replaces it\)$")  # fmt: skip
+    for force in ([], ["--force"]):
+        code, _, err = run_cli([*run, "--until", "bm25", *force], capsys, monkeypatch)
+        assert code == 1 and re.search(refused, err.strip()), err
+        assert (out / "bm25" / "notes.txt").read_text() == USER
+    # a symbolic link where a stage folder goes, to a folder of the user's: refused, --force or not
     os.rename(out / "bm25", tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", out / "bm25")
     code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
     assert code == 1 and f"{out / 'bm25'} is a symbolic link" in err, err
     code, _, err = run_cli([*run, "--until", "bm25", "--force"], capsys, monkeypatch)
-    assert code == 0, err
-    assert not (out / "bm25").is_symlink() and (out / "bm25" / "manifest.json").is_file()
-    assert (tmp_path / "elsewhere" / "notes.txt").read_text() == USER
-    # the stage it wrote is its own to replace: a changed setting reruns it without --force
+    assert code == 1 and re.search(refused, err.strip()), err
+    assert (tmp_path / "elsewhere" / "notes.txt").read_text() == USER and (out / "bm25").is_symlink()
+    os.unlink(out / "bm25")
+    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
+    assert code == 0 and (out / "bm25" / "manifest.json").is_file(), err
+    # the stage it wrote is its own to replace: a changed setting reruns it without --force, saying so
     code, _, err = run_cli([*run, "--until", "bm25", "--set", "seed=14"], capsys, monkeypatch)
     assert code == 0 and "[bm25] running" in err, err
+    assert re.search(
+        rf"\[bm25\] replacing {re.escape(str(out / 'bm25'))}: changed: .*seed; removing it", err
+    ), err
+    # a link to the stage's own folder (moved to another disk, say): --force replaces the link only
+    os.rename(out / "bm25", tmp_path / "disk-bm25")
+    os.symlink(tmp_path / "disk-bm25", out / "bm25")
+    code, _, err = run_cli([*run, "--until", "bm25", "--force"], capsys, monkeypatch)
+    assert code == 0 and "removing the symbolic link (not what it points to)" in err, err
+    assert not (out / "bm25").is_symlink() and (tmp_path / "disk-bm25" / "manifest.json").is_file()
