@@ -325,3 +325,17 @@ def test_force_replaces_only_what_dense_pt_writes(
 def test_there_is_a_force_case_for_every_command_that_writes():
     names = {c.name.split(":")[0].split(" through")[0] for c in FORCE_CASES}
     assert _writers() <= names, sorted(_writers() - names)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_the_demos_pretraining_folder_keeps_a_users_file(force, world, tmp_path):
+    """The demo redoes its pre-training (--force, or a folder without run_config.json) by removing
+    the folder: one that holds a file of the user's is refused naming it, before any training."""
+    from dense_pt.demo.pretrain import demo_stage
+    from dense_pt.errors import AlreadyExistsError
+
+    (tmp_path / "work" / "simlm").mkdir(parents=True)
+    (tmp_path / "work" / "simlm" / "notes.txt").write_text(USER)
+    with pytest.raises(AlreadyExistsError, match=r"simlm/notes\.txt, which dense-pt did not write"):
+        demo_stage(world / "store", tmp_path / "work", method="simlm", force=force, progress=False)
+    assert (tmp_path / "work" / "simlm" / "notes.txt").read_text() == USER
