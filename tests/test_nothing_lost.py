@@ -125,7 +125,7 @@ def _user_places(tmp: Path, world: Path) -> dict[str, str]:
     """The user's files: {user} (a file), {userdir} (notes.txt, store/notes.txt, bm25/notes.txt),
     a folder marked by `pretrain`, and the pipeline and study files that write into {userdir}."""
     (tmp / "user.txt").write_text(USER)
-    for sub in ("", "store", "bm25", "cells"):
+    for sub in ("", "store", "bm25", "cells", "data"):
         (tmp / "userdir" / sub).mkdir(parents=True, exist_ok=True)
         (tmp / "userdir" / sub / "notes.txt").write_text(USER)
     (tmp / "n.manifest.json").write_text(USER)
@@ -142,7 +142,9 @@ def _user_places(tmp: Path, world: Path) -> dict[str, str]:
         (tmp / f"{name}.toml").write_text(
             f'out = "{out}"\npipeline = "pipeline.toml"\nobjectives = {objectives}\nseeds = [1]\n'
         )
-    return {"user": str(tmp / "user.txt"), "userdir": str(tmp / "userdir"), "marked": str(tmp / "marked")}
+    (tmp / "linkdir").symlink_to(tmp / "userdir", target_is_directory=True)
+    return {"user": str(tmp / "user.txt"), "userdir": str(tmp / "userdir"), "marked": str(tmp / "marked"),
+            "linkdir": str(tmp / "linkdir")}  # fmt: skip
 
 
 def _write_pipeline_toml(path: Path, out: Path, world: Path) -> None:
@@ -180,11 +182,16 @@ def test_a_users_file_survives(case: Case, world: Path, tmp_path: Path, capsys, 
 def test_there_is_a_case_for_every_command_that_writes():
     """Every command with --out (or a folder in its configuration) has a row; a new one needs one
     (an old name kept as a hidden alias runs the same command)."""
+    names = {c.name.split(":")[0].split(" --")[0].split(" into ")[0] for c in CASES}
+    assert _writers() <= names, sorted(_writers() - names)
+
+
+def _writers() -> set[str]:
+    """Every command with --out, and the two that write the folder of a configuration."""
     import typer
 
     from dense_pt.cli import app
 
-    names = {c.name.split(":")[0].split(" --")[0].split(" into ")[0] for c in CASES}
     root = typer.main.get_command(app)
     writers = set()
     for group, cmd in subgroup(root).commands.items():
@@ -195,14 +202,15 @@ def test_there_is_a_case_for_every_command_that_writes():
             opts = {o for p in leaf.params for o in getattr(p, "opts", [])}
             if "--out" in opts or (group, sub) in {("pipeline", "run"), ("study", "run")}:
                 writers.add(f"{group} {sub}".strip())
-    assert writers <= names, sorted(writers - names)
+    return writers
 
 
 # ---- the pipeline inside a folder it wrote ------------------------------------------------------------
 def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys, monkeypatch):
-    """A folder the pipeline wrote (up to `split`) in which the user then made bm25/ of their own,
-    and a stage folder that is a symbolic link: both refused naming the path; with --force the
-    stage runs, the link (not what it points to) is replaced, and the user's other files stay."""
+    """A folder the pipeline wrote (up to `split`) in which the user then made bm25/ of their own:
+    refused naming the path, with --force too. A stage folder that is a symbolic link: refused;
+    with --force, replaced (the link only) when it leads to the stage's own folder, refused when it
+    leads to the user's. Each folder replaced is said in one line."""
     _write_pipeline_toml(tmp_path / "p.toml", tmp_path / "out", world)
     run = ["pipeline", "run", str(tmp_path / "p.toml")]
     code, _, err = run_cli([*run, "--until", "split"], capsys, monkeypatch)
@@ -210,22 +218,127 @@ def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys
     out = tmp_path / "out"
     (out / "bm25").mkdir()
     (out / "bm25" / "notes.txt").write_text(USER)
-    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
-    assert code == 1 and re.search(
-        rf"error: {re.escape(str(out / 'bm25'))} holds no manifest of the bm25 stage: dense-pt did not "
-        r"write it; move it away, or pass --force to replace it$",
-        err.strip(),
-    ), err
-    assert (out / "bm25" / "notes.txt").read_text() == USER
-    # a symbolic link where a stage folder goes: the link is the user's, and so is what it points to
+    refused = (rf"error: {re.escape(str(out / 'bm25'))} holds no manifest of the bm25 stage: dense-pt did not "
+               r"write it; move it away \(--force never replaces it\)$")  # fmt: skip
+    for force in ([], ["--force"]):
+        code, _, err = run_cli([*run, "--until", "bm25", *force], capsys, monkeypatch)
+        assert code == 1 and re.search(refused, err.strip()), err
+        assert (out / "bm25" / "notes.txt").read_text() == USER
+    # a symbolic link where a stage folder goes, to a folder of the user's: refused, --force or not
     os.rename(out / "bm25", tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", out / "bm25")
     code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
     assert code == 1 and f"{out / 'bm25'} is a symbolic link" in err, err
     code, _, err = run_cli([*run, "--until", "bm25", "--force"], capsys, monkeypatch)
-    assert code == 0, err
-    assert not (out / "bm25").is_symlink() and (out / "bm25" / "manifest.json").is_file()
-    assert (tmp_path / "elsewhere" / "notes.txt").read_text() == USER
-    # the stage it wrote is its own to replace: a changed setting reruns it without --force
+    assert code == 1 and re.search(refused, err.strip()), err
+    assert (tmp_path / "elsewhere" / "notes.txt").read_text() == USER and (out / "bm25").is_symlink()
+    os.unlink(out / "bm25")
+    code, _, err = run_cli([*run, "--until", "bm25"], capsys, monkeypatch)
+    assert code == 0 and (out / "bm25" / "manifest.json").is_file(), err
+    # the stage it wrote is its own to replace: a changed setting reruns it without --force, saying so
     code, _, err = run_cli([*run, "--until", "bm25", "--set", "seed=14"], capsys, monkeypatch)
     assert code == 0 and "[bm25] running" in err, err
+    assert re.search(
+        rf"\[bm25\] replacing {re.escape(str(out / 'bm25'))}: changed: .*seed; removing it", err
+    ), err
+    # a link to the stage's own folder (moved to another disk, say): --force replaces the link only
+    os.rename(out / "bm25", tmp_path / "disk-bm25")
+    os.symlink(tmp_path / "disk-bm25", out / "bm25")
+    code, _, err = run_cli([*run, "--until", "bm25", "--force"], capsys, monkeypatch)
+    assert code == 0 and "removing the symbolic link (not what it points to)" in err, err
+    assert not (out / "bm25").is_symlink() and (tmp_path / "disk-bm25" / "manifest.json").is_file()
+
+
+# ---- --force: what dense-pt writes is replaced, nothing else ------------------------------------------
+# Every writing command again, with --force, its output inside (or being) the user's folder {userdir}
+# (notes.txt there and in store/, bm25/, cells/, data/). --force replaces the file the user names and
+# the files dense-pt writes; a user's file is never touched: the command succeeds beside it (code 0)
+# or, when it cannot work beside it, refuses naming it (code 1) and changes nothing (but for its mark,
+# ``.dense-pt.json``, in a folder --force let it write into).
+FOREIGN = r"{userdir}/bm25 \(and 4 more\), which dense-pt did not write"
+SMALL = ["--max-steps", "1", "--batch-size", "2", "--group-size", "2", "--query-max-length", "8",
+         "--passage-max-length", "16"]  # fmt: skip
+FORCE_CASES = [
+    Case("bm25", ["bm25", "{world}/beir/corpus.jsonl", "--queries", "{world}/beir/queries.jsonl",
+                  "-o", "{userdir}/run.trec"], "", 0),
+    Case("search", ["search", "{world}/qemb", "{world}/pemb", "-o", "{userdir}/run.arrow"], "", 0),
+    Case("fuse", ["fuse", "{world}/run.trec", "{world}/dense.trec", "--method", "rrf", "-o", "{userdir}/fused.trec"],
+         "", 0),
+    Case("negatives mine", ["negatives", "mine", "{world}/run.trec", "--qrels", "{world}/beir/qrels/train.tsv",
+                            "-o", "{userdir}/n.dpneg", "--text", "{userdir}/n.tsv"], "", 0),
+    Case("negatives export", ["negatives", "export", "{world}/n.dpneg", "-o", "{userdir}/n.tsv"], "", 0),
+    Case("score", ["score", "{world}/model", *TRAIN, "--negatives", "{world}/n.dpneg", "-o", "{userdir}/s.dpneg"],
+         "", 0),
+    Case("pmi build", ["pmi", "build", "{world}/store", "-o", "{userdir}/t.pmi"], "", 0),
+    Case("pmi merge", ["pmi", "merge", "{world}/t.pmi", "-o", "{userdir}/m.pmi"], "", 0),
+    Case("plot", ["plot", "{world}/log.jsonl", "-o", "{userdir}/loss.png"], "", 0),
+    Case("runs convert", ["runs", "convert", "{world}/run.trec", "{userdir}/run.arrow"], "", 0),
+    Case("runs merge", ["runs", "merge", "{world}/run.trec", "-o", "{userdir}/merged.trec"], "", 0),
+    Case("corpus train-tokenizer", ["corpus", "train-tokenizer", "{world}/beir/corpus.jsonl",
+                                    "-o", "{userdir}/tokenizer.json"], "", 0),
+    Case("corpus build", ["corpus", "build", "{world}/beir/corpus.jsonl", "-t", "{world}/model", "-o", "{userdir}"],
+         rf"cannot replace {{userdir}}: it holds {FOREIGN}"),
+    Case("corpus build through a symbolic link to the folder",
+         ["corpus", "build", "{world}/beir/corpus.jsonl", "-t", "{world}/model", "-o", "{linkdir}"],
+         rf"cannot replace {{userdir}}: it holds {FOREIGN}"),
+    Case("encode", ["encode", "{world}/model", "{world}/store", "-o", "{userdir}"], "", 0),
+    Case("encode through a symbolic link to the folder", ["encode", "{world}/model", "{world}/store",
+                                                          "-o", "{linkdir}"], "", 0),
+    Case("expand", ["expand", "--model", "{world}/model", "--corpus", "{world}/beir/corpus.jsonl", "-o", "{userdir}",
+                    "--limit", "2", "--max-new-tokens", "4", "--max-passage-words", "8", "--num-queries", "1",
+                    "--prompt", "{tmp}/prompt.txt"], "", 0),
+    Case("pretrain", ["pretrain", "--method", "condenser", "--model", "{world}/model", "--corpus", "{world}/store",
+                      "-o", "{userdir}", "--max-steps", "1", "--batch-size", "2", "--max-length", "16"], "", 0),
+    Case("train retriever", ["train", "retriever", "{world}/model", *TRAIN, "-o", "{userdir}", *SMALL], "", 0),
+    Case("train reranker", ["train", "reranker", "{world}/model", *TRAIN, "--negatives", "{world}/n.dpneg",
+                            "-o", "{userdir}", *SMALL[:4], "--group-size", "8", "--max-length", "16"], "", 0),
+    Case("train distill", ["train", "distill", "{world}/model", *TRAIN, "--scores", "{world}/n.dpneg",
+                           "-o", "{userdir}", *SMALL], "", 0),
+    Case("demo: a folder of the user's named like its data stage", ["demo", "-o", "{userdir}"],
+         r"cannot replace {userdir}/data: it holds {userdir}/data/notes\.txt, which dense-pt did not write"),
+    Case("pipeline run: a folder of the user's named like a stage", ["pipeline", "run", "{tmp}/pipeline.toml"],
+         r"{userdir}/store holds no manifest of the store stage: dense-pt did not write it"),
+    Case("study run: a folder of the user's named like a stage", ["study", "run", "{tmp}/study.toml"],
+         r"{userdir}/cells/none-seed1/store holds no manifest of the store stage"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FORCE_CASES, ids=[c.name for c in FORCE_CASES])
+def test_force_replaces_only_what_dense_pt_writes(
+    case: Case, world: Path, tmp_path: Path, capsys, monkeypatch
+):
+    places = {"tmp": str(tmp_path), "world": str(world), **_user_places(tmp_path, world)}
+    (tmp_path / "userdir" / "cells" / "none-seed1" / "store").mkdir(parents=True)
+    (tmp_path / "userdir" / "cells" / "none-seed1" / "store" / "notes.txt").write_text(USER)
+    (tmp_path / "prompt.txt").write_text("{passage}")  # short: the tiny model has 128 positions
+    users = {k: v for k, v in _snapshot(tmp_path).items() if v == USER.encode()}
+    before = _snapshot(tmp_path)
+    code, _, err = run_cli([*(a.format(**places) for a in case.argv), "--force"], capsys, monkeypatch)
+    assert code == case.code, err
+    assert "Traceback" not in err
+    after = _snapshot(tmp_path)
+    assert {k: after.get(k) for k in users} == users, "--force changed or removed a file of the user's"
+    if case.code:
+        last = err.strip().splitlines()[-1]
+        assert re.search(case.message.format(**{k: re.escape(v) for k, v in places.items()}), last), err
+        added = {k for k in after.keys() - before.keys() if not k.endswith(".dense-pt.json")}
+        assert not added and {k: after.get(k) for k in before} == before, "a refused command wrote something"
+
+
+def test_there_is_a_force_case_for_every_command_that_writes():
+    names = {c.name.split(":")[0].split(" through")[0] for c in FORCE_CASES}
+    assert _writers() <= names, sorted(_writers() - names)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_the_demos_pretraining_folder_keeps_a_users_file(force, world, tmp_path):
+    """The demo redoes its pre-training (--force, or a folder without run_config.json) by removing
+    the folder: one that holds a file of the user's is refused naming it, before any training."""
+    from dense_pt.demo.pretrain import demo_stage
+    from dense_pt.errors import AlreadyExistsError
+
+    (tmp_path / "work" / "simlm").mkdir(parents=True)
+    (tmp_path / "work" / "simlm" / "notes.txt").write_text(USER)
+    with pytest.raises(AlreadyExistsError, match=r"simlm/notes\.txt, which dense-pt did not write"):
+        demo_stage(world / "store", tmp_path / "work", method="simlm", force=force, progress=False)
+    assert (tmp_path / "work" / "simlm" / "notes.txt").read_text() == USER

@@ -209,3 +209,67 @@ def test_bm25_query_shards_merge_into_the_unsharded_run(tmp_path):
         assert content(tmp_path / f"m{suffix}") == content(tmp_path / f"all{suffix}")
         if suffix == ".trec":
             assert (tmp_path / "m.trec").read_bytes() == (tmp_path / "all.trec").read_bytes()
+
+
+def _search_k(q, p, pids, qids, k, out):
+    ids = pa.array(pids)
+    s, r = search_arrays(q, [p], k, "ip", tie_key=id_tie_key(ids))
+    write_arrays(out, qids, ids, s, r, depth=k)  # as dense-pt search records it
+
+
+def _cut(path, k):
+    """A run's rows, each query cut to its top ``k``: what an exact merge to depth k must equal."""
+    return {q: list(hits.items())[:k] for q, hits in load_run(path).items()}
+
+
+@pytest.mark.parametrize("suffix", [".arrow", ".trec"])
+def test_passage_shards_of_unequal_depth_merge_exactly_or_are_refused(tmp_path, suffix):
+    """Shards searched with -k 20 and -k 10: the union is exact only to depth 10 (the -k 10 shard
+    does not list its 11th passage, which may be in the whole corpus's top 20). The merge keeps the
+    top 10, says so, and equals the unsharded run cut to 10; -k 20 is refused. Arrow shards record
+    their depth; TREC shards are judged by their most hits per query."""
+    from dense_pt.data.runs import convert_run
+
+    q, p, pids, qids = corpus()
+    _search_k(q, p, pids, qids, 20, tmp_path / "full.arrow")
+    _search_k(q, p[:30], pids[:30], qids, 20, tmp_path / "a.arrow")
+    _search_k(q, p[30:], pids[30:], qids, 10, tmp_path / "b.arrow")
+    shards = [tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"]
+    if suffix == ".trec":
+        for s in shards:
+            convert_run(s.with_suffix(".arrow"), s)
+    info = merge_runs(shards, tmp_path / "m.arrow", mode="passages")
+    assert info["k"] == 10
+    assert info["note"].startswith("the shards' depths differ (20, 10): kept the top 10 per query")
+    assert _cut(tmp_path / "m.arrow", 10) == _cut(tmp_path / "full.arrow", 10)
+    assert max(len(h) for h in load_run(tmp_path / "m.arrow").values()) == 10
+    with pytest.raises(
+        InvalidArgumentError, match=r"-k 20: these passage shards give an exact top-k only to depth 10"
+    ):
+        merge_runs(shards, tmp_path / "m20.arrow", mode="passages", k=20)
+    assert not (tmp_path / "m20.arrow").exists()
+    assert merge_runs(shards, tmp_path / "m5.arrow", mode="passages", k=5)["note"] is None
+    assert _cut(tmp_path / "m5.arrow", 5) == _cut(tmp_path / "full.arrow", 5)
+    # the command line says so in one line, and in --json
+    res = CliRunner().invoke(app, ["runs", "merge", *map(str, shards), "-o", str(tmp_path / "c.trec"),
+                                   "--mode", "passages", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "kept the top 10 per query" in res.stdout.split('"note"')[1]
+    res = CliRunner().invoke(
+        app, ["runs", "merge", *map(str, shards), "-o", str(tmp_path / "c2.trec"), "-k", "20"]
+    )
+    assert isinstance(res.exception, InvalidArgumentError) and "exact top-k only to depth 10" in str(
+        res.exception
+    )
+
+
+def test_a_shard_that_holds_fewer_passages_than_its_k_is_exact_to_its_k(tmp_path):
+    """A shard of 5 passages searched with -k 10 lists all 5: its recorded depth (10), not its hits
+    per query (5), bounds the merge, which stays exact to 10."""
+    q, p, pids, qids = corpus()
+    _search_k(q, p, pids, qids, 10, tmp_path / "full.arrow")
+    _search_k(q, p[:55], pids[:55], qids, 10, tmp_path / "a.arrow")
+    _search_k(q, p[55:], pids[55:], qids, 10, tmp_path / "b.arrow")
+    info = merge_runs([tmp_path / "a.arrow", tmp_path / "b.arrow"], tmp_path / "m.arrow", mode="passages")
+    assert info["k"] == 10 and info["note"] is None
+    assert load_run(tmp_path / "m.arrow") == load_run(tmp_path / "full.arrow")

@@ -27,7 +27,7 @@ import re
 import secrets
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,23 +263,28 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
+def atomic_dir(path: str | Path, force: bool = False, owned: Collection[str] | None = None) -> Iterator[Path]:
     """Build a directory under a temporary sibling name and rename it into place on success.
 
-    With ``force`` an existing directory is replaced only after the new one is complete. A
-    symbolic link to a folder is followed: the new folder takes its target's place (the link, and
-    the disk it points to, stay)."""
+    With ``force`` an existing directory is replaced only after the new one is complete, and only
+    when everything in it is dense-pt's (``check_replaceable``: the names the new folder has, and
+    ``owned``, the names the old folder's manifest proves dense-pt wrote); ``owned`` given, that
+    is checked before the block runs too. A symbolic link to a folder is followed: the new folder
+    takes its target's place (the link, and the disk it points to, stay), by the same rule."""
     path = Path(path)
     if path.is_symlink() and path.is_dir():
         path = Path(os.path.realpath(path))
     if os.path.lexists(path) and not force:
         raise already_exists(path, f"{path} already exists (use --force to replace it)")
+    if owned is not None:
+        check_replaceable(path, owned)
     _mkdir_parent(path)
     tmp = temp_path(path, "partial")
     try:
         with writing(path, (tmp,)):
             os.mkdir(tmp, 0o777)
             yield tmp
+            check_replaceable(path, owned or (), new=tmp)
             if os.path.lexists(path):
                 old = temp_path(path, "old")
                 os.replace(path, old)
@@ -290,6 +295,44 @@ def atomic_dir(path: str | Path, force: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def foreign_entries(folder: Path, owned: Collection[str] = (), new: Path | None = None) -> list[Path]:
+    """What in ``folder`` dense-pt cannot prove it wrote, so that replacing the folder would lose it:
+    every entry but dense-pt's mark, its temporaries, the names in ``owned`` and (to be replaced by
+    files of the same names) the names ``new`` holds; inside a folder that ``new`` holds too, the
+    same, recursively."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found: list[Path] = []
+    for e in entries:
+        if e.name == OWNER_FILE or _owner_of(e.name) is not None or e.name in owned:
+            continue
+        twin = None if new is None else new / e.name
+        if twin is None or not os.path.lexists(twin):
+            found.append(Path(e.path))
+        elif e.is_dir(follow_symlinks=False):
+            inner = twin if twin.is_dir() and not twin.is_symlink() else None
+            found += foreign_entries(Path(e.path), (), inner) if inner else [Path(e.path)]
+    return found
+
+
+def check_replaceable(path: Path, owned: Collection[str] = (), new: Path | None = None) -> None:
+    """Refuse to replace folder ``path`` when it holds anything dense-pt did not write (see
+    ``foreign_entries``), naming the first such entry: ``--force`` replaces dense-pt's files, never
+    a user's."""
+    if not path.is_dir():
+        return
+    found = foreign_entries(path, owned, new)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise already_exists(
+            found[0],
+            f"cannot replace {path}: it holds {found[0]}{more}, which dense-pt did not write; move "
+            "it away or choose another folder (--force replaces only what dense-pt wrote)",
+        )
 
 
 def remove_tree(path: str | Path) -> None:

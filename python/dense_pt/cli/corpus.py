@@ -68,7 +68,11 @@ def build(
         ..., "--tokenizer", "-t", help="A tokenizer.json or a local HF model folder."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Store folder to write."),
-    force: bool = flag("--force", help="Rebuild even if an up-to-date store exists."),
+    force: bool = flag(
+        "--force",
+        help="Rebuild even if an up-to-date store exists, or replace another store; a folder holding "
+        "anything else (a file of yours) is refused, naming it.",
+    ),
     as_json: bool = json_option(),
     config: Path | None = config_option(),
     set_: list[str] = set_option(),

@@ -19,7 +19,7 @@ def demo(
     force: bool = flag(
         "--force",
         help="Redo every stage, even those that are up to date; also write into a non-empty folder "
-        "the demo did not write.",
+        "the demo did not write (files of yours stay: a stage folder holding one is refused).",
     ),
     with_expansion: bool = flag(
         "--with-expansion",

@@ -39,8 +39,8 @@ SET_HELP = "Set one key as the --config file would (it may stand alone): dotted.
 
 FORCE_FILE_HELP = "Replace the output file if it exists (dense-pt cannot tell a file it wrote from yours)."
 FORCE_DIR_HELP = (
-    "Write into the output folder even if it is not empty and dense-pt did not write it (its "
-    "files may be replaced)."
+    "Write into the output folder even if it is not empty and dense-pt did not write it: files of "
+    "the names dense-pt writes are replaced, no other file is touched."
 )
 
 

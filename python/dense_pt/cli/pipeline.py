@@ -60,7 +60,8 @@ def run(
         "--set 'pretrain={method=\"cdmae\"}'. Repeatable; paths resolve against the config's folder.",
     ),
     force: bool = force_option(
-        FORCE_DIR_HELP + " Stage folders without the stage's manifest (yours) are replaced too."
+        FORCE_DIR_HELP + " A folder named like a stage without that stage's manifest (yours) is never "
+        "replaced; a symbolic link to a stage's folder is (the link, not what it points to)."
     ),
     as_json: bool = json_option(),
 ) -> None:

@@ -45,7 +45,10 @@ def merge(
     runs: list[Path] = typer.Argument(..., help="The shard runs (Arrow or TREC text), in shard order."),
     out: Path = typer.Option(..., "--out", "-o", help="The merged run (.arrow: Arrow; else TREC text)."),
     k: int | None = typer.Option(
-        None, "-k", help="Passage shards: hits kept per query (default: the shards' depth)."
+        None,
+        "-k",
+        help="Passage shards: hits kept per query (default: the smallest shard depth, to which the "
+        "merge is exact; a deeper -k is refused).",
     ),
     mode: str = typer.Option(
         "auto",
@@ -63,6 +66,8 @@ def merge(
 
     check_output_file(out, force)
     info = merge_runs(runs, out, k=k, mode=mode, tag=tag)
+    if info.get("note"):
+        logs.status(f"note: {info['note']}")
     depth = f", top {info['k']}" if info["k"] else ""
     emit({"out": out, **info}, as_json,
          lambda: logs.status(f"wrote {out}: {info['queries']:,} queries, {info['rows']:,} rows ({info['mode']} shards{depth})"))  # fmt: skip

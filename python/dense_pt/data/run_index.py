@@ -48,6 +48,8 @@ class RunIndex:
         self.position = {q: i for i, q in enumerate(qids)}
         self.batch_starts = np.concatenate([[0], np.cumsum(reader.batch_rows)]).astype(np.int64)
         self.tag = reader.tag
+        # the depth to which this run holds every hit: the k it records, else its most hits per query
+        self.depth = reader.depth or int(n.max(initial=0))
         self._batches: OrderedDict[int, pa.RecordBatch] = OrderedDict()
         self._handle = pa.OSFile(str(self._file))
         self._reader = pa.ipc.open_file(self._handle)

@@ -5,10 +5,15 @@
   ranges give the one-machine run byte for byte.
 * **Passage shards** (the same queries, each input over a slice of the passages: search per shard
   of the encoded corpus) are merged per query: the union of the inputs' hits, ranked by
-  ``rank_hits``' rule (score descending, ties by passage id descending) and cut to ``k`` (by
-  default the most hits any input has for a query: the shards' common depth). ``dense-pt search``
-  cuts its top-k by that same rule, so the merged top-k is the whole corpus's top-k, exactly.
-  A passage listed by two inputs for one query is refused (shards must not overlap).
+  ``rank_hits``' rule (score descending, ties by passage id descending) and cut to ``k``.
+  ``dense-pt search`` cuts its top-k by that same rule, so the merged top-k is the whole corpus's
+  top-k, exactly, down to the smallest depth of the shards and no further: a shard searched with
+  ``-k 10`` does not list its 11th passage, which may belong in the union's top 20. A shard's depth
+  is the ``k`` its Arrow run records (``dense-pt search`` and ``bm25`` record it), else its most
+  hits for a query. Without ``k`` the union is cut to the smallest depth, and when the shards'
+  depths differ the result says so (``note``); a ``k`` deeper than that is refused: the merge is
+  exact or it is not written. A passage listed by two inputs for one query is refused (shards
+  must not overlap).
 
 The inputs are read a chunk of queries at a time (``data/run_index.py``); either format in,
 either format out (by ``out``'s name)."""
@@ -58,13 +63,33 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, k: int | None = No
                 for path in inputs:
                     for chunk in RunReader(path).chunks():
                         w.write_chunk(chunk)
-            return {"mode": mode, "queries": w.queries, "rows": w.rows, "k": None}
-        depth = k or max(int(np.diff(ix.starts).max(initial=0)) for ix in runs.indexes)
-        with RunWriter(out, tag=tag) as w:
+            return {"mode": mode, "queries": w.queries, "rows": w.rows, "k": None, "note": None}
+        depth, note = _exact_depth(runs, inputs, k)
+        with RunWriter(out, tag=tag, depth=depth) as w:
             for chunks in runs.chunks():
                 top = _top_k(chunks, depth)
                 w.write(top.qids, top.offsets, top.docids, top.scores)
-        return {"mode": mode, "queries": w.queries, "rows": w.rows, "k": depth}
+        return {"mode": mode, "queries": w.queries, "rows": w.rows, "k": depth, "note": note}
+
+
+def _exact_depth(runs: AlignedRuns, inputs: Sequence[str | Path], k: int | None) -> tuple[int, str | None]:
+    """The depth to cut the union of passage shards to, and a line saying why when the shards'
+    depths differ; a ``k`` the shards cannot give exactly is refused."""
+    depths = [ix.depth for ix in runs.indexes]
+    exact = min(depths)
+    shallow = inputs[depths.index(exact)]
+    if k is not None and k > exact:
+        raise InvalidArgumentError(
+            f"-k {k}: these passage shards give an exact top-k only to depth {exact} ({shallow} holds "
+            f"at most {exact} hits per query; a passage it did not list may belong in the top {k}): "
+            f"give -k {exact} or less, or search every shard to depth {k}"
+        )
+    if k is not None or len(set(depths)) == 1:
+        return k or exact, None
+    return exact, (
+        f"the shards' depths differ ({', '.join(map(str, depths))}): kept the top {exact} per query, "
+        f"the depth to which the merge is exact ({shallow} lists no more)"
+    )
 
 
 def _shared_query(runs: AlignedRuns) -> str:

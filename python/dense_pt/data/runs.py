@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
+from dense_pt.data import run_checksum
 from dense_pt.data.ids import id_problem
 from dense_pt.errors import FormatError, InvalidArgumentError, not_found
 
@@ -52,6 +53,7 @@ RUN_SCHEMA = pa.schema(
     [("qid", pa.utf8()), ("docid", pa.utf8()), ("score", pa.float64()), ("rank", pa.int32())]
 )
 DEFAULT_TAG = "dense-pt"
+DEPTH_KEY = "dense_pt.depth"  # schema metadata: the k a run was cut to (its hits per query at most)
 # Rows a reader gathers before handing out a chunk (whole queries, so a chunk may hold more):
 # ~40 MB of columns, small enough for any stage, large enough that per-chunk costs vanish.
 CHUNK_ROWS = 1 << 20
@@ -68,7 +70,14 @@ def run_format(path: str | Path, write: bool = False) -> str:
     if path.is_dir():
         raise FormatError("expected a run file, found a folder", path=path)
     with open(path, "rb") as f:
-        return "arrow" if f.read(len(ARROW_MAGIC)) == ARROW_MAGIC else "trec"
+        head = f.read(len(ARROW_MAGIC))
+    if not head and path.suffix.lower() in ARROW_SUFFIXES:
+        # dense-pt never writes an empty Arrow run (one without queries still has a header and a
+        # footer): this one was cut short, or never written
+        raise FormatError(
+            "empty file (0 bytes): not an Arrow run; it was cut short or never written", path=path
+        )
+    return "arrow" if head == ARROW_MAGIC else "trec"
 
 
 @dataclass(frozen=True)
@@ -218,12 +227,13 @@ class RunWriter:
     nothing (as ``write_run`` always did)."""
 
     def __init__(self, path: str | Path, tag: str = DEFAULT_TAG, tie_break: str = DEFAULT_TIE_BREAK,
-                 ids: pa.Array | Sequence[str] | None = None):  # fmt: skip
+                 ids: pa.Array | Sequence[str] | None = None, depth: int | None = None):  # fmt: skip
         if not tag or any(c.isspace() for c in tag):
             raise InvalidArgumentError(f"run tag must be one word, got {tag!r}")
         if tie_break not in TIE_BREAKS:
             raise InvalidArgumentError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
         self.path, self.tag, self.tie_break = Path(path), tag, tie_break
+        self.depth = depth  # the k the run was cut to (recorded in an Arrow run: merges read it)
         self.format = run_format(self.path, write=True)
         self.ids = None if ids is None else _utf8(ids, "ids")
         self.rows = 0  # rows written so far
@@ -238,7 +248,10 @@ class RunWriter:
 
         self._sink = self._stack.enter_context(atomic_file(self.path, "wb"))
         if self.format == "arrow":
-            meta = {"dense_pt.run": RUN_FORMAT_VERSION, "tag": self.tag, "tie_break": self.tie_break}
+            meta = {"dense_pt.run": RUN_FORMAT_VERSION, "tag": self.tag, "tie_break": self.tie_break,
+                    **run_checksum.schema_metadata()}  # fmt: skip
+            if self.depth is not None:
+                meta[DEPTH_KEY] = str(int(self.depth))
             opts = pa.ipc.IpcWriteOptions(compression="zstd")
             self._arrow = pa.ipc.new_file(self._sink, RUN_SCHEMA.with_metadata(meta), options=opts)
         return self
@@ -327,22 +340,43 @@ class RunWriter:
                 [qcol, docids, pa.array(scores, type=pa.float64()), pa.array(ranks, type=pa.int32())],
                 schema=RUN_SCHEMA,
             )
-            self._arrow.write_batch(batch)
+            self._arrow.write_batch(batch, custom_metadata=run_checksum.batch_metadata(batch))
         else:
             self._sink.write(trec_lines(qcol, docids, scores, ranks, self.tag).encode("utf-8"))
 
 
-def _check_ids(col: pa.Array, what: str, path: Path) -> None:
-    """The ids rule (``dense_pt.data.ids``) over a column, in either format: printable ASCII without
-    a space passes vectorised; only the other ids (non-ASCII, rare) are checked one by one."""
+def _first_bad_id(col: pa.Array) -> tuple[int, str] | None:
+    """(row, ``'id' problem``) of the first id in ``col`` that breaks the ids rule
+    (``dense_pt.data.ids``), or None: printable ASCII without a space passes vectorised; only the
+    other ids (non-ASCII, rare) are checked one by one."""
     plain = pc.match_substring_regex(col, r"^[\x21-\x7e]+$")
     if pc.all(plain).as_py() is not False:
-        return
+        return None
     for i in np.flatnonzero(~plain.to_numpy(zero_copy_only=False)):
         value = col[int(i)].as_py()
         problem = id_problem(value)
         if problem is not None:
-            raise InvalidArgumentError(f"{path}: {what} id {value!r} {problem}")
+            return int(i), f"{value!r} {problem}"
+    return None
+
+
+def _check_ids(col: pa.Array, what: str, path: Path) -> None:
+    """The ids rule over a column about to be written."""
+    bad = _first_bad_id(col)
+    if bad is not None:
+        raise InvalidArgumentError(f"{path}: {what} id {bad[1]}")
+
+
+def open_arrow_run(source: Any, path: Path) -> pa.ipc.RecordBatchFileReader:
+    """``pyarrow.ipc.open_file`` on an Arrow run, a damaged or cut-short file refused as one line
+    naming ``path`` (pyarrow raises ArrowInvalid, or an OSError, for a damaged footer)."""
+    try:
+        return pa.ipc.open_file(source)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise FormatError(
+            f"not a readable Arrow IPC file ({exc}): the file is damaged or was cut short; write it again",
+            path=path,
+        ) from None
 
 
 def trec_lines(qids: pa.Array, docids: pa.Array, scores: np.ndarray, ranks: np.ndarray, tag: str) -> str:
@@ -375,13 +409,25 @@ class RunReader:
         """The run's tag: the Arrow file's metadata, or the first TREC line's last column."""
         if self.format == "arrow":
             with pa.OSFile(str(self.path)) as f:
-                meta = pa.ipc.open_file(f).schema.metadata or {}
-            return meta.get(b"tag", DEFAULT_TAG.encode()).decode()
+                meta = open_arrow_run(f, self.path).schema.metadata or {}
+            return meta.get(b"tag", DEFAULT_TAG.encode()).decode(errors="replace")
         from dense_pt.data.lines import first_line
 
         head = first_line(self.path)
         cols = head.split() if head else []
         return cols[5] if len(cols) == 6 else DEFAULT_TAG
+
+    @property
+    def depth(self) -> int | None:
+        """The k the run was cut to, when an Arrow run by dense-pt records it (None otherwise)."""
+        if self.format != "arrow":
+            return None
+        with pa.OSFile(str(self.path)) as f:
+            value = (open_arrow_run(f, self.path).schema.metadata or {}).get(DEPTH_KEY.encode())
+        try:
+            return None if value is None else int(value)
+        except ValueError:
+            raise FormatError(f"recorded depth {value!r} is not a number", path=self.path) from None
 
     def chunks(self, chunk_rows: int = CHUNK_ROWS) -> Iterator[RunChunk]:
         """Whole queries, about ``chunk_rows`` rows at a time (at least one query each)."""
@@ -454,19 +500,23 @@ class RunReader:
         # Read through a plain file, not a memory map: a scan of a 2 GB run must not leave 2 GB of
         # mapped pages resident in the process.
         with pa.OSFile(str(self.path)) as f:
-            try:
-                reader = pa.ipc.open_file(f)
-            except pa.ArrowInvalid as exc:
-                raise FormatError(f"not a readable Arrow IPC file ({exc})", path=self.path) from None
+            reader = open_arrow_run(f, self.path)
             cols = self._check_schema(reader.schema)
+            checked = run_checksum.declared(reader.schema, self.path)
             pending: list[pa.RecordBatch] = []
             held = 0
             row0 = 0  # file row of pending's first row
             for i in range(reader.num_record_batches):
                 try:
-                    batch = reader.get_batch(i)
+                    batch, meta = reader.get_batch_with_custom_metadata(i)
                 except (pa.ArrowInvalid, OSError) as exc:
                     raise FormatError(f"record batch {i} cannot be read ({exc})", path=self.path) from None
+                except pa.ArrowMemoryError as exc:
+                    if not run_checksum.impossible_allocation(exc):
+                        raise  # memory ran out: not the file's fault
+                    raise FormatError(f"record batch {i} is damaged ({exc})", path=self.path) from None
+                if checked:  # before any other check: a damaged byte is damage, not a bad value
+                    run_checksum.verify_batch(batch, meta, i, row0 + held, self.path)
                 batch = self._check_batch(batch.select(cols), row0 + held)
                 self.batch_rows.append(batch.num_rows)
                 pending.append(batch)
@@ -519,6 +569,10 @@ class RunReader:
             )
             if len(empty):
                 raise FormatError(f"row {row0 + int(empty[0]) + 1}: empty {name}", path=self.path)
+            bad_id = _first_bad_id(b.column(name))
+            if bad_id is not None:
+                what = "query" if name == "qid" else "passage"
+                raise FormatError(f"row {row0 + bad_id[0] + 1}: {what} id {bad_id[1]}", path=self.path)
         scores = b.column("score").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         bad = np.flatnonzero(~np.isfinite(scores))
         if len(bad):

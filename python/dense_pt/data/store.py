@@ -323,6 +323,20 @@ def _read_arrow(path: Path) -> pa.Table:
         raise FormatError(f"not a readable Arrow IPC file ({exc})", path=path) from exc
 
 
+def store_files(path: str | Path) -> set[str]:
+    """The names in folder ``path`` that a store dense-pt wrote there holds: its own files, and the
+    columns and files its manifest lists (what ``--force`` may replace; nothing else)."""
+    names = {MANIFEST_FILE, TOKENS_FILE, TOKENIZER_FILE}
+    try:
+        manifest = json.loads((Path(path) / MANIFEST_FILE).read_text(encoding="utf-8"))
+        listed = [*(manifest.get("files") or {})]
+        listed += [c.get("file") for c in (manifest.get("columns") or {}).values() if isinstance(c, dict)]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return names
+    # a plain name only: a manifest naming another folder's file proves nothing here
+    return names | {n for n in listed if isinstance(n, str) and n and "/" not in n and n not in (".", "..")}
+
+
 def write_store(
     out: str | Path,
     rows: Iterable[tuple[str, np.ndarray, np.ndarray]],
@@ -342,7 +356,7 @@ def write_store(
     specials = special_token_ids(tokenizer)
     unique = UniqueIds()  # 8 bytes per id instead of a set of millions of strings
     n_rows = n_tokens = 0
-    with atomic_dir(out, force=force) as tmp:
+    with atomic_dir(out, force=force, owned=store_files(out)) as tmp:
         with writing(out, (tmp,)):
             tokenizer.save(str(tmp / TOKENIZER_FILE))
         with pa.OSFile(str(tmp / TOKENS_FILE), "wb") as sink, pa.ipc.new_file(sink, TOKENS_SCHEMA) as writer:

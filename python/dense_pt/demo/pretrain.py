@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.demo.tiny import tiny_bert_config
+from dense_pt.fsutil import check_replaceable
 
 DEMO_STEPS = 30
+
+
+# What a pre-training folder holds (``run_pretrain`` and its export): all the demo may remove there.
+PRETRAIN_FILES = ("checkpoints", "encoder", "decoder", "generator", "tb", "log.jsonl", "pretrain.json",
+                  "run_config.json")  # fmt: skip
 
 
 def demo_stage(
@@ -76,6 +82,7 @@ def demo_stage(
             rec = prev.get("final_record") or {}
             return _summary("up to date", method, out, prev["steps"], rec)
     if force or (out.exists() and not (out / "run_config.json").is_file()):
+        check_replaceable(out, PRETRAIN_FILES)  # a file of the user's there is refused, not lost
         shutil.rmtree(out, ignore_errors=True)
     # resume=True: an interrupted demo continues from its checkpoint; a changed config is refused.
     summary = run_pretrain(cfg, resume=True, progress=progress)

@@ -10,9 +10,11 @@ changed (its folder is replaced). A changed input changes the fingerprint of eve
 it, directly or through another stage, and of no other: only the dependents rerun.
 
 Nothing the pipeline did not write is deleted: the output folder must be new, empty or the
-pipeline's (``dense_pt.fsutil.check_output_dir``), and a stage folder is replaced only when it holds
-that stage's manifest with a fingerprint; anything else (a user's ``store/`` beside the stages, a
-symbolic link) is refused naming the path unless ``force``.
+pipeline's (``dense_pt.fsutil.check_output_dir``; ``force``: any folder, whose other files stay), and
+a stage folder is replaced only when it holds that stage's manifest with a fingerprint, with one
+line saying so; anything else (a user's ``store/`` beside the stages) is refused naming the path,
+``force`` or not. A symbolic link is refused unless ``force``, then replaced (the link only) when
+it leads to the stage's own folder.
 """
 
 from __future__ import annotations
@@ -161,21 +163,25 @@ def is_stage_folder(folder: Path, name: str) -> bool:
     return m is not None and m.get("stage") == name and isinstance(m.get("fingerprint"), str)
 
 
-def _clear_stage_folder(ctx: Context[C], name: str, folder: Path) -> None:
-    """Remove a stage folder before the stage runs afresh: only one the stage wrote (a symbolic
-    link: never what it points to), else refused unless ``ctx.force``."""
+def _clear_stage_folder(ctx: Context[C], name: str, folder: Path, why: str) -> None:
+    """Remove a stage folder before the stage runs afresh, saying so: only one the stage wrote,
+    ``--force`` or not (a user's folder that happens to have a stage's name is refused). A
+    symbolic link is refused unless ``ctx.force``; then only a link to the stage's own folder is
+    replaced (the link: never what it points to)."""
     if folder.is_symlink() and not ctx.force:
         raise already_exists(
             folder,
             f"{folder} is a symbolic link: the pipeline writes its stage folders itself; remove the "
-            "link, or pass --force to replace the link (not what it points to)",
+            "link, or pass --force to replace a link to the stage's own folder (not what it points to)",
         )
-    if not folder.is_symlink() and not is_stage_folder(folder, name) and not ctx.force:
+    if not is_stage_folder(folder, name):  # through a link: its target
         raise already_exists(
             folder,
             f"{folder} holds no manifest of the {name} stage: dense-pt did not write it; move it "
-            "away, or pass --force to replace it",
+            "away (--force never replaces it)",
         )
+    what = "the symbolic link (not what it points to)" if folder.is_symlink() else "it"
+    ctx.log(f"[{name}] replacing {folder}: {why}; removing {what}")
     remove_tree(folder)
 
 
@@ -267,7 +273,7 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
         ctx.results[stage.name] = old
         return old
     if os.path.lexists(folder) and step.action != "resume":
-        _clear_stage_folder(ctx, stage.name, folder)  # inputs changed: start the stage afresh
+        _clear_stage_folder(ctx, stage.name, folder, step.why)  # inputs changed: start afresh
     elif step.action == "resume":
         ctx.log(f"[{stage.name}] resuming an interrupted run")
     folder.mkdir(parents=True, exist_ok=True)

@@ -104,13 +104,13 @@ def retrieve(
             progress.update("retrieving", done, progress.total, unit="queries")
 
 
-def write_hits(out: str | Path, chunks: Iterable[HitChunk]) -> int:
+def write_hits(out: str | Path, chunks: Iterable[HitChunk], k: int | None = None) -> int:
     """Write a run as it is produced, a chunk of queries at a time, through ``RunWriter`` (Arrow
     for an ``.arrow`` name, TREC text otherwise; tied scores in trec_eval's order, as every run);
-    returns the row count."""
+    returns the row count. ``k``: the depth the hits were cut to, recorded in an Arrow run."""
     from dense_pt.data.runs import RunWriter
 
-    with RunWriter(out, tag=TAG) as w:
+    with RunWriter(out, tag=TAG, depth=k) as w:
         for c in chunks:
             w.write(c.qids, c.offsets, c.pids, c.scores)
     return w.rows
@@ -166,7 +166,7 @@ def bm25(
         idx = bm25_index(corpus_path, index, progress=progress, **s.model_dump())
         queries, count = _queries(queries_path, shard)
         progress.update("retrieving", 0, count, unit="queries")
-        write_hits(out, retrieve(idx, queries, s.k, threads, progress))
+        write_hits(out, retrieve(idx, queries, s.k, threads, progress), s.k)
     return Path(out)
 
 

@@ -269,7 +269,7 @@ def search(
     ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
     qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
     if out is not None:
-        write_arrays(out, qids, pids, scores, rows, tag)
+        write_arrays(out, qids, pids, scores, rows, tag, depth=k)
     return run_from_arrays(qids, pids.to_pylist(), scores, rows)
 
 
@@ -285,7 +285,7 @@ def search_file(
     """``search`` that only writes the run (``dense-pt search``, the pipeline): the hits go from
     the score arrays to the file a chunk of queries at a time, never through Python objects."""
     qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
-    hits = write_arrays(out, qids, pids, scores, rows, tag)
+    hits = write_arrays(out, qids, pids, scores, rows, tag, depth=k)
     return WrittenRun(Path(out), len(qids), hits)
 
 
@@ -298,11 +298,15 @@ class WrittenRun(NamedTuple):
 
 
 def write_arrays(out: str | Path, qids: list[str], pids: pa.Array, scores: np.ndarray, rows: np.ndarray,
-                 tag: str = "dense-pt", chunk_queries: int = 4096) -> int:  # fmt: skip
-    """``search_arrays``' output written as a run (rows of -1 dropped; ranked as ``rank_hits``)."""
+                 tag: str = "dense-pt", chunk_queries: int = 4096, depth: int | None = None) -> int:  # fmt: skip
+    """``search_arrays``' output written as a run (rows of -1 dropped; ranked as ``rank_hits``).
+    ``depth``: the k searched for (default: the arrays' width), recorded in an Arrow run: a shard
+    with fewer passages than k lists them all, so its merge is exact to k."""
     from dense_pt.data.runs import RunWriter
 
-    with RunWriter(out, tag=tag, ids=pids) as w:
+    if depth is None and rows.ndim == 2:
+        depth = int(rows.shape[1])
+    with RunWriter(out, tag=tag, ids=pids, depth=depth) as w:
         for a in range(0, len(qids), chunk_queries):
             r, sc = rows[a : a + chunk_queries], scores[a : a + chunk_queries]
             valid = r >= 0
