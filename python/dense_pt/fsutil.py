@@ -98,7 +98,7 @@ def inside(folder: str | Path, name: object, manifest: str | Path) -> Path:
             outside = True
         if outside:
             problem = "a symbolic link that leads outside its folder"
-    if problem is not None:
+    if problem is not None or not isinstance(name, str):
         raise InvalidArgumentError(
             f"{manifest}: names {name!r}, {problem} ({folder}): refused; a manifest may name only "
             "files inside its own folder"

@@ -34,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion: commands, options, choices
     pretty_exceptions_enable=False,
+    rich_markup_mode="rich",  # what every typer version then does; the texts are escaped (plain_help)
 )
 
 # The command names: `dense-pt [GROUP] VERB`. A top-level command is one step of the pipeline,
@@ -104,7 +105,8 @@ def plain_help(group: typer.Typer, seen: set[int] | None = None) -> None:
     from rich.markup import escape
 
     seen = set() if seen is None else seen
-    for info in (group.info, *group.registered_commands, *group.registered_groups):
+    infos: list[Any] = [group.info, *group.registered_commands, *group.registered_groups]
+    for info in infos:
         if id(info) in seen:
             continue
         seen.add(id(info))
@@ -116,7 +118,7 @@ def plain_help(group: typer.Typer, seen: set[int] | None = None) -> None:
         if help_text is not None:
             info.help = escape(help_text)
         if isinstance(getattr(info, "epilog", None), str):
-            info.epilog = escape(info.epilog)  # type: ignore[union-attr]
+            info.epilog = escape(info.epilog)
         for param in inspect.signature(callback).parameters.values() if callback is not None else ():
             given = param.default
             if isinstance(given, typer.models.ParameterInfo) and given.help and id(given) not in seen:
@@ -358,7 +360,8 @@ def _known(exc: DensePtError | OSError) -> None:
         _fail(f"error: {resource}", 1)
     if isinstance(exc, DensePtError):
         _fail(f"error: {exc}", exit_code(exc))
-    _fail(f"error: {from_os_error(exc)}", 1)
+    else:
+        _fail(f"error: {from_os_error(exc)}", 1)
 
 
 def _unexpected(exc: BaseException) -> None:
