@@ -36,7 +36,7 @@ def test_corpus_check_refuses_a_max_record_size_that_is_not_a_positive_number(
     corpus.write_text('{"_id": "d1", "text": "hello"}\n')
     code, line = _one_line(["corpus", "check", str(corpus), "--max-record-mb", value], capsys, monkeypatch)
     assert code == 2
-    assert line == f"error: --max-record-mb must be a positive, finite number of MiB, got {float(value)}"
+    assert line == f"error: --max-record-mb must be positive and finite (a number of MiB), got {float(value)}"
 
 
 def test_bm25_refuses_a_query_shard_without_queries(tmp_path, capsys, monkeypatch):

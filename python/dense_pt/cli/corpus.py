@@ -43,7 +43,7 @@ def record_bytes(mb: float | None) -> int | None:
     if mb is None:
         return None
     if not (math.isfinite(mb) and mb > 0):  # inf: int() of it overflows; nan compares false
-        raise InvalidArgumentError(f"--max-record-mb must be a positive, finite number of MiB, got {mb}")
+        raise InvalidArgumentError(f"--max-record-mb must be positive and finite (a number of MiB), got {mb}")
     return max(1, int(mb * (1 << 20)))
 
 
