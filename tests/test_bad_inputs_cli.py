@@ -557,10 +557,20 @@ def test_a_thread_pool_that_cannot_start_under_a_memory_limit_is_not_a_panic(wor
     assert "the tokenizer's worker threads could not start" in r.stderr, r.stderr
     if r.returncode == 0:
         assert lines[-1].startswith("wrote "), r.stderr
-    else:
-        assert r.returncode == 1 and re.match(
-            r"error: (out of memory|could not start worker threads)", lines[-1]
-        )
+        return
+    # Where the memory then runs out (the store's memory map, an Arrow or numpy buffer, a thread)
+    # varies from run to run; each place is pinned in tests/test_machine_limits.py, and every one
+    # ends in exactly one of these two lines: never "not a readable Arrow IPC file" for an intact
+    # store (which this test once saw), never any other error.
+    assert r.returncode == 1, r.stderr
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], r.stderr
+    assert re.fullmatch(
+        r"error: out of memory \(.*\): the process reached the memory it may use \(the machine's, `ulimit -v`, "
+        r"or the job's limit\); raise the limit, or lower the batch size or --threads|"
+        r"error: could not start worker threads \(.*\): a memory or process limit \(`ulimit -v` / `ulimit -u`\) "
+        r"leaves no room for them; raise it, or use fewer threads \(\$RAYON_NUM_THREADS, --threads\)",
+        lines[-1],
+    ), r.stderr
 
 
 def test_the_command_path_decides_the_ctrl_c_hint():

@@ -11,6 +11,7 @@ The command line maps them to exit codes (``dense_pt/cli/__init__.py``): ``Inval
 from __future__ import annotations
 
 import errno as _errno
+import re
 from pathlib import Path
 
 
@@ -119,6 +120,62 @@ def already_exists(path: str | Path, message: str) -> AlreadyExistsError:
     return err
 
 
+# How libraries word a failed allocation or memory map when they raise no MemoryError: the C
+# library's strerror(ENOMEM) (pyarrow's "Memory mapping file failed: Cannot allocate memory", Rust's
+# io errors, "(os error 12)"), torch's CPU allocator, and the dynamic loader mapping a library
+# (``import torch`` under ``ulimit -v``: "libtorch_cpu.so: failed to map segment from shared object").
+_OUT_OF_MEMORY_TEXT = ("cannot allocate memory", "can't allocate memory", "os error 12)", "std::bad_alloc",
+                       "failed to map segment from shared object")  # fmt: skip
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process could not get memory (an allocation, a memory map, a
+    library's load), whichever library raised it, rather than that a file or a value is bad.
+    Readers ask this before calling a file damaged; the command line prints the one "out of
+    memory" line for it."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    if isinstance(exc, OSError) and exc.errno == _errno.ENOMEM:
+        return True
+    text = str(exc).lower()
+    if "operation not permitted" in text:  # a library on a noexec mount, not memory
+        return False
+    return any(t in text for t in _OUT_OF_MEMORY_TEXT)
+
+
+def refused_pickle(exc: BaseException, path: str | Path | None = None) -> str | None:
+    """One line for a pickle that ``torch.load(weights_only=True)`` refused (a model's or a
+    checkpoint's ``.bin`` / ``.pt`` asking for a global that no file of weights needs, such as a
+    class of ``os``), naming the file (``path``, else the one torch was loading) and the global;
+    None for any other exception."""
+    import pickle
+
+    if not isinstance(exc, pickle.UnpicklingError) or "weights only load failed" not in str(exc).lower():
+        return None
+    found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+    what = f"it asks for {found.group(1)}" if found else "it asks for more than tensors"
+    where = path if path is not None else _file_torch_was_loading(exc)
+    return (
+        f"{where or 'a model or checkpoint file'}: refused to load: {what}, which a file of weights "
+        "never needs (dense-pt loads pickles with torch.load(weights_only=True), so that a model or "
+        "checkpoint cannot run code); use a safetensors file, or one from a source you trust"
+    )
+
+
+def _file_torch_was_loading(exc: BaseException) -> str | None:
+    """The file argument of the ``torch.load`` call that raised ``exc`` (from its frame)."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "load" and frame.f_code.co_filename.endswith("serialization.py"):
+            f = frame.f_locals.get("f")
+            if isinstance(f, str | Path):
+                found = str(f)
+        tb = tb.tb_next
+    return found
+
+
 class DivergedError(DensePtError, FloatingPointError):
     """Training produced a loss (or weights) that is not a finite number: the run stops before
     saving anything non-finite, naming the step, the loss and the setting to change."""
@@ -158,5 +215,7 @@ __all__ = [
     "already_exists",
     "from_os_error",
     "io_error",
+    "is_out_of_memory",
     "not_found",
+    "refused_pickle",
 ]

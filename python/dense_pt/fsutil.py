@@ -78,6 +78,34 @@ def check_name(name: str, what: str, reserved: tuple[str, ...] = (), plain: bool
     return name
 
 
+# ---- names a manifest gives ------------------------------------------------------------------
+def inside(folder: str | Path, name: object, manifest: str | Path) -> Path:
+    """``folder / name`` for a file name that ``manifest`` (a file in ``folder``) lists: a store's
+    column, an embeddings shard, an index file, a model's module. Every reader of a name from a
+    manifest goes through here, so a folder copied from someone else cannot make dense-pt read or
+    write outside it: the name must be relative, without ``..``, and lead (symbolic links
+    followed) into ``folder``; anything else is an ``InvalidArgumentError`` naming the manifest and
+    the name."""
+    problem = None
+    if not isinstance(name, str) or not name or "\x00" in name:
+        problem = "which is not a file name"
+    elif os.path.isabs(name) or name.startswith("~") or ".." in re.split(r"[/\\]", name):
+        problem = "a path that leads outside its folder"
+    else:
+        try:
+            outside = not (Path(folder) / name).resolve().is_relative_to(Path(folder).resolve())
+        except (OSError, RuntimeError):  # a symbolic link loop
+            outside = True
+        if outside:
+            problem = "a symbolic link that leads outside its folder"
+    if problem is not None or not isinstance(name, str):
+        raise InvalidArgumentError(
+            f"{manifest}: names {name!r}, {problem} ({folder}): refused; a manifest may name only "
+            "files inside its own folder"
+        )
+    return Path(folder) / name
+
+
 # ---- owners of temporaries -------------------------------------------------------------------
 def _host() -> str:
     # Only [A-Za-z0-9_]: the tag must not contain the "." and "-" that separate its parts.

@@ -8,7 +8,9 @@ transformers) happen inside the commands, so ``dense-pt --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
+import re
 import signal
 import sys
 import threading
@@ -19,7 +21,7 @@ from typing import Any
 import typer
 
 from dense_pt import __version__
-from dense_pt.errors import DensePtError, InvalidArgumentError
+from dense_pt.errors import DensePtError, InvalidArgumentError, is_out_of_memory, refused_pickle
 
 # Only typer's public API: no typer or click internal is patched (a test keeps it so). Flags show no
 # type through their metavar (``options.flag``); choices are Enums (``options.choice_type``).
@@ -32,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion: commands, options, choices
     pretty_exceptions_enable=False,
+    rich_markup_mode="rich",  # what every typer version then does; the texts are escaped (plain_help)
 )
 
 # The command names: `dense-pt [GROUP] VERB`. A top-level command is one step of the pipeline,
@@ -96,6 +99,40 @@ def _root(
 
 for _module in GROUPS:
     importlib.import_module(_module)
+
+
+def plain_help(group: typer.Typer, seen: set[int] | None = None) -> None:
+    """Every help text of ``group`` (its own, its commands', their options', its subgroups') is
+    plain text: typer renders help as rich markup, which silently drops what looks like a tag
+    (``[mine]``, a TOML table); rich's ``escape`` keeps it. Each text object is escaped once."""
+    from rich.markup import escape
+
+    seen = set() if seen is None else seen
+    infos: list[Any] = [group.info, *group.registered_commands, *group.registered_groups]
+    for info in infos:
+        if id(info) in seen:
+            continue
+        seen.add(id(info))
+        callback = getattr(info, "callback", None)
+        callback = callback if callable(callback) else None  # typer's DefaultPlaceholder: none given
+        help_text = info.help if isinstance(info.help, str) else None
+        if help_text is None and callback is not None and callback.__doc__:
+            help_text = inspect.getdoc(callback)
+        if help_text is not None:
+            info.help = escape(help_text)
+        if isinstance(getattr(info, "epilog", None), str):
+            info.epilog = escape(info.epilog)
+        for param in inspect.signature(callback).parameters.values() if callback is not None else ():
+            given = param.default
+            if isinstance(given, typer.models.ParameterInfo) and given.help and id(given) not in seen:
+                seen.add(id(given))
+                given.help = escape(given.help)
+        sub = getattr(info, "typer_instance", None)
+        if isinstance(sub, typer.Typer):
+            plain_help(sub, seen)
+
+
+plain_help(app)
 
 # Commands that pick up where they stopped when run again with the same arguments (the hint
 # printed on Ctrl-C); pretrain needs --resume.
@@ -206,21 +243,24 @@ def _not_utf8_argument() -> str | None:
     return None
 
 
+# How a thread start that failed reads: rayon's pool (ThreadPoolBuildError, and the Rust core's
+# "cannot start N threads: ..."), EAGAIN from pthread_create, Python's threading, Arrow's workers.
+_THREAD_FAILURES = ("ThreadPoolBuildError", "Resource temporarily unavailable", "can't start new thread",
+                    "Failed to launch worker thread")  # fmt: skip
+
+
 def resource_message(exc: BaseException) -> str | None:
     """One line for a failure of the machine's resources rather than of dense-pt: out of memory
     (Python's, Arrow's, torch's, CUDA's), threads that could not start (a Rust library's thread
     pool, Arrow's workers) under a memory or process limit (``ulimit -v`` / ``-u``), a file name
     that is not UTF-8. None for anything else."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    name = type(exc).__name__
-    if isinstance(exc, MemoryError) or name == "OutOfMemoryError" or "can't allocate memory" in text:
+    if is_out_of_memory(exc):
         return (
             f"out of memory ({text}): the process reached the memory it may use (the machine's, "
             "`ulimit -v`, or the job's limit); raise the limit, or lower the batch size or --threads"
         )
-    threads = ("ThreadPoolBuildError", "Resource temporarily unavailable", "can't start new thread",
-               "Failed to launch worker thread")  # fmt: skip
-    if any(t in text for t in threads):
+    if any(t in text for t in _THREAD_FAILURES) or re.search(r"cannot start \d+ threads", text):
         return (
             f"could not start worker threads ({text}): a memory or process limit (`ulimit -v` / "
             "`ulimit -u`) leaves no room for them; raise it, or use fewer threads ($RAYON_NUM_THREADS, "
@@ -262,19 +302,69 @@ def _run() -> None:
         sys.exit(exc.exit_code)  # type: ignore[attr-defined]
     except (typer.Abort, KeyboardInterrupt) as exc:
         _interrupted(exc)
-    except DensePtError as exc:
-        _fail(f"error: {exc}", exit_code(exc))
-    except OSError as exc:
-        from dense_pt.errors import from_os_error
-
-        _fail(f"error: {from_os_error(exc)}", 1)
+    except BrokenPipeError as exc:
+        if not stdout_closed():
+            _known(exc)
+        _end_quietly()
+    except SystemExit as exc:
+        # typer and rich answer a closed stdout themselves, with exit 1 (rich after pointing stdout
+        # at /dev/null): the same quiet end as ours.
+        if isinstance(exc.__context__, BrokenPipeError):
+            _end_quietly()
+        raise
+    except (DensePtError, OSError) as exc:
+        _known(exc)
     except BaseException as exc:  # a bug, a panic in a library, or the machine's limits
         if isinstance(exc, SystemExit | GeneratorExit):
             raise
         _unexpected(exc)
     if rv == 130:  # typer turns Ctrl-C inside a command into Exit(130)
         _interrupted()
+    try:
+        sys.stdout.flush()  # what is still buffered, now: at the interpreter's exit it would be noise
+    except BrokenPipeError:
+        _end_quietly()
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``dense-pt ... | head -1`` after head's
+    line): polling the write end of such a pipe reports an error (Linux, macOS)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no poll (Windows), or stdout is not a file
+        return False
+
+
+def _end_quietly() -> None:
+    """The reader of stdout went away: end as ``ls | head`` does, without a word and with exit 0
+    (the reader has what it wanted). stdout is pointed at /dev/null first, so that flushing what is
+    still buffered at exit raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(0)
+
+
+def _known(exc: DensePtError | OSError) -> None:
+    """One line for an error dense-pt raised on purpose or an ``OSError``; the machine's limits
+    (memory, threads) first: an ``OSError`` of a failed memory map is out of memory, not a file."""
+    from dense_pt.errors import from_os_error
+
+    resource = resource_message(exc)
+    if resource is not None:
+        _fail(f"error: {resource}", 1)
+    if isinstance(exc, DensePtError):
+        _fail(f"error: {exc}", exit_code(exc))
+    else:
+        _fail(f"error: {from_os_error(exc)}", 1)
 
 
 def _unexpected(exc: BaseException) -> None:
@@ -282,6 +372,9 @@ def _unexpected(exc: BaseException) -> None:
     a Rust panic raised inside a library (pyo3's PanicException is a BaseException) included."""
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc)
+    refused = refused_pickle(exc)  # torch.load's refusal (transformers loading a .bin, say)
+    if refused is not None:
+        _fail(f"error: {refused}", 1)
     resource = resource_message(exc)
     if resource is not None:
         _fail(f"error: {resource}", 1)

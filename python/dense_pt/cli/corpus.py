@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from collections.abc import Container, Iterator
 from pathlib import Path
@@ -41,8 +42,8 @@ def record_bytes(mb: float | None) -> int | None:
 
     if mb is None:
         return None
-    if not mb > 0:
-        raise InvalidArgumentError(f"--max-record-mb must be positive, got {mb}")
+    if not (math.isfinite(mb) and mb > 0):  # inf: int() of it overflows; nan compares false
+        raise InvalidArgumentError(f"--max-record-mb must be positive and finite (a number of MiB), got {mb}")
     return max(1, int(mb * (1 << 20)))
 
 

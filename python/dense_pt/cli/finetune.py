@@ -76,7 +76,7 @@ COMMON = dict(
 RESUME = flag("--resume/--no-resume", default=True, help="Continue from the latest checkpoint in OUT.")
 # A training folder written before the marks: its manifest or its checkpoints prove it.
 TRAIN_PROOF = ("manifest.json", "checkpoints")
-CONFIG_HELP = "TOML file: the stage's keys at the top level, a \\[train] table for the engine; options win."
+CONFIG_HELP = "TOML file: the stage's keys at the top level, a [train] table for the engine; options win."
 
 
 def retriever(

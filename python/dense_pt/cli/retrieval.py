@@ -62,6 +62,10 @@ def bm25(
 
     s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
     if queries is None and out is None:
+        from dense_pt.errors import InvalidArgumentError
+
+        if query_shard is not None:  # building the index only: there are no queries to slice
+            raise InvalidArgumentError("--query-shard slices the queries: give --queries and --out too")
         idx = bm25_index(corpus, index, **s.model_dump())
         done = f"index ready at {idx.path} ({idx.num_docs:,} passages)"
         emit({"index": idx.path, "passages": idx.num_docs}, as_json, lambda: logs.status(done))

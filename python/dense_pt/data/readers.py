@@ -31,7 +31,7 @@ from dense_pt.config.corpus import TITLE_SEP
 from dense_pt.data.ids import check_id
 from dense_pt.data.lines import first_line, iter_lines, max_record_bytes, record_too_large
 from dense_pt.data.unique import UniqueIds
-from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.errors import FormatError, InvalidArgumentError, is_out_of_memory
 
 CORPUS_FORMATS = ("jsonl", "tsv", "parquet", "arrow")
 QUERY_FORMATS = ("jsonl", "tsv")
@@ -262,6 +262,8 @@ def _read_columnar(path: Path, fmt: str, limit: int) -> Iterator[tuple[int, Pass
         try:
             pf = pq.ParquetFile(str(path))
         except (pa.ArrowInvalid, OSError) as exc:
+            if is_out_of_memory(exc):  # the machine's limit, not a damaged file
+                raise
             raise FormatError(f"not a readable Parquet file ({exc})", path=path) from None
         names = pf.schema_arrow.names
         id_col = _columnar_columns(names, path)

@@ -36,13 +36,21 @@ from dense_pt.data.tokenizer import (
     without_padding_or_truncation,
 )
 from dense_pt.data.unique import UniqueIds
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, already_exists, not_found
+from dense_pt.errors import (
+    FormatError,
+    InvalidArgumentError,
+    MismatchError,
+    already_exists,
+    is_out_of_memory,
+    not_found,
+)
 from dense_pt.fsutil import (
     atomic_dir,
     atomic_file,
     check_name,
     checksum_entry,
     file_checksum,
+    inside,
     remember_verified,
     verify_file,
     write_json_atomic,
@@ -129,7 +137,7 @@ class CorpusStore:
                 f"(this dense-pt reads version {FORMAT_VERSION})",
                 path=mpath,
             )
-        files = manifest.get("files") or {}
+        files = _named_files(path, manifest, mpath)
         for name in (TOKENS_FILE, TOKENIZER_FILE):
             if name in files:
                 verify_file(path / name, files[name], verify)
@@ -261,12 +269,21 @@ class CorpusStore:
         return table.column(name)
 
     def verify_columns(self) -> None:
-        """Check every added column's file against the manifest now (each is otherwise checked
-        when it is first read)."""
+        """Check every file the manifest names against its checksum now (each column is otherwise
+        checked when it is first read): every file of its ``files`` (``open`` checked the tokens and
+        the tokenizer). In a store with checksums, a column file without one is refused: nothing
+        the manifest names goes unchecked."""
         files = self.manifest.get("files") or {}
-        for meta in self.manifest["columns"].values():
-            if meta["file"] in files:
-                verify_file(self.path / meta["file"], files[meta["file"]], self._verify)
+        for name, meta in self.manifest["columns"].items():
+            if files and meta["file"] not in files:
+                raise FormatError(
+                    f"column {name!r} ({meta['file']}) has no checksum in the manifest: it was not "
+                    "added by dense-pt; rebuild the column (`dense-pt pmi score ... --force`)",
+                    path=self.path / MANIFEST_FILE,
+                )
+        for file, entry in files.items():
+            if file not in (TOKENS_FILE, TOKENIZER_FILE):  # checked by ``open``, in the same mode
+                verify_file(self.path / file, entry, self._verify)
 
     # ---- adding columns ------------------------------------------------------------------
     def add_column(
@@ -314,12 +331,30 @@ class CorpusStore:
         self._ragged.pop(name, None)
 
 
+def _named_files(path: Path, manifest: dict[str, Any], mpath: Path) -> dict[str, Any]:
+    """The manifest's ``files`` (name -> size and checksum), after checking that every file it
+    names, and every column's file, is inside the store (``fsutil.inside``)."""
+    files = manifest.get("files") or {}
+    columns = manifest["columns"]
+    if not isinstance(files, dict) or not isinstance(columns, dict):
+        raise FormatError("'files' and 'columns' must be objects", path=mpath)
+    for name, meta in columns.items():
+        if not isinstance(meta, dict):
+            raise FormatError(f"column {name!r}: expected an object with its 'file'", path=mpath)
+        inside(path, meta.get("file"), mpath)
+    for name in files:
+        inside(path, name, mpath)
+    return files
+
+
 def _read_arrow(path: Path) -> pa.Table:
     if not path.exists():
         raise FormatError("missing file of the corpus store", path=path)
     try:
         return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
     except (pa.ArrowInvalid, OSError) as exc:  # a damaged footer is an OSError in pyarrow
+        if is_out_of_memory(exc):  # the map failed, not the file: "out of memory", not "damaged"
+            raise
         raise FormatError(f"not a readable Arrow IPC file ({exc})", path=path) from exc
 
 

@@ -128,6 +128,13 @@ def read_expansion_manifest(folder: str | Path) -> dict[str, Any]:
         raise FormatError(f"invalid JSON ({exc.msg})", path, exc.lineno) from exc
     if manifest.get("format") != FORMAT:
         raise FormatError(f"'format' is {manifest.get('format')!r}, expected {FORMAT!r}", path)
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise FormatError(
+            f"queries folder format version {version!r} is not supported (this dense-pt reads "
+            f"version {FORMAT_VERSION})",
+            path,
+        )
     return manifest
 
 

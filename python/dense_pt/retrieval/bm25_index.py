@@ -39,6 +39,7 @@ from dense_pt.fsutil import (
     cache_root,
     checksum_entry,
     file_checksum_cached,
+    inside,
     verify_file,
     write_json_atomic,
 )
@@ -191,6 +192,18 @@ def read_index_manifest(path: Path) -> dict[str, Any] | None:
             f"{path} exists and is not a dense-pt BM25 index: refusing to replace it (give --index "
             "a new folder, or remove this one)"
         )
+    version = (manifest.get("key") or {}).get("format") if isinstance(manifest.get("key"), dict) else None
+    if version != FORMAT_VERSION:
+        raise FormatError(
+            f"BM25 index format version {version!r} is not supported (this dense-pt reads version "
+            f"{FORMAT_VERSION}); give --index a new folder",
+            path / MANIFEST,
+        )
+    files = manifest.get("files", {})
+    if not isinstance(files, dict):
+        raise FormatError("'files' must be an object", path / MANIFEST)
+    for name in files:
+        inside(path, name, path / MANIFEST)
     return manifest
 
 

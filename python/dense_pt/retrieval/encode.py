@@ -28,11 +28,12 @@ import numpy as np
 from dense_pt import __version__, logs
 from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
-from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
+from dense_pt.fsutil import atomic_file, inside, sha256_file, write_json_atomic
 from dense_pt.progress import Progress
 from dense_pt.retrieval.encoder import check_vocab, detect_spec, load_backbone, pad_batch, pool
 
 MANIFEST = "manifest.json"
+FORMAT_VERSION = 1  # of the manifest (one written before versions had none: version 1)
 DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
@@ -83,6 +84,7 @@ class Embeddings:
                 f"{path}: holds {found} embeddings, but {role or 'this argument'} needs {kind}"
                 + (" (are the queries and passages swapped?)" if role else ""),
             )
+        check_manifest(path, manifest, mpath)
         if not manifest.get("complete"):
             raise FormatError("encoding is incomplete: re-run `dense-pt encode` to finish it", path)
         return cls(path, manifest)
@@ -101,10 +103,12 @@ class Embeddings:
 
     def shard(self, i: int) -> tuple[list[str], np.ndarray]:
         info = self.manifest["shards"][i]
-        ids = (self.path / info["ids"]).read_text(encoding="utf-8").split("\n")[:-1]
-        emb = np.load(self.path / info["file"], mmap_mode="r")
+        mpath = self.path / MANIFEST
+        ids = inside(self.path, info["ids"], mpath).read_text(encoding="utf-8").split("\n")[:-1]
+        emb_path = inside(self.path, info["file"], mpath)
+        emb = np.load(emb_path, mmap_mode="r")
         if emb.shape != (len(ids), self.dim):
-            raise FormatError(f"shape {emb.shape} does not match {len(ids)} ids", self.path / info["file"])
+            raise FormatError(f"shape {emb.shape} does not match {len(ids)} ids", emb_path)
         return ids, emb
 
     def ids(self) -> list[str]:
@@ -115,6 +119,24 @@ class Embeddings:
         ids = [p for ids, _ in parts for p in ids]
         emb = np.concatenate([np.asarray(e) for _, e in parts]) if parts else np.zeros((0, self.dim))
         return ids, emb
+
+
+def check_manifest(folder: Path, manifest: dict[str, Any], mpath: Path) -> None:
+    """Refuse a manifest of another format version, or one whose shards are not files inside
+    ``folder`` (``fsutil.inside``): what a search reads, and what a resumed encode takes as done."""
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise FormatError(
+            f"embeddings format version {version!r} is not supported (this dense-pt reads version "
+            f"{FORMAT_VERSION}); encode again with this version",
+            mpath,
+        )
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+        raise FormatError("'shards' must be a list of objects", mpath)
+    for shard in shards:
+        inside(folder, shard.get("file"), mpath)
+        inside(folder, shard.get("ids"), mpath)
 
 
 def default_max_length(model_dir: str | Path, kind: str) -> int:
@@ -294,8 +316,15 @@ def _open_manifest(out: Path, settings: dict[str, Any], name: str = MANIFEST) ->
     the folder's are refused."""
     mpath = out / name
     if not mpath.exists():
-        return {"settings": settings, "shards": [], "complete": False, "code_version": __version__}
-    manifest = json.loads(mpath.read_text())
+        return {"format_version": FORMAT_VERSION, "settings": settings, "shards": [], "complete": False,
+                "code_version": __version__}  # fmt: skip
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"invalid JSON ({exc})", mpath) from None
+    if not isinstance(manifest, dict):
+        raise FormatError("not an embeddings manifest (expected a JSON object)", mpath)
+    check_manifest(out, manifest, mpath)
     changed = [k for k, v in settings.items() if manifest.get("settings", {}).get(k) != v]
     if changed:
         raise MismatchError(
@@ -435,6 +464,8 @@ def merge_parts(out: str | Path) -> Path:
     if not parts:
         raise FormatError("no part manifests to merge (encode(..., part=(rank, world)) writes them)", out)
     loaded = [json.loads(p.read_text()) for p in parts]
+    for p, m in zip(parts, loaded, strict=True):
+        check_manifest(out, m, p)
     first = loaded[0]
     if any(m["settings"] != first["settings"] for m in loaded):
         raise MismatchError(f"{out}: its parts were encoded with other settings")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
+from dense_pt.fsutil import inside
 
 POOLINGS = ("cls", "mean")
 # The lengths a retriever was trained with, beside its weights (written by fine-tuning, read by encoding).
@@ -44,7 +45,7 @@ def detect_spec(path: str | Path, pooling: str = "auto", normalize: bool | None 
         for m in mods:
             kind = m.get("type", "")
             if kind.endswith("Pooling"):
-                cfg = json.loads((path / m["path"] / "config.json").read_text())
+                cfg = json.loads((inside(path, m.get("path"), modules) / "config.json").read_text())
                 mode = cfg.get("pooling_mode")  # sentence-transformers >= 6: "cls", "mean" or a list
                 if cfg.get("pooling_mode_cls_token") or mode in ("cls", ["cls"]):
                     found_pool = "cls"

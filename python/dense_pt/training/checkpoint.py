@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from dense_pt.errors import FormatError
+from dense_pt.errors import FormatError, refused_pickle
 from dense_pt.fsutil import remove_tree, write_json_atomic, writing
 
 STATE_FILE = "trainer_state.json"
@@ -81,8 +81,22 @@ def _save_rng(path: Path) -> None:
         json.dump({"numpy": state["numpy"], "python": state["python"]}, f)
 
 
+def load_tensors(path: Path) -> Any:
+    """``torch.load(path, weights_only=True)``; a pickle asking for more than tensors (a global the
+    safe loader blocks) is a FormatError naming the file and the global, one line."""
+    import pickle
+
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        message = refused_pickle(exc, path)
+        if message is None:
+            raise FormatError(f"not a readable torch file ({str(exc).splitlines()[0]})", path=path) from None
+        raise FormatError(message) from None
+
+
 def _load_rng(path: Path) -> dict[str, Any]:
-    state = torch.load(path.with_suffix(".pt"), weights_only=True)
+    state = load_tensors(path.with_suffix(".pt"))
     with open(path.with_suffix(".json"), encoding="utf-8") as f:
         state.update(json.load(f))
     return state
@@ -164,11 +178,11 @@ def load_checkpoint(
             path=path / "model.safetensors",
         )
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        optimizer.load_state_dict(load_tensors(path / "optimizer.pt"))
     if scheduler is not None:
-        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        scheduler.load_state_dict(load_tensors(path / "scheduler.pt"))
     if scaler is not None and (path / "scaler.pt").is_file():
-        scaler.load_state_dict(torch.load(path / "scaler.pt", weights_only=True))
+        scaler.load_state_dict(load_tensors(path / "scaler.pt"))
     rng_path = path / f"rng-rank{rank}"
     state["rng_restored"] = rng_path.with_suffix(".pt").is_file()
     if state["rng_restored"]:
