@@ -205,3 +205,24 @@ def test_encode_under_a_memory_limit_is_the_out_of_memory_line(store, tmp_path):
     )  # fmt: skip
     assert r.returncode == 1, r.stderr
     assert re.fullmatch(OUT_OF_MEMORY.format(what=".*"), r.stderr.strip()), r.stderr
+
+
+@pytest.mark.parametrize("where", ["open", "batch"])
+def test_an_arrow_run_that_cannot_be_mapped_or_read_is_out_of_memory(tmp_path, capsys, monkeypatch, where):
+    """The run reader (``data/runs.py``), like the store's: pyarrow's failed map or read of an intact
+    run is the out-of-memory line, never "not a readable Arrow IPC file" / "cannot be read"."""
+    trec = tmp_path / "run.trec"
+    trec.write_text("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n")
+    code, _, err = run_cli(
+        ["-q", "runs", "convert", str(trec), str(tmp_path / "run.arrow")], capsys, monkeypatch
+    )
+    assert code == 0, err
+    if where == "open":
+        monkeypatch.setattr(pa.ipc, "open_file", _raises(OSError(MAP_FAILED)))
+    else:
+        monkeypatch.setattr(
+            pa.ipc.RecordBatchFileReader, "get_batch_with_custom_metadata", _raises(OSError(MAP_FAILED))
+        )
+    code, line = _one_line(["runs", "convert", str(tmp_path / "run.arrow"), str(tmp_path / "back.trec")],
+                           capsys, monkeypatch)  # fmt: skip
+    assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=MAP_FAILED), line), line

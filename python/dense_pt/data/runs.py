@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
 from dense_pt.data import run_checksum
 from dense_pt.data.ids import id_problem
-from dense_pt.errors import FormatError, InvalidArgumentError, not_found
+from dense_pt.errors import FormatError, InvalidArgumentError, is_out_of_memory, not_found
 
 RUN_FORMAT_VERSION = "1"
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -373,6 +373,8 @@ def open_arrow_run(source: Any, path: Path) -> pa.ipc.RecordBatchFileReader:
     try:
         return pa.ipc.open_file(source)
     except (pa.ArrowInvalid, OSError) as exc:
+        if is_out_of_memory(exc):  # the map or a read failed for memory: not the file's fault
+            raise
         raise FormatError(
             f"not a readable Arrow IPC file ({exc}): the file is damaged or was cut short; write it again",
             path=path,
@@ -510,6 +512,8 @@ class RunReader:
                 try:
                     batch, meta = reader.get_batch_with_custom_metadata(i)
                 except (pa.ArrowInvalid, OSError) as exc:
+                    if is_out_of_memory(exc):
+                        raise
                     raise FormatError(f"record batch {i} cannot be read ({exc})", path=self.path) from None
                 except pa.ArrowMemoryError as exc:
                     if not run_checksum.impossible_allocation(exc):
