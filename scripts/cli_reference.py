@@ -31,11 +31,25 @@ given. Settings given as options can come from a `--config` file or `--set key=V
 """
 
 
+def _plain_help(value: str) -> str:
+    """A help text as typer holds it, its rich-markup escapes undone, on one line."""
+    return " ".join(value.replace("\\[", "[").split())
+
+
+def _literal(value: str, specials: str = r"\\`*_\[\]|") -> str:
+    """Text that Markdown shows as it is (``[CLS]`` not a link, ``<path>`` not a tag)."""
+    return re.sub(f"([{specials}])", r"\\\1", html.escape(value, quote=False))
+
+
 def _text(value: str) -> str:
-    """Plain help text (typer's rich-markup escapes undone) as one Markdown table cell."""
-    value = " ".join(value.replace("\\[", "[").split())
-    value = html.escape(value, quote=False)
-    return re.sub(r"([\\`*_\[\]|])", r"\\\1", value)
+    """A help text as one Markdown table cell (a pipe there would end the cell, even in code)."""
+    return _literal(_plain_help(value))
+
+
+def _prose(value: str) -> str:
+    """A command's help as a Markdown paragraph: its `code` spans kept, the rest literal."""
+    parts = re.split(r"(`[^`]*`)", _plain_help(value))
+    return "".join(p if p.startswith("`") else _literal(p, r"\\*_\[\]") for p in parts)
 
 
 def _plain(value: Any) -> str:
@@ -85,7 +99,7 @@ def _section(path: list[str], cmd: Any, ctx: Any) -> list[str]:
     usage = " ".join(cmd.collect_usage_pieces(ctx))
     out += ["```", f"{name} {usage}", "```", ""]
     if cmd.help:
-        out += [" ".join(cmd.help.replace("\\[", "[").split()), ""]
+        out += [_prose(cmd.help), ""]
     args = [p for p in cmd.params if p.param_type_name == "argument"]
     if args:
         out += ["**Arguments**", "", "| argument | type | help |", "|---|---|---|"]
