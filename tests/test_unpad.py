@@ -254,10 +254,9 @@ def test_encoding_packed_equals_padded():
 
 
 def test_switch_resolves_and_refuses_in_one_line(monkeypatch):
-    import dense_pt.models.unpad as unpad_module
-
     from transformers import RobertaConfig, RobertaModel
 
+    import dense_pt.models.unpad as unpad_module
     from dense_pt.config.train import STEP_SWITCHES, TrainConfig
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.training.switches import apply_switches
