@@ -253,9 +253,10 @@ def test_encoding_packed_equals_padded():
 # ---- the switch -------------------------------------------------------------------------------------
 
 
-def test_switch_resolves_and_refuses_in_one_line():
+def test_switch_resolves_and_refuses_in_one_line(monkeypatch):
     from transformers import RobertaConfig, RobertaModel
 
+    import dense_pt.models.unpad as unpad_module
     from dense_pt.config.train import STEP_SWITCHES, TrainConfig
     from dense_pt.finetune.models import BiEncoder
     from dense_pt.training.switches import apply_switches
@@ -263,6 +264,8 @@ def test_switch_resolves_and_refuses_in_one_line():
     bert = tiny_bert()
     assert "unpad" in STEP_SWITCHES and TrainConfig().unpad == "auto"
     assert resolve_unpad("auto", [bert], "cpu") is False
+    assert resolve_unpad("auto", [bert], "cuda") is False  # not measured faster on any GPU yet
+    monkeypatch.setattr(unpad_module, "AUTO_UNPAD_DEVICES", ("cuda",))  # once a device check shows it
     assert resolve_unpad("auto", [bert], "cuda") is True
     assert resolve_unpad("on", [bert], "cpu") is True
     assert resolve_unpad("off", [bert], "cuda") is False

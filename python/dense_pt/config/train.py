@@ -13,11 +13,11 @@ Schedule = Literal["linear", "cosine", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]
 AttnImplementation = Literal["auto", "sdpa", "eager"]
-# Unpadded (packed) encoders: auto = on for CUDA, off on CPU (dense_pt.models.unpad).
+# Unpadded (packed) encoders: auto = on where measured faster (none yet), else padded (dense_pt.models.unpad).
 Unpad = Literal["auto", "on", "off"]
 UNPAD_HELP = (
     "Unpadded encoder: the real tokens of all rows packed, no compute on padding (on | off | auto: on "
-    "for CUDA with a BERT model, off on CPU)."
+    "where a device check measured it faster, with a BERT model: nowhere yet, so padded)."
 )
 
 

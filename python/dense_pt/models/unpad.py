@@ -46,6 +46,11 @@ from dense_pt.errors import InvalidArgumentError
 # that (other) layout is a prototype: nothing the user can act on.
 warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
 
+# The device types on which ``unpad = "auto"`` packs. Empty until a device check measures the packed
+# path ahead of the padded one on that device (benches/gpu_check.py, its MS MARCO-like rows): a speed
+# is measured, never assumed, and a default must not send every GPU run down an unmeasured path.
+# Add "cuda" here once it has been measured faster.
+AUTO_UNPAD_DEVICES: tuple[str, ...] = ()
 PACKED_MODEL_TYPES = ("bert", "electra")  # ELECTRA's layers are BERT's, with an embedding projection
 # The encoders, the re-ranker's classifier (``sequence_logits``), the generators (``masked_lm_logits``).
 PACKED_CLASSES = (
@@ -89,8 +94,8 @@ def unpad_refusal(model: nn.Module) -> str | None:
 
 def resolve_unpad(setting: str, models: list[nn.Module], device: torch.device | str) -> bool:
     """``"off"``: padded. ``"on"``: packed, or one line naming the model that cannot be.
-    ``"auto"``: packed on CUDA when every model supports it (padded on CPU, where the math kernel
-    runs row by row)."""
+    ``"auto"``: packed on the device types of ``AUTO_UNPAD_DEVICES`` (none yet) when every model
+    supports it, else padded (on CPU the math kernel runs row by row)."""
     if setting == "off":
         return False
     reasons = [r for m in models if (r := unpad_refusal(m)) is not None]
@@ -100,7 +105,7 @@ def resolve_unpad(setting: str, models: list[nn.Module], device: torch.device | 
         return True
     if setting != "auto":
         raise InvalidArgumentError(f"unpad must be auto, on or off, got {setting!r}")
-    return torch.device(device).type == "cuda" and not reasons
+    return torch.device(device).type in AUTO_UNPAD_DEVICES and not reasons
 
 
 @dataclass(frozen=True)
