@@ -32,7 +32,9 @@ def bm25(
         None,
         help="Queries: BEIR jsonl or 'qid<TAB>text' (without --queries and --out: build the index only).",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run to write (.arrow: Arrow; any other name: TREC text)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run to write (.arrow: Arrow; any other name: TREC text)."
+    ),
     index: Path | None = typer.Option(
         None,
         "--index",
