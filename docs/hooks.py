@@ -1,6 +1,6 @@
 """MkDocs hook: the repository's root documents are pages of the site too.
 
-README.md, ARCHITECTURE.md, BENCHMARKS.md and CHANGELOG.md stay where a reader of the repository
+README.md, ARCHITECTURE.md, BENCHMARKS.md, CHANGELOG.md and DEVELOPERS.md stay where a reader of the repository
 looks for them, one copy each; the site reads them from there (README.md is its home page). Every
 page is written with links that work on GitHub (`docs/cli.md` from the README, `../BENCHMARKS.md`
 from a docs page); this hook maps those paths onto the site's pages before MkDocs checks the links,
@@ -21,6 +21,7 @@ ROOT_PAGES = {
     "ARCHITECTURE.md": "architecture.md",
     "BENCHMARKS.md": "benchmarks.md",
     "CHANGELOG.md": "changelog.md",
+    "DEVELOPERS.md": "developers.md",
 }
 
 _LINK = re.compile(r"\]\((?!https?://|#)([^)\s]+)\)")

@@ -58,7 +58,7 @@ class Collator:
     cross-entropy directly; masks bool; ``B`` rows, ``L`` = longest row + 2, or ``max_length`` with
     ``pad_to="max_length"``, rounded up to ``pad_to_multiple_of``):
 
-    - ``input_ids`` [B, L]: the encoder input: [CLS] content [SEP] [PAD]...; after masking and
+    - ``input_ids`` [B, L]: the encoder input: ``[CLS] content [SEP] [PAD]...``; after masking and
       replacement for MLM views; for ``simlm`` / ``enc-dec-rtd`` the generator's input for the
       encoder's view (``enc_mask`` filled as ``generator_fill`` says, all [MASK] by default): the
       device samples the replacements.

@@ -85,7 +85,9 @@ def retriever(
     queries: Path = COMMON["queries"],
     qrels: Path = COMMON["qrels"],
     out: Path = COMMON["out"],
-    negatives: Path | None = typer.Option(None, help="Negatives file (.dpneg) from mine-negatives."),
+    negatives: Path | None = typer.Option(
+        None, help="Negatives file (.dpneg) from `dense-pt negatives mine`."
+    ),
     config: Path | None = config_option(CONFIG_HELP),
     set_: list[str] = set_option(),
     resume: bool = RESUME,

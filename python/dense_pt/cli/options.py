@@ -3,7 +3,7 @@
 
 A command declares its hand-written parameters (positional arguments, paths, flags that are not
 settings) and ``**values``; ``with_model_options`` appends one option per field of its models,
-with the field's description as help, its choices (a ``Literal``, or a ``str`` field's
+with the field's description as help, in its help panel (``dense_pt.cli.panels``), its choices (a ``Literal``, or a ``str`` field's
 ``json_schema_extra`` enum) as a typer choice and the model's default shown as the option's. An
 option the command line did not give reaches the command as ``None`` (click's parameter source
 says which were given), so the file's value, else the model's default, applies: the model stays
@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import typer
 from pydantic.fields import FieldInfo
 
+from dense_pt.cli.panels import PANELLED_FROM, panel
 from dense_pt.config.base import Model
 
 M = TypeVar("M", bound=Model)
@@ -185,6 +186,7 @@ def model_options(
                 show_default=described or True,
                 is_eager=name in eager,
                 metavar="" if typ is bool else metavar,  # a flag takes no value: no type shown
+                rich_help_panel=panel(model, name),  # dropped by ``command`` for a short command
             )
             params.append(
                 inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=typ | None)
@@ -243,6 +245,9 @@ def command(
         return fn(*(_plain(a) for a in args), **{k: _plain(v) for k, v in kwargs.items()})
 
     every = [*fixed, *(params or ()), context]
+    if sum(isinstance(p.default, typer.models.OptionInfo) for p in every) < PANELLED_FROM:
+        for p in params or ():
+            p.default.rich_help_panel = None  # a short command: one "Options" box
     run.__signature__ = inspect.Signature(every)  # type: ignore[attr-defined]
     # typer reads the types from the annotations (which ``wraps`` copied from fn, as strings)
     run.__annotations__ = {p.name: p.annotation for p in every}

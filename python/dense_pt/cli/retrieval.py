@@ -32,7 +32,9 @@ def bm25(
         None,
         help="Queries: BEIR jsonl or 'qid<TAB>text' (without --queries and --out: build the index only).",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="TREC run to write."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run to write (.arrow: Arrow; any other name: TREC text)."
+    ),
     index: Path | None = typer.Option(
         None,
         "--index",
@@ -54,7 +56,7 @@ def bm25(
     set_: list[str] = set_option(),
     **values: Any,
 ) -> None:
-    """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a TREC run."""
+    """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a run, Arrow or TREC text."""
     from dense_pt import logs
     from dense_pt.fsutil import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
