@@ -143,8 +143,8 @@ def test_several_folders_give_one_table(world, sci, capsys, monkeypatch):
 
 def test_the_library_function_takes_the_settings_whole(world):
     """``evaluate_beir`` from Python, settings as one model; an explicit length wins over the folder's."""
+    from dense_pt.beir import evaluate_beir
     from dense_pt.config.beir import BeirSettings
-    from dense_pt.evaluation.beir import evaluate_beir
 
     _root, _sci, synth, model = world
     res = evaluate_beir(

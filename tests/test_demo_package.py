@@ -187,6 +187,10 @@ def test_generated_corpus_is_what_the_demo_numbers_were_measured_on():
 
 
 def test_each_stage_is_named_on_stderr_with_its_time(tmp_path, capsys):
+    from dense_pt import logs
+
+    logs.configure()  # status lines at INFO, as the command line sets them (alone, the logger is unset)
+
     def first(ctx):
         return {"status": "ran"}
 

@@ -191,6 +191,20 @@ def test_bad_input_is_one_line(trained, tmp_path, capsys, monkeypatch, args, cod
     assert not (tmp_path / "x").exists()
 
 
+def test_force_keeps_a_users_file_in_the_hub_folder(trained, tmp_path, capsys, monkeypatch):
+    """`hub export --force` replaces a folder it wrote, never a file of the user's inside it (the
+    nothing-lost rule, tests/test_nothing_lost.py, for the writer its world cannot feed)."""
+    _tmp, _beir, _store, folder = trained
+    out = tmp_path / "hub"
+    code, _, err = run_cli(["hub", "export", str(folder), "-o", str(out)], capsys, monkeypatch)
+    assert code == 0, err
+    (out / "notes.txt").write_text("mine\n")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code, _, err = run_cli(["hub", "export", str(folder), "-o", str(out), "--force"], capsys, monkeypatch)
+    assert code == 1 and f"it holds {out / 'notes.txt'}" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_a_folder_that_is_not_a_retriever_is_refused(trained, tmp_path, capsys, monkeypatch):
     _tmp, _beir, store, _folder = trained
     code, _, err = run_cli(["hub", "export", str(store), "-o", str(tmp_path / "x")], capsys, monkeypatch)

@@ -325,8 +325,12 @@ def test_force_replaces_only_what_dense_pt_writes(
         assert not added and {k: after.get(k) for k in before} == before, "a refused command wrote something"
 
 
+# Writers whose --force case needs an input this module's world has not (a trained retriever).
+FORCE_CASES_ELSEWHERE = {"hub export": "tests/test_hub.py::test_force_keeps_a_users_file_in_the_hub_folder"}
+
+
 def test_there_is_a_force_case_for_every_command_that_writes():
-    names = {c.name.split(":")[0].split(" through")[0] for c in FORCE_CASES}
+    names = {c.name.split(":")[0].split(" through")[0] for c in FORCE_CASES} | set(FORCE_CASES_ELSEWHERE)
     assert _writers() <= names, sorted(_writers() - names)
 
 

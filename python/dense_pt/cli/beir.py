@@ -38,7 +38,7 @@ def beir(
     **values: Any,
 ) -> None:
     """Evaluate a model on BEIR folders: encode, search, nDCG@10 / RR@10 / R@100 / R@1000."""
-    from dense_pt.evaluation.beir import evaluate_beir
+    from dense_pt.beir import evaluate_beir
 
     s = load_settings(BeirSettings, config, set_, split(values, BEIR), "dense-pt beir")
     result = evaluate_beir(model, datasets, s, runs, force=force)

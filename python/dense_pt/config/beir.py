@@ -1,4 +1,4 @@
-"""``dense-pt beir`` (``dense_pt.evaluation.beir.evaluate_beir``): one model evaluated on BEIR
+"""``dense-pt beir`` (``dense_pt.beir.evaluate_beir``): one model evaluated on BEIR
 folders in one go. Its settings are those of the commands it chains, by the same names and with
 the same defaults and checks (``encode``'s, ``search``'s, ``bm25``'s, ``fuse``'s method and
 ``evaluate``'s measures), plus the split, one length per side and which rows to add."""
