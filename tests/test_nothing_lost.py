@@ -241,6 +241,17 @@ def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys
     assert re.search(
         rf"\[bm25\] replacing {re.escape(str(out / 'bm25'))}: changed: .*seed; removing it", err
     ), err
+    # a file of the user's put inside the stage folder it wrote: a rerun refuses, naming it, --force too
+    (out / "bm25" / "my-notes.txt").write_text(USER)
+    for force in ([], ["--force"]):
+        code, _, err = run_cli([*run, "--until", "bm25", "--set", "seed=15", *force], capsys, monkeypatch)
+        assert code == 1 and re.search(
+            rf"cannot rerun the bm25 stage in {re.escape(str(out / 'bm25'))}: it holds "
+            rf"{re.escape(str(out / 'bm25' / 'my-notes.txt'))}, which the stage did not write",
+            err,
+        ), err
+        assert (out / "bm25" / "my-notes.txt").read_text() == USER
+    os.unlink(out / "bm25" / "my-notes.txt")
     # a link to the stage's own folder (moved to another disk, say): --force replaces the link only
     os.rename(out / "bm25", tmp_path / "disk-bm25")
     os.symlink(tmp_path / "disk-bm25", out / "bm25")

@@ -135,6 +135,11 @@ def _owner_of(name: str) -> tuple[int, str] | None:
     return int(pid), host
 
 
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a dense-pt temporary's (``temp_path``): never a user's file."""
+    return _owner_of(name) is not None
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (a zombie, killed but not reaped, is dead)."""
     if pid == os.getpid():

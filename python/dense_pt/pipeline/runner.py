@@ -180,9 +180,49 @@ def _clear_stage_folder(ctx: Context[C], name: str, folder: Path, why: str) -> N
             f"{folder} holds no manifest of the {name} stage: dense-pt did not write it; move it "
             "away (--force never replaces it)",
         )
+    stray = _stray_entries(folder, read_stage_manifest(folder) or {})
+    if stray:
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise already_exists(
+            stray[0],
+            f"cannot rerun the {name} stage in {folder}: it holds {stray[0]}{more}, which the stage did "
+            "not write; move it away (--force never removes it)",
+        )
     what = "the symbolic link (not what it points to)" if folder.is_symlink() else "it"
     ctx.log(f"[{name}] replacing {folder}: {why}; removing {what}")
     remove_tree(folder)
+
+
+def _entries(folder: Path) -> list[str]:
+    """Every file and folder under ``folder`` ('/'-separated, relative; links not followed) but the
+    stage manifest, the ownership mark and dense-pt's temporaries: what a finished stage wrote."""
+    from dense_pt.fsutil import OWNER_FILE, is_temporary
+
+    found: list[str] = []
+    for top, dirs, files in os.walk(folder):
+        rel = Path(top).relative_to(folder)
+        dirs[:] = [d for d in dirs if not is_temporary(d)]
+        found += [(rel / n).as_posix() for n in (*dirs, *files)
+                  if not is_temporary(n) and (rel / n).as_posix() not in ("manifest.json", OWNER_FILE)]  # fmt: skip
+    return sorted(found)
+
+
+def _stray_entries(folder: Path, manifest: Manifest) -> list[Path]:
+    """What a stage folder holds beyond what the stage wrote (its manifest's ``written``, recorded
+    when the stage finished): a user's file, which rerunning the stage must not remove. A folder
+    finished before stages recorded what they wrote (or one interrupted) has no list: nothing to
+    compare, the stage's folder is replaced as it was."""
+    written = manifest.get("written")
+    if not isinstance(written, list):
+        return []
+    known = set(written)
+    return [folder / e for e in _entries(folder) if e not in known and not _under(e, known)]
+
+
+def _under(entry: str, known: set[str]) -> bool:
+    """Whether ``entry`` lies in a folder that is itself stray (reported once, by its top)."""
+    parent = entry.rpartition("/")[0]
+    return bool(parent) and parent not in known
 
 
 def plan(
@@ -290,7 +330,8 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     if "metrics" in result:
         result = {**result, "evaluation": ctx.eval_key}
         _card_metrics(ctx, stage, result["metrics"])
-    manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result}
+    manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result,
+                "written": _entries(folder)}  # fmt: skip
     write_json_atomic(folder / "manifest.json", manifest)
     ctx.results[stage.name] = manifest
     if "metrics" in result:
