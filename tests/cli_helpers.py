@@ -67,3 +67,14 @@ def cli_child(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> s
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def one_line(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
+    """Run ``dense-pt -q ARGV`` in-process (no log or debug variables) and return its exit code and
+    its one line on stderr: an error is one line, never a traceback."""
+    monkeypatch.delenv("DENSE_PT_LOG", raising=False)
+    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
+    code, _, err = run_cli(["-q", *argv], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return code, lines[0]

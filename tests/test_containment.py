@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("faiss")
 
-from cli_helpers import run_cli
+from cli_helpers import one_line, run_cli
 from retrieval_fixtures import tiny_setup
 
 
@@ -52,15 +52,6 @@ def _edit(path: Path, change: Callable[[dict], None]) -> None:
     path.write_text(json.dumps(data))
 
 
-def _one_line(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    monkeypatch.delenv("DENSE_PT_LOG", raising=False)
-    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
-    code, _, err = run_cli(["-q", *argv], capsys, monkeypatch)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return code, lines[0]
-
-
 # The names planted: a relative path out of the folder, and an absolute one (to a file that exists).
 def _outside(tmp: Path) -> list[str]:
     victim = tmp / "victim.npy"
@@ -84,7 +75,7 @@ def test_a_store_manifest_naming_a_file_outside_is_refused(world, tmp_path, caps
     else:
         _edit(store / "manifest.json", lambda m: m["files"].update({name: {"bytes": 1, "xxh3_128": "0"}}))
     for argv in (["corpus", "info", str(store)], ["corpus", "info", str(store), "--verify"]):
-        code, line = _one_line(argv, capsys, monkeypatch)
+        code, line = one_line(argv, capsys, monkeypatch)
         _refused(code, line, store / "manifest.json", name)
 
 
@@ -93,7 +84,7 @@ def test_a_column_file_that_is_a_link_leading_out_is_refused(world, tmp_path, ca
     elsewhere = tmp_path / "elsewhere.arrow"
     (store / "importance.arrow").rename(elsewhere)
     (store / "importance.arrow").symlink_to(elsewhere)
-    code, line = _one_line(["corpus", "info", str(store)], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store)], capsys, monkeypatch)
     _refused(code, line, store / "manifest.json", "importance.arrow")
     assert "a symbolic link that leads outside its folder" in line
 
@@ -109,7 +100,7 @@ def test_verify_checks_every_column_and_refuses_one_without_a_checksum(world, tm
     column.write_bytes(bytes(data))
     code, _, err = run_cli(["corpus", "info", str(store)], capsys, monkeypatch)
     assert code == 0, err  # not read: not checked
-    code, line = _one_line(["corpus", "info", str(store), "--verify"], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store), "--verify"], capsys, monkeypatch)
     assert code == 1 and line.startswith(f"error: {column}: checksum mismatch"), line
 
     store2 = _copy(world, tmp_path / "b", "store")
@@ -118,7 +109,7 @@ def test_verify_checks_every_column_and_refuses_one_without_a_checksum(world, tm
         store2 / "manifest.json",
         lambda m: m["columns"].update(extra={"file": "extra.arrow", "dtype": "float"}),
     )
-    code, line = _one_line(["corpus", "info", str(store2), "--verify"], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store2), "--verify"], capsys, monkeypatch)
     assert code == 1, line
     assert line.startswith(
         f"error: {store2 / 'manifest.json'}: column 'extra' (extra.arrow) has no checksum"
@@ -133,7 +124,7 @@ def test_an_embeddings_shard_outside_its_folder_is_refused_by_search(
     pemb = _copy(world, tmp_path, "pemb")
     name = _outside(tmp_path)[how]
     _edit(pemb / "manifest.json", lambda m: m["shards"][0].update({key: name}))
-    code, line = _one_line(
+    code, line = one_line(
         ["search", str(world / "qemb"), str(pemb), "-o", str(tmp_path / "run.trec")], capsys, monkeypatch
     )
     _refused(code, line, pemb / "manifest.json", name)
@@ -147,7 +138,7 @@ def test_encode_does_not_resume_a_manifest_whose_shards_are_outside(world, tmp_p
     name = _outside(tmp_path)[0]
     _edit(pemb / "manifest.json", lambda m: m["shards"][0].update(file=name))
     before = (pemb / "manifest.json").read_bytes()
-    code, line = _one_line(
+    code, line = one_line(
         ["encode", str(world / "model"), str(world / "store"), "-o", str(pemb), "--max-length", "64"],
         capsys,
         monkeypatch,
@@ -167,7 +158,7 @@ def test_an_embeddings_manifest_of_an_unknown_version_is_refused(
         if folder == "pemb"
         else ["search", str(emb), str(world / "pemb")]
     )
-    code, line = _one_line([*argv, "-o", str(tmp_path / "run.trec")], capsys, monkeypatch)
+    code, line = one_line([*argv, "-o", str(tmp_path / "run.trec")], capsys, monkeypatch)
     assert code == 1
     assert line == (
         f"error: {emb / 'manifest.json'}: embeddings format version 99 is not supported (this dense-pt "
@@ -182,7 +173,7 @@ def test_a_bm25_index_naming_a_file_outside_is_refused(world, tmp_path, capsys, 
     _edit(index / "manifest.json", lambda m: m["files"].update({name: {"bytes": 1, "xxh3_128": "0"}}))
     argv = ["bm25", str(world / "beir" / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
             "-o", str(tmp_path / "run.trec"), "--index", str(index)]  # fmt: skip
-    code, line = _one_line(argv, capsys, monkeypatch)
+    code, line = one_line(argv, capsys, monkeypatch)
     _refused(code, line, index / "manifest.json", name)
 
 
@@ -191,7 +182,7 @@ def test_a_bm25_index_of_an_unknown_version_is_refused(world, tmp_path, capsys, 
     _edit(index / "manifest.json", lambda m: m["key"].update(format=99))
     argv = ["bm25", str(world / "beir" / "corpus.jsonl"), "--queries", str(world / "beir" / "queries.jsonl"),
             "-o", str(tmp_path / "run.trec"), "--index", str(index)]  # fmt: skip
-    code, line = _one_line(argv, capsys, monkeypatch)
+    code, line = one_line(argv, capsys, monkeypatch)
     assert code == 1
     assert line == (
         f"error: {index / 'manifest.json'}: BM25 index format version 99 is not supported (this dense-pt "
@@ -210,7 +201,7 @@ def test_a_models_modules_json_naming_a_folder_outside_is_refused(world, tmp_pat
     (model / "modules.json").write_text(
         json.dumps([{"idx": 1, "name": "1", "path": name, "type": "x.Pooling"}])
     )
-    code, line = _one_line(
+    code, line = one_line(
         ["encode", str(model), str(world / "store"), "-o", str(tmp_path / "e"), "--max-length", "64"],
         capsys,
         monkeypatch,

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import one_line, run_cli
 
 OUT_OF_MEMORY = (
     r"error: out of memory \({what}\): the process reached the memory it may use \(the machine's, "
@@ -51,15 +51,6 @@ def store(tmp_path_factory) -> Path:
     return root
 
 
-def _one_line(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    monkeypatch.delenv("DENSE_PT_LOG", raising=False)
-    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
-    code, _, err = run_cli(["-q", *argv], capsys, monkeypatch)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return code, lines[0]
-
-
 def _raises(exc: BaseException):
     def fail(*args, **kwargs):
         raise exc
@@ -71,13 +62,13 @@ def test_a_failed_memory_map_of_the_store_is_out_of_memory(store, capsys, monkey
     """The flaky test's message: "tokens.arrow: not a readable Arrow IPC file (Memory mapping file
     failed: Cannot allocate memory)" for an intact store."""
     monkeypatch.setattr(pa, "memory_map", _raises(OSError(MAP_FAILED)))
-    code, line = _one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=MAP_FAILED), line), line
 
 
 def test_an_arrow_allocation_that_fails_is_out_of_memory(store, capsys, monkeypatch):
     monkeypatch.setattr(pa.ipc, "open_file", _raises(pa.ArrowMemoryError("malloc of size 1073741824 failed")))
-    code, line = _one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what="malloc of size 1073741824 failed"), line), (
         line
     )
@@ -89,7 +80,7 @@ def test_a_parquet_file_that_cannot_be_mapped_is_out_of_memory(tmp_path, capsys,
     corpus = tmp_path / "corpus.parquet"
     pq.write_table(pa.table({"_id": ["d1"], "text": ["hello"]}), corpus)
     monkeypatch.setattr(pq, "ParquetFile", _raises(OSError(MAP_FAILED)))
-    code, line = _one_line(["corpus", "check", str(corpus)], capsys, monkeypatch)
+    code, line = one_line(["corpus", "check", str(corpus)], capsys, monkeypatch)
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=MAP_FAILED), line), line
 
 
@@ -98,7 +89,7 @@ def test_a_numpy_allocation_that_fails_is_out_of_memory(store, capsys, monkeypat
     import dense_pt.data.store as mod
 
     monkeypatch.setattr(mod, "_ragged_of", lambda chunked: np.empty((1 << 62,), np.uint8))
-    code, line = _one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
+    code, line = one_line(["corpus", "info", str(store / "store")], capsys, monkeypatch)
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=r"Unable to allocate 4\.00 EiB .*"), line), (
         line
     )
@@ -113,14 +104,14 @@ def test_a_failed_memory_map_in_the_rust_core_is_out_of_memory(store, tmp_path, 
     postings = str(tmp_path / "index" / "postings.bin")
     failed = DensePtIOError(errno.ENOMEM, f"{postings}: Cannot allocate memory (os error 12)", postings)
     monkeypatch.setattr(_native, "Bm25Index", type("Bm25Index", (), {"open": staticmethod(_raises(failed))}))
-    code, line = _one_line(
+    code, line = one_line(
         ["bm25", str(store / "corpus.jsonl"), "--index", str(tmp_path / "index")], capsys, monkeypatch
     )
     what = re.escape(f"{postings}: Cannot allocate memory (os error 12)")
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=what), line), line
 
 
-def test_a_thread_pool_of_the_rust_core_that_cannot_start_is_one_line(store, capsys, monkeypatch):
+def test_a_thread_pool_of_the_rust_core_that_cannot_start_isone_line(store, capsys, monkeypatch):
     """The core's rayon pools answer ``cannot start N threads: <rayon's error>``, raised as an
     InvalidArgumentError (it was exit 2, a usage error): the machine's limit, exit 1."""
     import importlib
@@ -132,7 +123,7 @@ def test_a_thread_pool_of_the_rust_core_that_cannot_start_is_one_line(store, cap
     failed = InvalidArgumentError("cannot start 64 threads: Resource temporarily unavailable (os error 11)")
 
     monkeypatch.setattr(mod, "build_arrays", _raises(failed))
-    code, line = _one_line(
+    code, line = one_line(
         ["pmi", "build", str(store / "store"), "--out", str(store / "t.ngram"), "--threads", "64"],
         capsys,
         monkeypatch,
@@ -223,6 +214,6 @@ def test_an_arrow_run_that_cannot_be_mapped_or_read_is_out_of_memory(tmp_path, c
         monkeypatch.setattr(
             pa.ipc.RecordBatchFileReader, "get_batch_with_custom_metadata", _raises(OSError(MAP_FAILED))
         )
-    code, line = _one_line(["runs", "convert", str(tmp_path / "run.arrow"), str(tmp_path / "back.trec")],
+    code, line = one_line(["runs", "convert", str(tmp_path / "run.arrow"), str(tmp_path / "back.trec")],
                            capsys, monkeypatch)  # fmt: skip
     assert code == 1 and re.fullmatch(OUT_OF_MEMORY.format(what=MAP_FAILED), line), line

@@ -15,16 +15,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from cli_helpers import CHILD, run_cli, subcommand
-
-
-def _one_line(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    monkeypatch.delenv("DENSE_PT_LOG", raising=False)
-    monkeypatch.delenv("DENSE_PT_DEBUG", raising=False)
-    code, _, err = run_cli(["-q", *argv], capsys, monkeypatch)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return code, lines[0]
+from cli_helpers import CHILD, one_line, run_cli, subcommand
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf", "0"])
@@ -34,7 +25,7 @@ def test_corpus_check_refuses_a_max_record_size_that_is_not_a_positive_number(
     """``inf`` was "internal error: OverflowError" (int(inf))."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "hello"}\n')
-    code, line = _one_line(["corpus", "check", str(corpus), "--max-record-mb", value], capsys, monkeypatch)
+    code, line = one_line(["corpus", "check", str(corpus), "--max-record-mb", value], capsys, monkeypatch)
     assert code == 2
     assert line == f"error: --max-record-mb must be positive and finite (a number of MiB), got {float(value)}"
 
@@ -43,7 +34,7 @@ def test_bm25_refuses_a_query_shard_without_queries(tmp_path, capsys, monkeypatc
     """Without --queries and --out bm25 only builds the index: a --query-shard was ignored."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "hello world"}\n')
-    code, line = _one_line(["bm25", str(corpus), "--query-shard", "0/2"], capsys, monkeypatch)
+    code, line = one_line(["bm25", str(corpus), "--query-shard", "0/2"], capsys, monkeypatch)
     assert code == 2
     assert line == "error: --query-shard slices the queries: give --queries and --out too"
     assert not (tmp_path / "corpus.jsonl.bm25").exists()
@@ -75,7 +66,7 @@ def tiny(tmp_path_factory):
     return root
 
 
-def test_a_model_whose_weights_pickle_is_refused_is_one_line(tiny, tmp_path, capsys, monkeypatch):
+def test_a_model_whose_weights_pickle_is_refused_isone_line(tiny, tmp_path, capsys, monkeypatch):
     """transformers loads pytorch_model.bin with weights_only=True; torch's refusal was its raw
     multi-paragraph UnpicklingError."""
     import shutil
@@ -87,7 +78,7 @@ def test_a_model_whose_weights_pickle_is_refused_is_one_line(tiny, tmp_path, cap
     weights = load_file(str(model / "model.safetensors"))
     (model / "model.safetensors").unlink()
     _evil(model / "pytorch_model.bin", weights)
-    code, line = _one_line(
+    code, line = one_line(
         ["encode", str(model), str(tiny / "store"), "-o", str(tmp_path / "e"), "--max-length", "64"],
         capsys,
         monkeypatch,
@@ -96,7 +87,7 @@ def test_a_model_whose_weights_pickle_is_refused_is_one_line(tiny, tmp_path, cap
     assert re.fullmatch(REFUSED.format(path=re.escape(str(model / "pytorch_model.bin"))), line), line
 
 
-def test_a_checkpoint_whose_optimizer_pickle_is_refused_is_one_line(tiny, tmp_path, capsys, monkeypatch):
+def test_a_checkpoint_whose_optimizer_pickle_is_refused_isone_line(tiny, tmp_path, capsys, monkeypatch):
     """A training run's checkpoint (resumed by running the command again) whose optimizer state
     carries a blocked global: one line naming the file."""
     import torch
@@ -111,7 +102,7 @@ def test_a_checkpoint_whose_optimizer_pickle_is_refused_is_one_line(tiny, tmp_pa
     (checkpoint,) = sorted((tmp_path / "r" / "checkpoints").glob("checkpoint-*"))
     optimizer = checkpoint / "optimizer.pt"
     _evil(optimizer, torch.load(optimizer, weights_only=True))
-    code, line = _one_line(argv, capsys, monkeypatch)
+    code, line = one_line(argv, capsys, monkeypatch)
     assert code == 1
     assert re.fullmatch(REFUSED.format(path=re.escape(str(optimizer))), line), line
 
