@@ -64,7 +64,9 @@ def _type(param: Any, ctx: Any) -> str:
     """The type column of ``--help`` (``<int>``, ``<simlm|infonce>``, ``KEY=VALUE``); a flag: "flag"."""
     if getattr(param, "is_flag", False):
         return "flag"
-    return param.display_type_rich(ctx=ctx) or ""
+    if hasattr(param, "display_type_rich"):
+        return param.display_type_rich(ctx=ctx) or ""
+    return param.make_metavar(ctx=ctx) or ""  # typer before 0.2x (the lower bound): its own metavar
 
 
 def _default(param: Any) -> str:

@@ -124,6 +124,10 @@ def test_every_run_writer_says_which_format_its_out_writes(path):
 def test_the_command_reference_is_what_the_command_line_gives_now():
     """docs/reference/cli.md is generated: a changed option fails here until the page is rewritten
     (`python scripts/cli_reference.py`)."""
+    import typer.core
+
+    if not hasattr(typer.core.TyperArgument, "display_type_rich"):  # the lower bound's typer
+        pytest.skip("the page is generated with the dev group's typer; an older one words types otherwise")
     script = _script()
     assert script.PAGE.read_text(encoding="utf-8") == script.render()
 

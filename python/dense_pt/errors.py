@@ -150,6 +150,15 @@ def refused_pickle(exc: BaseException, path: str | Path | None = None) -> str | 
     None for any other exception."""
     import pickle
 
+    # transformers before 5 wraps torch's refusal in an OSError ("Unable to load weights ..."),
+    # raised while handling it: the refusal is then down the exception's chain
+    seen: set[int] = set()
+    while not isinstance(exc, pickle.UnpicklingError) and id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            return None
+        exc = nxt
     if not isinstance(exc, pickle.UnpicklingError) or "weights only load failed" not in str(exc).lower():
         return None
     found = re.search(r"GLOBAL ([\w.]+)", str(exc))

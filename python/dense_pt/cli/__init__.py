@@ -358,6 +358,9 @@ def _known(exc: DensePtError | OSError) -> None:
     (memory, threads) first: an ``OSError`` of a failed memory map is out of memory, not a file."""
     from dense_pt.errors import from_os_error
 
+    refused = refused_pickle(exc)  # transformers 4 wraps torch.load's refusal in an OSError
+    if refused is not None:
+        _fail(f"error: {refused}", 1)
     resource = resource_message(exc)
     if resource is not None:
         _fail(f"error: {resource}", 1)

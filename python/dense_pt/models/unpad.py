@@ -155,8 +155,12 @@ def packed_layer(layer: nn.Module, x: torch.Tensor, packing: Packing) -> torch.T
         return packing.jagged(linear(x).view(t, att.num_attention_heads, att.attention_head_size))
 
     q, k, v = heads(att.query), heads(att.key), heads(att.value)
-    p = att.dropout.p if att.training else 0.0
-    o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=att.scaling)
+    # the padded layer's attention dropout: its module's p (transformers 5); the SDPA layer of
+    # transformers 4 reads its own ``dropout_prob`` instead
+    p = getattr(att, "dropout_prob", att.dropout.p) if att.training else 0.0
+    # ``scaling`` from transformers 5 on; before, BERT's 1 / sqrt(head size), SDPA's own default
+    scale = getattr(att, "scaling", att.attention_head_size**-0.5)
+    o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=scale)
     o = o.transpose(1, 2).values().reshape(t, -1)
     a = layer.attention.output(o, x)
     return layer.output(layer.intermediate(a), a)
