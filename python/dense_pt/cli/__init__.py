@@ -358,7 +358,8 @@ def _known(exc: DensePtError | OSError) -> None:
     (memory, threads) first: an ``OSError`` of a failed memory map is out of memory, not a file."""
     from dense_pt.errors import from_os_error
 
-    refused = refused_pickle(exc)  # transformers 4 wraps torch.load's refusal in an OSError
+    # transformers 4 wraps torch.load's refusal in an OSError (ours say what they mean already)
+    refused = None if isinstance(exc, DensePtError) else refused_pickle(exc)
     if refused is not None:
         _fail(f"error: {refused}", 1)
     resource = resource_message(exc)

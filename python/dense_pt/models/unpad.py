@@ -31,6 +31,7 @@ ids, so right-padded rows restart at 0 and any mask gives the padded model's num
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -159,7 +160,7 @@ def packed_layer(layer: nn.Module, x: torch.Tensor, packing: Packing) -> torch.T
     # transformers 4 reads its own ``dropout_prob`` instead
     p = getattr(att, "dropout_prob", att.dropout.p) if att.training else 0.0
     # ``scaling`` from transformers 5 on; before, BERT's 1 / sqrt(head size), SDPA's own default
-    scale = getattr(att, "scaling", att.attention_head_size**-0.5)
+    scale = getattr(att, "scaling", 1 / math.sqrt(att.attention_head_size))
     o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=scale)
     o = o.transpose(1, 2).values().reshape(t, -1)
     a = layer.attention.output(o, x)
