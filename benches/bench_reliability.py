@@ -58,9 +58,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
 
+    from dense_pt.artifacts.checksums import _verified
     from dense_pt.data.build import build_corpus_store, train_tokenizer_on_corpus
     from dense_pt.data.store import CorpusStore
-    from dense_pt.fsutil import _verified
     from dense_pt.pmi import build
 
     work = Path(tempfile.mkdtemp(prefix="bench-reliability-"))

@@ -3,6 +3,7 @@ changed inputs need force; plus the CLI (exit codes and messages) and the vector
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 
@@ -24,7 +25,6 @@ from dense_pt.data import (
 )
 from dense_pt.data.tokenizer import _word_index, _word_index_flat, encode_texts, vocab_hash
 from dense_pt.errors import FormatError, InvalidArgumentError
-from dense_pt.fsutil import sha256_file
 
 DOCS = [
     {
@@ -67,7 +67,7 @@ def test_build_reads_back_direct_tokenization(tmp_path, corpus, tok_file):
     store = CorpusStore.open(tmp_path / "store")
     _assert_matches_direct(store, corpus, store.tokenizer())
     m = store.manifest
-    assert m["source"]["sha256"] == sha256_file(corpus)
+    assert m["source"]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
     assert m["source"]["path"] == str(corpus.resolve())
     assert m["source"]["format"] == "jsonl"
     assert m["tokenizer"]["name"] == str(tok_file.resolve())

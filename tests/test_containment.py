@@ -2,7 +2,7 @@
 a manifest gives (a store's columns and checksummed files, an embeddings folder's shards, a BM25
 index's files, a sentence-transformers model's modules) is refused, in one line naming the manifest
 and the name, when it is absolute, holds ``..`` or is a symbolic link leading out
-(``dense_pt.fsutil.inside``, one helper for every reader); an unknown format version is refused
+(``dense_pt.artifacts.inside``, one helper for every reader); an unknown format version is refused
 naming the version; ``corpus info --verify`` checks every file the manifest names. Each case runs
 the real command line and plants the name in a copy of a finished folder."""
 
@@ -20,6 +20,7 @@ pytest.importorskip("torch")
 pytest.importorskip("faiss")
 
 from cli_helpers import one_line, run_cli
+from dense_pt import artifacts
 from retrieval_fixtures import tiny_setup
 
 
@@ -152,7 +153,7 @@ def test_an_embeddings_manifest_of_an_unknown_version_is_refused(
     world, tmp_path, capsys, monkeypatch, folder
 ):
     emb = _copy(world, tmp_path, folder)
-    _edit(emb / "manifest.json", lambda m: m.update(format_version=99))
+    _edit(emb / "manifest.json", lambda m: m.update(format=99))
     argv = (
         ["search", str(world / "qemb"), str(emb)]
         if folder == "pemb"
@@ -211,11 +212,22 @@ def test_a_models_modules_json_naming_a_folder_outside_is_refused(world, tmp_pat
 
 def test_a_queries_folder_of_an_unknown_version_is_refused(tmp_path):
     from dense_pt.errors import FormatError
-    from dense_pt.expansion.writer import FORMAT, MANIFEST, read_expansion_manifest
+    from dense_pt.expansion.writer import OLD_MANIFEST, open_queries
 
-    (tmp_path / MANIFEST).write_text(json.dumps({"format": FORMAT, "format_version": 99}))
-    with pytest.raises(FormatError, match=rf"{MANIFEST}: queries folder format version 99 is not supported"):
-        read_expansion_manifest(tmp_path)
+    # an older layout's file (expansion.json) and the artifact layer's manifest alike
+    (tmp_path / OLD_MANIFEST).write_text(json.dumps({"format": "dense-pt-queries", "format_version": 99}))
+    with pytest.raises(
+        FormatError, match=rf"{OLD_MANIFEST}: pseudo-queries format version 99 is not supported"
+    ):
+        open_queries(tmp_path)
+    (tmp_path / OLD_MANIFEST).unlink()
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(artifacts.header("pseudo-queries", "expand", format=99))
+    )
+    with pytest.raises(
+        FormatError, match=r"manifest\.json: pseudo-queries format version 99 is not supported"
+    ):
+        open_queries(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -232,8 +244,8 @@ def test_a_queries_folder_of_an_unknown_version_is_refused(tmp_path):
     ],
 )
 def test_inside_refuses_every_way_out(tmp_path, name, problem):
+    from dense_pt.artifacts import inside
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.fsutil import inside
 
     with pytest.raises(InvalidArgumentError, match=problem):
         inside(tmp_path, name, tmp_path / "manifest.json")

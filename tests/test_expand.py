@@ -27,8 +27,8 @@ from dense_pt.expansion import (
     expand,
     in_sample,
     load_pseudo_queries,
+    open_queries,
     passage_seed,
-    read_expansion_manifest,
     read_queries_table,
 )
 
@@ -115,7 +115,7 @@ def test_causal_generation_is_batched_seeded_and_written(causal_gen, corpus, tmp
     assert row["temperature"] == pytest.approx(0.7) and row["max_new_tokens"] == 12
     assert row["seed"] == passage_seed(1, row["id"])
     assert all(isinstance(r, str) and r for r in table.column("raw").to_pylist())
-    man = read_expansion_manifest(tmp_path / "a")
+    man = open_queries(tmp_path / "a")
     assert man["prompt"] == "alpaca" and man["sampling"]["top_k"] == 50 and man["num_queries"] == 10
     # same seed, same batches: same outputs (also from the old keyword form, deprecated); another
     # seed: different ones
@@ -153,7 +153,7 @@ def test_resume_after_crash_generates_only_missing(causal_gen, corpus, tmp_path)
         expand(corpus, out, settings=fast(batch_size=2, shard_size=2), generator=crashing)
     assert crashing.prompts == 4
     assert sorted(p.name for p in out.iterdir()) == [
-        "expansion.json",
+        "manifest.json",
         "part-00000.parquet",
         "part-00001.parquet",
     ]
@@ -318,9 +318,7 @@ def test_cli_resumes_after_sigkill(server, corpus, tmp_path):
     proc.wait()
     done = set(read_queries_table(out, ["id"]).column("id").to_pylist())
     assert 4 <= len(done) < 10
-    assert all(
-        p.suffix == ".tmp" or p.name == ".dense-pt.json" for p in out.iterdir() if p.name.startswith(".")
-    )
+    assert all(p.suffix == ".tmp" for p in out.iterdir() if p.name.startswith("."))
     server.delay = 0.0
     first_run = {b["seed"] for _, b in server.requests}
     server.requests.clear()
@@ -406,7 +404,7 @@ def test_smollm2_gguf_expands_real_passages(tmp_path):
     )
     res = expand(corpus, tmp_path / "q", GGUF, settings)
     assert res.generated == 2
-    man = read_expansion_manifest(tmp_path / "q")
+    man = open_queries(tmp_path / "q")
     assert man["model"].endswith(".gguf") and man["backend"] == "hf"
     t = pq.read_table(next((tmp_path / "q").glob("part-*.parquet"))).to_pylist()
     assert all(r["raw"].strip() for r in t)

@@ -368,39 +368,3 @@ def test_force_through_a_symlinked_output_replaces_its_target_and_leaves_nothing
 
 def test_host_tag_is_sanitised():
     assert fsutil._host() == "".join(c if c.isalnum() or c == "_" else "_" for c in socket.gethostname())
-
-
-# ---- what dense-pt may replace ------------------------------------------------------------------
-def test_an_output_folder_is_claimed_only_when_dense_pt_can_prove_it_is_its_own(tmp_path):
-    from dense_pt.errors import AlreadyExistsError, NotDirectoryError
-
-    with fsutil.output_dir(tmp_path / "new", "encode") as out:  # a new folder: created and marked
-        (out / "shard").write_text("x")
-    assert fsutil.folder_owner(tmp_path / "new") == "encode"
-    assert fsutil.check_output_dir(tmp_path / "new", "encode")  # its own: resumable
-    with pytest.raises(AlreadyExistsError, match=r"new was written by dense-pt encode, not pretrain"):
-        fsutil.check_output_dir(tmp_path / "new", "pretrain")
-    (tmp_path / "yours").mkdir()
-    (tmp_path / "yours" / "notes.txt").write_text("mine")
-    with pytest.raises(AlreadyExistsError, match=r"yours is not empty and dense-pt did not write it"):
-        fsutil.check_output_dir(tmp_path / "yours", "encode")
-    assert fsutil.check_output_dir(tmp_path / "yours", "encode", force=True)
-    assert fsutil.check_output_dir(tmp_path / "yours", "encode", proof=("notes.txt",))  # an older run's
-    # another process of the same command writing the mark right now (torchrun's ranks): still empty
-    (tmp_path / "racing").mkdir()
-    fsutil.temp_path(tmp_path / "racing" / fsutil.OWNER_FILE, "tmp").write_text("{}")
-    assert fsutil.check_output_dir(tmp_path / "racing", "train retriever")
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(NotDirectoryError, match="it is a file, expected a folder"):
-        fsutil.check_output_dir(tmp_path / "file", "encode")
-    # a mark that is not dense-pt's JSON proves nothing
-    (tmp_path / "fake").mkdir()
-    (tmp_path / "fake" / fsutil.OWNER_FILE).write_text("not json")
-    assert fsutil.folder_owner(tmp_path / "fake") is None
-    # a command refused inside the block leaves the folder as it found it
-    for name, existed in (("gone", False), ("empty", True)):
-        if existed:
-            (tmp_path / name).mkdir()
-        with pytest.raises(ValueError), fsutil.output_dir(tmp_path / name, "encode"):
-            raise ValueError("a refused input")
-    assert not (tmp_path / "gone").exists() and list((tmp_path / "empty").iterdir()) == []

@@ -352,5 +352,5 @@ def test_cli_mines_with_a_margin_from_the_runs_embeddings(tmp_path):
     res = CliRunner().invoke(app, [*base, *emb, "--out", str(tmp_path / "n.dpneg")])
     assert res.exit_code == 0, res.output
     man = json.loads((tmp_path / "n.dpneg.manifest.json").read_text())
-    assert man["params"]["absolute_margin"] == 0.0 and man["params"]["pool"] == "rank"
+    assert man["settings"]["absolute_margin"] == 0.0 and man["settings"]["pool"] == "rank"
     assert man["stats"]["queries_without_positive_score"] == 0

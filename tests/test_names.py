@@ -93,7 +93,6 @@ def test_the_old_names_are_aliases_of_the_new():
         (progress.Stage, progress.TimedStep),
         (stages.score, stages.score_negatives),
         (expansion.load_queries, writer.load_pseudo_queries),
-        (expansion.read_manifest, writer.read_expansion_manifest),
         (context_data.plan, context_data.plan_curriculum),
         (objectives.describe, objectives.describe_method),
     ]

@@ -2,8 +2,8 @@
 the user's already in the place it writes to, leaves that file as it was.
 
 The rule (docs/errors.md, "Nothing lost"): dense-pt deletes or replaces only what it
-can prove it wrote (a folder with its mark, ``.dense-pt.json``, or a pipeline stage's manifest with
-its fingerprint); an existing file, or a non-empty folder it did not write, is refused unless
+can prove it wrote (a folder whose ``manifest.json`` says so, ``dense_pt.artifacts.claim``; in
+folders of older versions, the mark ``.dense-pt.json``); an existing file, or a non-empty folder it did not write, is refused unless
 ``--force``; a name the user gives (a study's objective) is checked as a plain name and never
 leads out of the output folder.
 
@@ -15,6 +15,7 @@ that without the check the command would get on with the writing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -163,6 +164,14 @@ def _write_pipeline_toml(path: Path, out: Path, world: Path) -> None:
     )
 
 
+def _a_claim(path: Path) -> bool:
+    """Whether ``path`` is the manifest ``claim`` writes into a folder (the header, nothing else)."""
+    from dense_pt import artifacts
+
+    found = artifacts.read(path.parent) if path.name == artifacts.MANIFEST else None
+    return found is not None and not artifacts.body(found)
+
+
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -264,8 +273,8 @@ def test_a_pipeline_replaces_only_stage_folders_it_wrote(world, tmp_path, capsys
 # Every writing command again, with --force, its output inside (or being) the user's folder {userdir}
 # (notes.txt there and in store/, bm25/, cells/, data/). --force replaces the file the user names and
 # the files dense-pt writes; a user's file is never touched: the command succeeds beside it (code 0)
-# or, when it cannot work beside it, refuses naming it (code 1) and changes nothing (but for its mark,
-# ``.dense-pt.json``, in a folder --force let it write into).
+# or, when it cannot work beside it, refuses naming it (code 1) and changes nothing (but for the
+# manifest of its claim, nothing but the header, in a folder --force let it write into).
 FOREIGN = r"{userdir}/bm25 \(and 4 more\), which dense-pt did not write"
 SMALL = ["--max-steps", "1", "--batch-size", "2", "--group-size", "2", "--query-max-length", "8",
          "--passage-max-length", "16"]  # fmt: skip
@@ -332,7 +341,7 @@ def test_force_replaces_only_what_dense_pt_writes(
     if case.code:
         last = err.strip().splitlines()[-1]
         assert re.search(case.message.format(**{k: re.escape(v) for k, v in places.items()}), last), err
-        added = {k for k in after.keys() - before.keys() if not k.endswith(".dense-pt.json")}
+        added = {k for k in after.keys() - before.keys() if not _a_claim(tmp_path / k)}
         assert not added and {k: after.get(k) for k in before} == before, "a refused command wrote something"
 
 
@@ -357,3 +366,68 @@ def test_the_demos_pretraining_folder_keeps_a_users_file(force, world, tmp_path)
     with pytest.raises(AlreadyExistsError, match=r"simlm/notes\.txt, which dense-pt did not write"):
         demo_stage(world / "store", tmp_path / "work", method="simlm", force=force, progress=False)
     assert (tmp_path / "work" / "simlm" / "notes.txt").read_text() == USER
+
+
+# ---- one manifest per output: every folder a command writes says what it is, in one schema -------
+WALKED = [  # (command line, the kind of its output folder {out})
+    (["corpus", "build", "{world}/beir/corpus.jsonl", "-t", "{world}/model", "-o", "{out}"], "corpus store"),
+    (["encode", "{world}/model", "{world}/store", "-o", "{out}"], "embeddings"),
+    (["bm25", "{world}/beir/corpus.jsonl", "--queries", "{world}/beir/queries.jsonl", "-o", "{tmp}/run.trec",
+      "--index", "{out}"], "bm25 index"),
+    (["expand", "--model", "{world}/model", "--corpus", "{world}/beir/corpus.jsonl", "-o", "{out}", "--limit", "2",
+      "--max-new-tokens", "4", "--max-passage-words", "8", "--num-queries", "1", "--prompt", "{tmp}/prompt.txt"],
+     "pseudo-queries"),
+    (["pretrain", "--method", "condenser", "--model", "{world}/model", "--corpus", "{world}/store", "-o", "{out}",
+      "--max-steps", "1", "--batch-size", "2", "--max-length", "16"], "pretraining run"),
+    (["train", "retriever", "{world}/model", *TRAIN, "-o", "{out}", *SMALL], "retriever"),
+    (["train", "reranker", "{world}/model", *TRAIN, "--negatives", "{world}/n.dpneg", "-o", "{out}", *SMALL[:4],
+      "--group-size", "8", "--max-length", "16"], "reranker"),
+    (["train", "distill", "{world}/model", *TRAIN, "--scores", "{world}/n.dpneg", "-o", "{out}", *SMALL],
+     "distilled retriever"),
+    (["pipeline", "run", "{tmp}/pipeline.toml"], "pipeline"),
+]  # fmt: skip
+OLD_SIDE_FILES = {".dense-pt.json", "expansion.json"}  # the layouts before dense_pt.artifacts
+
+
+def _manifests(folder: Path) -> list[Path]:
+    """The files directly in ``folder`` that are manifests of the artifact schema."""
+    from dense_pt import artifacts
+
+    found = []
+    for p in sorted(folder.glob("*.json")):
+        try:
+            if artifacts.manifest.is_header(json.loads(p.read_text(encoding="utf-8"))):
+                found.append(p)
+        except ValueError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize(("argv", "kind"), WALKED, ids=[" ".join(a[:2]) for a, _ in WALKED])
+def test_every_output_folder_holds_one_manifest_of_the_schema(
+    argv, kind, world, tmp_path, capsys, monkeypatch
+):
+    from dense_pt import artifacts
+
+    out = tmp_path / "out"
+    (tmp_path / "prompt.txt").write_text("{passage}")
+    _write_pipeline_toml(tmp_path / "pipeline.toml", out, world)
+    places = {"tmp": str(tmp_path), "world": str(world), "out": str(out)}
+    code, _, err = run_cli([a.format(**places) for a in argv], capsys, monkeypatch)
+    assert code == 0, err
+    assert _manifests(out) == [out / artifacts.MANIFEST]
+    m = artifacts.open(out, kind, complete=True, verify="full")
+    assert m["written_by"]["command"] and m["written_by"]["version"] == __import__("dense_pt").__version__
+    assert not [p for p in out.rglob("*") if p.name in OLD_SIDE_FILES]
+    if kind == "pipeline":  # and each stage folder its own
+        stages = [p for p in out.iterdir() if p.is_dir()]
+        assert stages and all(_manifests(s) == [s / artifacts.MANIFEST] for s in stages)
+        found = {s.name: artifacts.read(s) or {} for s in stages}
+        assert all(m["complete"] for m in found.values()) and found["report"]["kind"] == "pipeline report"
+        assert {m["stage"] for n, m in found.items() if n != "report"} >= {
+            "split",
+            "bm25",
+            "r1",
+            "mine",
+            "r2",
+        }

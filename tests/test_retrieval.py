@@ -214,7 +214,9 @@ def test_cli_mine(setup, tmp_path):
     assert res.exit_code == 0, res.output
     man = json.loads((tmp_path / "n.dpneg.manifest.json").read_text())
     assert (
-        man["params"]["num"] == 5 and len(man["run_sha256"]) == 64 and man["stats"]["excluded_positives"] > 0
+        man["settings"]["num"] == 5
+        and len(man["run_sha256"]) == 64
+        and man["stats"]["excluded_positives"] > 0
     )
     assert len((tmp_path / "n.tsv").read_text().splitlines()) == man["stats"]["negatives"]
 

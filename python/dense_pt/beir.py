@@ -156,9 +156,9 @@ def _work_root(runs: str | Path | None, force: bool) -> Iterator[Path]:
         with tempfile.TemporaryDirectory(prefix="dense-pt-beir-") as tmp:
             yield Path(tmp)
         return
-    from dense_pt.fsutil import output_dir
+    from dense_pt.artifacts import claimed
 
-    with output_dir(runs, COMMAND, force) as root:
+    with claimed(runs, "beir evaluation", COMMAND, force=force) as root:
         yield root
 
 

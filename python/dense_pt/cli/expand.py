@@ -43,10 +43,10 @@ def expand_cmd(
 ) -> None:
     """Generate pseudo-queries per passage with an LLM (paper's prompts, nucleus sampling), resumably."""
     from dense_pt import logs
-    from dense_pt.fsutil import output_dir
+    from dense_pt.artifacts import claimed
 
     s = load_settings(ExpandSettings, config, set_, split(values, EXPAND), "dense-pt expand")
-    with output_dir(out, "expand", force, proof=("expansion.json",)):
+    with claimed(out, "pseudo-queries", "expand", force=force):
         res = _expand_with_progress(corpus, out, model, s)
     emit(res, as_json, lambda: logs.status(summary(res)))
 

@@ -74,8 +74,6 @@ COMMON = dict(
     force=force_option(FORCE_DIR_HELP),
 )
 RESUME = flag("--resume/--no-resume", default=True, help="Continue from the latest checkpoint in OUT.")
-# A training folder written before the marks: its manifest or its checkpoints prove it.
-TRAIN_PROOF = ("manifest.json", "checkpoints")
 CONFIG_HELP = "TOML file: the stage's keys at the top level, a [train] table for the engine; options win."
 
 
@@ -96,13 +94,13 @@ def retriever(
     **values: Any,
 ) -> None:
     """Train a bi-encoder retriever (shared encoder, in-batch + cross-device negatives)."""
+    from dense_pt.artifacts import claimed
     from dense_pt.finetune.stages import train_retriever
-    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RetrieverCommand, "train retriever", config, set_, values)
     inputs = RetrieverInputs(model=model, corpus=corpus, queries=queries, qrels=qrels, out=out,
                              negatives=negatives, pooling=s.pooling)  # fmt: skip
-    with output_dir(out, "train retriever", force, TRAIN_PROOF):
+    with claimed(out, "retriever", "train retriever", force=force):
         m = train_retriever(inputs, s, cfg, s.refresh(), resume=resume)
     _trained(out, m, as_json)
 
@@ -126,16 +124,16 @@ def reranker(
     **values: Any,
 ) -> None:
     """Train a cross-encoder re-ranker with the listwise loss (SimLM eq. 4)."""
+    from dense_pt.artifacts import claimed
     from dense_pt.finetune.checkpoints import resolve_checkpoint
     from dense_pt.finetune.stages import train_reranker
-    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(RerankerCommand, "train reranker", config, set_, values)
     init = resolve_checkpoint(model, None, "MODEL")
     inputs = RerankerInputs(
         model=init, corpus=corpus, queries=queries, qrels=qrels, out=out, negatives=negatives
     )
-    with output_dir(out, "train reranker", force, TRAIN_PROOF):
+    with claimed(out, "reranker", "train reranker", force=force):
         m = train_reranker(inputs, s, cfg, resume=resume)
     _trained(out, m, as_json)
 
@@ -156,12 +154,12 @@ def distill(
 ) -> None:
     """Distil re-ranker scores into a retriever: KL(p_ranker || p_ret) + alpha * contrastive. The exported
     retriever normalises its vectors iff the loss trains cosine similarity."""
+    from dense_pt.artifacts import claimed
     from dense_pt.finetune.stages import train_distill
-    from dense_pt.fsutil import output_dir
 
     s, cfg = _settings(DistillCommand, "train distill", config, set_, values)
     inputs = DistillInputs(model=model, corpus=corpus, queries=queries, qrels=qrels, out=out, scores=scores)
-    with output_dir(out, "train distill", force, TRAIN_PROOF):
+    with claimed(out, "distilled retriever", "train distill", force=force):
         m = train_distill(inputs, s, cfg, resume=resume)
     _trained(out, m, as_json)
 
@@ -193,8 +191,8 @@ def score(
     as_json: bool = json_option(),
 ) -> None:
     """Re-ranker logits for (query, positives + mined negatives), for distillation."""
+    from dense_pt.artifacts import check_output_file
     from dense_pt.finetune.stages import score_negatives
-    from dense_pt.fsutil import check_output_file
 
     for path in (out, Path(f"{out}.manifest.json")):
         check_output_file(path, force)

@@ -39,7 +39,7 @@ def fuse(
     **values: Any,
 ) -> None:
     """Fuse two runs: reciprocal rank fusion, or a score interpolation with a weight given or tuned."""
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.retrieval.fusion import fuse_files
 
     s = load_settings(FuseSettings, config, set_, split(values, FUSE), "dense-pt fuse")

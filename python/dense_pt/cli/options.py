@@ -52,7 +52,7 @@ def flag(*decls: str, help: str, default: bool = False) -> Any:
 
 def force_option(help: str = FORCE_FILE_HELP) -> Any:
     """``--force``: what may replace something dense-pt cannot prove it wrote (see
-    ``dense_pt.fsutil.check_output_file`` / ``check_output_dir``)."""
+    ``dense_pt.artifacts.check_output_file`` / ``claim``)."""
     return flag("--force", help=help)
 
 

@@ -55,7 +55,7 @@ def build_cmd(
     **values: Any,
 ) -> None:
     """Count 1..max-n-grams of a corpus store into a table file."""
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.pmi import build
 
     tables = [("top", PmiCounts)]
@@ -94,7 +94,7 @@ def merge_cmd(
     as_json: bool = json_option(),
 ) -> None:
     """Merge shard tables into the table an unsharded build would write (same bytes)."""
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.pmi import merge
 
     check_output_file(out, force)

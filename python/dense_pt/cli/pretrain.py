@@ -115,12 +115,12 @@ def pretrain(
     **values: Any,
 ) -> None:
     """Pre-train an encoder with a bottleneck objective; the encoder lands in OUT/encoder."""
-    from dense_pt.fsutil import output_dir
+    from dense_pt.artifacts import claimed
     from dense_pt.pretrain import load_settings, resolve, run_pretrain
 
     # the file, --set and the options merged once into one PretrainSettings, then resolved once
     cfg = resolve(load_settings(config, set_, split(values, _tables())))
-    with output_dir(cfg.out, "pretrain", force, proof=("run_config.json",)):
+    with claimed(cfg.out, "pretraining run", "pretrain", force=force, settings=cfg.model_dump(mode="json")):
         summary = run_pretrain(cfg, resume=resume, progress=not quiet)
     if summary.get("rank", 0) != 0:
         return
@@ -145,7 +145,7 @@ def plot(
     as_json: bool = json_option(),
 ) -> None:
     """Draw loss curves from training logs to a PNG."""
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.plot import plot_logs
 
     check_output_file(out, force)

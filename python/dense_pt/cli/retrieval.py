@@ -58,7 +58,7 @@ def bm25(
 ) -> None:
     """BM25 (bm25s's Lucene variant and tokenization; MaxScore over an index kept on disk): a run, Arrow or TREC text."""
     from dense_pt import logs
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
     from dense_pt.retrieval.bm25 import bm25_index
 
@@ -95,25 +95,29 @@ def encode(
 ) -> None:
     """Encode passages (a store) or queries into memory-mapped embedding shards."""
     from dense_pt import logs
-    from dense_pt.fsutil import output_dir
+    from dense_pt.artifacts import claimed
     from dense_pt.retrieval.encode import encode as run_encode
 
     s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
-    with output_dir(out, "encode", force, proof=("manifest.json",)):
+    with claimed(out, "embeddings", "encode", force=force):
         run_encode(model, source, out, **s.model_dump())
     emit(_encoded(out), as_json, lambda: logs.status(f"wrote {out}"))
 
 
 def _encoded(out: Path) -> dict[str, Any]:
     """What ``encode`` wrote, from its manifest (a rank's part of a sharded run has none yet)."""
-    import json
+    from dense_pt import artifacts
 
-    path = out / "manifest.json"
-    if not path.exists():
+    m = artifacts.read(out)
+    if m is None or "shards" not in m:
         return {"out": out}
-    m = json.loads(path.read_text(encoding="utf-8"))
-    keys = ("kind", "num_rows", "dim", "pooling", "normalize", "complete", "elapsed_s")
-    return {"out": out, **{k: m.get(k) for k in keys}, "shards": len(m.get("shards", []))}
+    keys = ("num_rows", "dim", "pooling", "normalize", "complete", "elapsed_s")
+    return {
+        "out": out,
+        "kind": m["settings"].get("kind"),
+        **{k: m.get(k) for k in keys},
+        "shards": len(m["shards"]),
+    }
 
 
 def search(
@@ -130,7 +134,7 @@ def search(
 ) -> None:
     """Exact faiss search (flat inner product), chunked with a top-k merge when asked."""
     from dense_pt import logs
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.retrieval.search import search_file as run_search
 
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
@@ -168,9 +172,9 @@ def mine_negatives(
     """Mine hard negatives from a run, excluding judged positives. With a margin, a positive that
     the run does not contain is scored from --query-embeddings / --passage-embeddings."""
     from dense_pt import logs
+    from dense_pt.artifacts import check_output_file
     from dense_pt.data import load_qrels
     from dense_pt.errors import InvalidArgumentError
-    from dense_pt.fsutil import check_output_file
     from dense_pt.progress import Progress
     from dense_pt.retrieval import negatives as neg
 
@@ -196,7 +200,7 @@ def mine_negatives(
         mined = neg.mine(run, qrels_map, settings, known_ids=known, scorer=scorer,
                          on_chunk=lambda n: progress.update("mining", n))  # fmt: skip
     neg.write_negatives(out, mined)
-    neg.write_manifest(Path(f"{out}.manifest.json"), run, qrels, settings.model_dump(), mined.stats)
+    neg.write_manifest(out, run, qrels, settings.model_dump(), mined.stats)
     if text is not None:
         neg.export_text(out, text)
     result = {"out": out, "manifest": Path(f"{out}.manifest.json"), "text": text, "stats": mined.stats}
@@ -236,7 +240,7 @@ def negatives_export(
 ) -> None:
     """Export a binary negatives file as text."""
     from dense_pt import logs
-    from dense_pt.fsutil import check_output_file
+    from dense_pt.artifacts import check_output_file
     from dense_pt.retrieval.negatives import export_text
 
     check_output_file(out, force)

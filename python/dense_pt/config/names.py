@@ -6,7 +6,7 @@
 - a *plain name* (``PLAIN_NAME``): also ``-`` and ``.``, starting with a letter, digit or ``_``
   (study objectives and their labels, ``cdmae-cls``; folder names built from them).
 
-Both at most 100 characters. ``dense_pt.fsutil.check_name`` applies them to file names; the config
+Both at most 100 characters. ``check_name`` applies them to file names; the config
 models (a study's objectives) check their values with ``plain_name``."""
 
 from __future__ import annotations
@@ -35,4 +35,19 @@ def plain_name(name: str, what: str) -> str:
     problem = name_problem(name)
     if problem is not None:
         raise ValueError(f"{what} {problem}")
+    return name
+
+
+def check_name(name: str, what: str, reserved: tuple[str, ...] = (), plain: bool = False) -> str:
+    """``name`` if it is a plain identifier (ASCII letters, digits, ``_``; not starting with a
+    digit; at most 100 characters; with ``plain``: ``-`` and ``.`` too, see
+    above) and not reserved. Every user-given name that becomes part of a file
+    name goes through here, so ``../evil`` never leaves the folder it is meant for."""
+    from dense_pt.errors import InvalidArgumentError
+
+    problem = name_problem(name, PLAIN_NAME if plain else IDENTIFIER)
+    if problem is not None:
+        raise InvalidArgumentError(f"{what} {problem}")
+    if name in reserved:
+        raise InvalidArgumentError(f"{what} {name!r} is reserved (reserved: {', '.join(reserved)})")
     return name

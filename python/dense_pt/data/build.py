@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from dense_pt.artifacts.checksums import file_digest
 from dense_pt.config.corpus import BATCH_SIZE, CorpusSettings
 from dense_pt.data.readers import (
     CORPUS_FORMATS,
@@ -38,7 +39,7 @@ from dense_pt.data.tokenizer import (
     without_padding_or_truncation,
 )
 from dense_pt.errors import FormatError, InvalidArgumentError, already_exists, not_found
-from dense_pt.fsutil import atomic_file, sha256_file
+from dense_pt.fsutil import atomic_file
 
 # Called after each tokenized batch with the number of passages done so far.
 ProgressFn = Callable[[int], None]
@@ -80,7 +81,7 @@ def _identity(
     source: Path, fmt: str, tok: Tokenizer, max_length: int | None, title_sep: str
 ) -> dict[str, Any]:
     return {
-        "source_sha256": sha256_file(source),
+        "source_sha256": file_digest(source, "sha256"),
         "vocab_hash": vocab_hash(tok),
         "max_length": max_length,
         "title_sep": title_sep,
@@ -295,7 +296,7 @@ def corpus_info(store: CorpusStore | str | Path) -> dict[str, Any]:
         "source": (m.get("source") or {}).get("path"),
         "source_sha256": (m.get("source") or {}).get("sha256"),
         "created": m.get("created"),
-        "dense_pt_version": m.get("dense_pt_version"),
+        "dense_pt_version": m["written_by"]["version"],
     }
 
 

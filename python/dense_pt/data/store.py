@@ -11,7 +11,7 @@ Layout of a store directory::
 Columns are separate files so that adding one (``add_column``) is a single atomic rename and never
 rewrites the tokens. The manifest's ``files`` records the size and xxh3-128 checksum of every file;
 ``open`` checks tokens.arrow and tokenizer.json, a column is checked when it is first read (see
-``dense_pt.fsutil.verify_file``: a stat when the same file was verified before, a hash otherwise).
+``dense_pt.artifacts.verify_file``: a stat when the same file was verified before, a hash otherwise).
 Stores written before checksums existed (no ``files``) are read unchecked.
 """
 
@@ -28,7 +28,11 @@ import numpy as np
 import pyarrow as pa
 from tokenizers import Tokenizer
 
-from dense_pt import __version__
+from dense_pt import artifacts
+from dense_pt.artifacts.checksums import checksum_entry, file_checksum, remember_verified, verify_file
+from dense_pt.artifacts.legacy import translate
+from dense_pt.artifacts.manifest import inside
+from dense_pt.config.names import check_name
 from dense_pt.data.tokenizer import (
     encode_texts,
     special_token_ids,
@@ -44,18 +48,7 @@ from dense_pt.errors import (
     is_out_of_memory,
     not_found,
 )
-from dense_pt.fsutil import (
-    atomic_dir,
-    atomic_file,
-    check_name,
-    checksum_entry,
-    file_checksum,
-    inside,
-    remember_verified,
-    verify_file,
-    write_json_atomic,
-    writing,
-)
+from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic, writing
 
 FORMAT_VERSION = 1
 TOKENS_FILE = "tokens.arrow"
@@ -65,7 +58,8 @@ ROWS_PER_BATCH = 65536
 TOKENS_PER_BATCH = 1 << 23  # and at most this many tokens: a record batch is held whole once
 # Column names that would collide with the store's own files or columns.
 RESERVED_COLUMNS = ("id", "input_ids", "word_ids", "tokens", "manifest", "tokenizer")
-_REQUIRED_MANIFEST = ("format_version", "tokenizer", "special_tokens", "num_rows", "columns")
+_REQUIRED_MANIFEST = ("tokenizer", "special_tokens", "num_rows", "columns")
+KIND = "corpus store"
 
 TOKENS_SCHEMA = pa.schema(
     [
@@ -128,12 +122,10 @@ class CorpusStore:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise FormatError(f"invalid JSON ({exc})", path=mpath) from exc
-        missing = [k for k in _REQUIRED_MANIFEST if k not in manifest]
-        if missing:
-            raise FormatError(f"manifest lacks field(s) {missing}", path=mpath)
-        if manifest["format_version"] != FORMAT_VERSION:
+        manifest = _in_schema(manifest, path, mpath)
+        if manifest["format"] != FORMAT_VERSION:
             raise FormatError(
-                f"store format version {manifest['format_version']} is not supported "
+                f"store format version {manifest['format']} is not supported "
                 f"(this dense-pt reads version {FORMAT_VERSION})",
                 path=mpath,
             )
@@ -275,7 +267,7 @@ class CorpusStore:
         the manifest names goes unchecked."""
         files = self.manifest.get("files") or {}
         for name, meta in self.manifest["columns"].items():
-            if files and meta["file"] not in files:
+            if TOKENS_FILE in files and meta["file"] not in files:
                 raise FormatError(
                     f"column {name!r} ({meta['file']}) has no checksum in the manifest: it was not "
                     "added by dense-pt; rebuild the column (`dense-pt pmi score ... --force`)",
@@ -324,16 +316,30 @@ class CorpusStore:
         remember_verified(self.path / file, digest[0])  # after the rename (it changed the ctime)
         manifest = json.loads(json.dumps(self.manifest))
         manifest["columns"][name] = {"file": file, "dtype": str(arr.type.value_type), **(meta or {})}
-        if "files" in manifest:
+        if TOKENS_FILE in manifest.get("files", {}):  # a store written before checksums has none
             manifest["files"][file] = {"bytes": (self.path / file).stat().st_size, "xxh3_128": digest[0]}
         write_json_atomic(self.path / MANIFEST_FILE, manifest)
         self.manifest = manifest
         self._ragged.pop(name, None)
 
 
+def _in_schema(data: Any, path: Path, mpath: Path) -> dict[str, Any]:
+    """A store's manifest in the artifact schema (an older one translated), or a FormatError."""
+    if artifacts.manifest.is_header(data):
+        if data["kind"] != KIND:
+            raise FormatError(f"not a corpus store (a dense-pt {data['kind']})", path=path)
+        manifest = data
+    else:
+        manifest = translate(data, path) or {}
+    missing = [k for k in _REQUIRED_MANIFEST if k not in manifest]
+    if missing:
+        raise FormatError(f"manifest lacks field(s) {missing}", path=mpath)
+    return manifest
+
+
 def _named_files(path: Path, manifest: dict[str, Any], mpath: Path) -> dict[str, Any]:
     """The manifest's ``files`` (name -> size and checksum), after checking that every file it
-    names, and every column's file, is inside the store (``fsutil.inside``)."""
+    names, and every column's file, is inside the store (``artifacts.inside``)."""
     files = manifest.get("files") or {}
     columns = manifest["columns"]
     if not isinstance(files, dict) or not isinstance(columns, dict):
@@ -417,9 +423,12 @@ def write_store(
         )
         if dup is not None:
             raise InvalidArgumentError(f"duplicate passage id {dup[0]!r} (rows {dup[1]} and {dup[2]})")
+        # the directory's rename keeps these files' inodes and times: verified as written
+        files = {name: checksum_entry(tmp / name) for name in (TOKENS_FILE, TOKENIZER_FILE)}
+        head = artifacts.header(KIND, "corpus build", format=FORMAT_VERSION, key=meta.get("source"),
+                                settings={k: v for k, v in meta.items() if k not in ("source", "build")}, files=files,
+                                complete=True)  # fmt: skip
         manifest = {
-            "format_version": FORMAT_VERSION,
-            "dense_pt_version": __version__,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "tokenizer": {
                 **tokenizer_meta,
@@ -431,11 +440,9 @@ def write_store(
             "num_rows": n_rows,
             "num_tokens": n_tokens,
             "columns": {},
-            # the directory's rename keeps these files' inodes and times: verified as written
-            "files": {name: checksum_entry(tmp / name) for name in (TOKENS_FILE, TOKENIZER_FILE)},
             **meta,
         }
-        write_json_atomic(tmp / MANIFEST_FILE, manifest)
+        artifacts.write(tmp, head, manifest)
     return CorpusStore.open(out)
 
 

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from dense_pt.artifacts.claim import check_replaceable
 from dense_pt.demo.tiny import tiny_bert_config
-from dense_pt.fsutil import check_replaceable
 
 DEMO_STEPS = 30
 

@@ -45,7 +45,8 @@ def run_demo(
     """Run the stages in order; returns ``{"out", "stages": {name: summary}}`` and writes it to
     ``<out>/summary.json``. Each stage is named on stderr as it starts, with its wall time when it
     ends."""
-    from dense_pt.fsutil import check_output_dir, mark_output_dir, write_json_atomic
+    from dense_pt import artifacts
+    from dense_pt.fsutil import write_json_atomic
 
     set_threads(threads)
     # Absolute paths: later stages write configs that resolve paths against their own folders.
@@ -57,8 +58,7 @@ def run_demo(
         finetune_steps=finetune_steps,
     )
     # A folder the demo did not write is refused unless --force (summary.json, data.json: older demos').
-    check_output_dir(ctx.out, "demo", force, proof=("summary.json", "data.json"))
-    mark_output_dir(ctx.out, "demo")
+    artifacts.claim(ctx.out, "demo", "demo", force=force)
     todo = stages if stages is not None else STAGES
     results: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
@@ -75,6 +75,7 @@ def run_demo(
     if note:
         report["note"] = note
     write_json_atomic(ctx.out / "summary.json", report)
+    artifacts.finish(ctx.out)
     if print_summary:
         print_report(report)
     return report

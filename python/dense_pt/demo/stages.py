@@ -59,10 +59,11 @@ def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
     inputs and the vocabulary size are unchanged."""
     from itertools import chain
 
+    from dense_pt.artifacts.checksums import file_digest
     from dense_pt.data.judgements import read_qrels
     from dense_pt.data.readers import passage_text, read_corpus, read_queries
     from dense_pt.data.tokenizer import load_tokenizer, train_wordpiece
-    from dense_pt.fsutil import atomic_file, sha256_file, write_json_atomic
+    from dense_pt.fsutil import atomic_file, write_json_atomic
 
     assert ctx.data_dir is not None, "the data stage runs first"
     folder = ctx.stage_dir("tokenizer")
@@ -73,8 +74,8 @@ def stage_tokenizer(ctx: DemoContext) -> dict[str, Any]:
     tok_qrels = train_qrels if queries.exists() else None  # train queries join the corpus
     use_queries = tok_qrels is not None
     stamp = {
-        "corpus_sha256": sha256_file(corpus),
-        "train_queries_sha256": [sha256_file(queries), sha256_file(tok_qrels)]
+        "corpus_sha256": file_digest(corpus, "sha256"),
+        "train_queries_sha256": [file_digest(queries, "sha256"), file_digest(tok_qrels, "sha256")]
         if tok_qrels is not None
         else None,
         "vocab_size": ctx.vocab_size,

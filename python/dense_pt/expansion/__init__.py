@@ -19,8 +19,7 @@ from dense_pt.expansion.select import in_sample, passage_seed
 from dense_pt.expansion.writer import (
     load_pseudo_queries,
     load_queries,
-    read_expansion_manifest,
-    read_manifest,
+    open_queries,
     read_queries_table,
 )
 
@@ -38,9 +37,8 @@ __all__ = [
     "load_pseudo_queries",
     "load_queries",
     "open_generator",
+    "open_queries",
     "parse_queries",
     "passage_seed",
-    "read_expansion_manifest",
-    "read_manifest",
     "read_queries_table",
 ]

@@ -2,8 +2,9 @@
 
 Layout of ``--out QUERIES``::
 
-    expansion.json       what generated the queries: model, backend, prompt (name, hash, template),
-                         number of queries, sampling parameters, seed, passage truncation
+    manifest.json        what generated the queries (``dense_pt.artifacts``): model, backend, prompt
+                         (name, hash, template), number of queries, sampling parameters, seed,
+                         passage truncation (``expansion.json`` in folders of older versions)
     part-00000.parquet   one shard per chunk of passages, each written to a temporary name and
     part-00001.parquet   renamed into place, so a killed run leaves only complete shards
 
@@ -18,7 +19,6 @@ differ from the manifest, so one folder never mixes two configurations.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dense_pt import __version__
+from dense_pt import artifacts
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
-from dense_pt.fsutil import atomic_file, write_json_atomic
+from dense_pt.fsutil import atomic_file
 
-MANIFEST = "expansion.json"
-FORMAT = "dense-pt-queries"
+MANIFEST = artifacts.MANIFEST
+OLD_MANIFEST = "expansion.json"  # the manifest of folders written before dense_pt.artifacts
+KIND = "pseudo-queries"
 FORMAT_VERSION = 1
 _SHARD = re.compile(r"^part-(\d{5,})\.parquet$")
 # Keys of the manifest that must agree between runs writing into one folder.
@@ -84,10 +85,10 @@ class QueryWriter:
         self.folder = Path(folder)
         if self.folder.exists() and not self.folder.is_dir():
             raise InvalidArgumentError(f"--out {self.folder}: exists and is not a folder")
-        self.manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, **manifest}
-        path = self.folder / MANIFEST
-        if path.is_file():
-            old = read_expansion_manifest(self.folder)
+        self.manifest = manifest
+        old = artifacts.read(self.folder, KIND)
+        if old is not None and artifacts.body(old):  # an earlier run's (not only claimed)
+            old = open_queries(self.folder)
             diff = [k for k in COMPATIBILITY_KEYS if old.get(k) != self.manifest.get(k)]
             if diff:
                 details = "; ".join(f"{k}: {old.get(k)!r} there, {self.manifest.get(k)!r} now" for k in diff)
@@ -97,8 +98,8 @@ class QueryWriter:
         elif shard_paths(self.folder):
             raise FormatError(f"shards without {MANIFEST}: not a dense-pt queries folder", self.folder)
         else:
-            self.manifest["dense_pt_version"] = __version__
-            write_json_atomic(path, self.manifest)
+            head = artifacts.header(KIND, "expand", format=FORMAT_VERSION, complete=False)
+            artifacts.write(self.folder, head, manifest)
         shards = shard_paths(self.folder)
         self._next = 1 + max((shard_index(p) for p in shards), default=-1)
 
@@ -118,24 +119,12 @@ class QueryWriter:
         return path
 
 
-def read_expansion_manifest(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"{folder}: not a queries folder (no {MANIFEST})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON ({exc.msg})", path, exc.lineno) from exc
-    if manifest.get("format") != FORMAT:
-        raise FormatError(f"'format' is {manifest.get('format')!r}, expected {FORMAT!r}", path)
-    version = manifest.get("format_version", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
-        raise FormatError(
-            f"queries folder format version {version!r} is not supported (this dense-pt reads "
-            f"version {FORMAT_VERSION})",
-            path,
-        )
-    return manifest
+def open_queries(folder: str | Path) -> dict[str, Any]:
+    """The manifest of a queries folder (``dense_pt.artifacts.open``; one written before the
+    artifact layer, ``expansion.json``, too)."""
+    if not (Path(folder) / MANIFEST).exists() and not (Path(folder) / OLD_MANIFEST).exists():
+        raise InvalidArgumentError(f"{folder}: not a queries folder (no {MANIFEST})")
+    return artifacts.open(folder, KIND, format=FORMAT_VERSION)
 
 
 def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
@@ -147,7 +136,7 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 def read_queries_table(folder: str | Path, columns: list[str] | None = None) -> pa.Table:
     """All shards of a queries folder as one table (an empty table with the schema if none)."""
-    read_expansion_manifest(folder)
+    open_queries(folder)
     tables = [_read(p, columns) for p in shard_paths(folder)]
     if not tables:
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
@@ -169,10 +158,9 @@ def load_pseudo_queries(folder: str | Path, include_empty: bool = False) -> dict
             if qs or include_empty:
                 out[pid] = qs or []
     if not shard_paths(folder):
-        read_expansion_manifest(folder)
+        open_queries(folder)
     return out
 
 
-# the old names (data.load_queries reads a queries file; pipeline.runner the stages' manifests)
+# the old name (data.load_queries reads a queries file)
 load_queries = load_pseudo_queries
-read_manifest = read_expansion_manifest

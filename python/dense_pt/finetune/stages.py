@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt import __version__
+from dense_pt import __version__, artifacts
+from dense_pt.artifacts.checksums import file_digest
 from dense_pt.config.base import Model
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.finetune import (
@@ -42,7 +43,7 @@ from dense_pt.config.finetune import (
 )
 from dense_pt.config.train import TrainConfig
 from dense_pt.errors import InvalidArgumentError
-from dense_pt.fsutil import sha256_file, write_json_atomic
+from dense_pt.fsutil import write_json_atomic
 from dense_pt.retrieval.encoder import RETRIEVER_LENGTHS
 
 RERANKER_LOSS_SOURCES = {
@@ -76,13 +77,13 @@ def _hash(path: str | Path | None) -> str | None:
     if p.is_dir():
         m = p / "manifest.json"
         if m.exists():
-            return sha256_file(m)
+            return file_digest(m, "sha256")
         if (p / "config.json").exists():  # a model folder: its config and weights identify it
             from dense_pt.retrieval.encode import model_hash
 
             return model_hash(p)
         return None
-    return sha256_file(p)
+    return file_digest(p, "sha256")
 
 
 def _passages(store: Any):
@@ -142,10 +143,9 @@ def _finish(
     out: Path, stage: str, inputs: dict, settings: dict, result: Any, extra: dict | None = None,
     write: bool = True,
 ) -> dict:  # fmt: skip
-    manifest = {
+    body = {
         "stage": stage,
         "inputs": {k: {"path": None if v is None else str(v), "sha256": _hash(v)} for k, v in inputs.items()},
-        "settings": settings,
         "steps": result.step,
         "last_log": result.last_record,
         "wall_s": round(result.wall_s, 3),
@@ -153,9 +153,11 @@ def _finish(
         "code_version": __version__,
         **(extra or {}),
     }
+    kind = {"retriever": "retriever", "distill": "distilled retriever"}.get(stage, stage)
+    head = artifacts.header(kind, f"train {stage}", settings=settings, complete=True)
     if write:  # under torchrun only the main process (the one that logs and saves) writes it
-        write_json_atomic(out / "manifest.json", manifest)
-    return manifest
+        artifacts.write(out, head, body)
+    return {**head, **body}
 
 
 def _teacher(
@@ -511,10 +513,10 @@ def score_negatives(inputs: ScoreInputs, batch_size: int = 64, device: str | Non
         "reranker": str(inputs.reranker), "reranker_sha256": _hash(inputs.reranker / "model.safetensors"),
         "negatives": str(inputs.negatives), "negatives_sha256": _hash(inputs.negatives),
         "qrels": str(inputs.qrels), "qrels_sha256": _hash(inputs.qrels),
-        "queries": len(rows), "pairs": len(pairs), "code_version": __version__,
+        "queries": len(rows), "pairs": len(pairs),
     }  # fmt: skip
-    write_json_atomic(Path(f"{out}.manifest.json"), manifest)
-    return manifest
+    head = artifacts.header("re-ranker scores", "score", settings={"batch_size": batch_size}, complete=True)
+    return artifacts.manifest.write_beside(out, head, manifest)
 
 
 def rerank_run(

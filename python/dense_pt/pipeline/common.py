@@ -44,10 +44,10 @@ def split_inputs(ctx: Ctx) -> dict[str, str]:
 
 def model_fingerprint(path: Path) -> str:
     """The files of a model folder (or a config.json), hashed."""
-    from dense_pt.fsutil import sha256_file
+    from dense_pt.artifacts.checksums import file_digest
 
     files = path.iterdir() if path.is_dir() else [path]
-    return fingerprint(sorted((p.name, sha256_file(p)) for p in files if p.is_file()))
+    return fingerprint(sorted((p.name, file_digest(p, "sha256")) for p in files if p.is_file()))
 
 
 def init_fingerprint(ctx: Ctx) -> str:

@@ -10,7 +10,7 @@ changed (its folder is replaced). A changed input changes the fingerprint of eve
 it, directly or through another stage, and of no other: only the dependents rerun.
 
 Nothing the pipeline did not write is deleted: the output folder must be new, empty or the
-pipeline's (``dense_pt.fsutil.check_output_dir``; ``force``: any folder, whose other files stay), and
+pipeline's (``dense_pt.artifacts.claim``; ``force``: any folder, whose other files stay), and
 a stage folder is replaced only when it holds that stage's manifest with a fingerprint, with one
 line saying so; anything else (a user's ``store/`` beside the stages) is refused naming the path,
 ``force`` or not. A symbolic link is refused unless ``force``, then replaced (the link only) when
@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from dense_pt import __version__
+from dense_pt import __version__, artifacts
+from dense_pt.artifacts.checksums import file_digest
+from dense_pt.artifacts.legacy import kind_of_command
 from dense_pt.errors import DensePtError, already_exists
-from dense_pt.fsutil import check_output_dir, mark_output_dir, remove_tree, sha256_file, write_json_atomic
+from dense_pt.fsutil import remove_tree
 
 Manifest = dict[str, Any]
 
@@ -137,7 +139,7 @@ class Context(Generic[C]):
         return self._memo[key]
 
     def file_hash(self, path: Path) -> str:
-        return self.memo(("file", Path(path)), lambda: sha256_file(path))
+        return self.memo(("file", Path(path)), lambda: file_digest(path, "sha256"))
 
     def planned(self, name: str) -> bool:
         return name in self.fingerprints
@@ -146,20 +148,13 @@ class Context(Generic[C]):
         return self.fingerprints[name]
 
 
-def read_stage_manifest(folder: Path) -> Manifest | None:
-    """A stage folder's manifest, or None when there is none (or it is not a readable JSON object:
-    then the folder is not provably the stage's)."""
-    path = folder / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+STAGE = "pipeline stage"  # the kind of a stage folder's manifest
+COMMAND = "pipeline run"
 
 
 def is_stage_folder(folder: Path, name: str) -> bool:
     """Whether ``folder`` provably holds stage ``name``'s work: its manifest, with a fingerprint."""
-    m = read_stage_manifest(folder)
+    m = artifacts.read(folder, STAGE)
     return m is not None and m.get("stage") == name and isinstance(m.get("fingerprint"), str)
 
 
@@ -180,7 +175,7 @@ def _clear_stage_folder(ctx: Context[C], name: str, folder: Path, why: str) -> N
             f"{folder} holds no manifest of the {name} stage: dense-pt did not write it; move it "
             "away (--force never replaces it)",
         )
-    stray = _stray_entries(folder, read_stage_manifest(folder) or {})
+    stray = _stray_entries(folder, artifacts.read(folder, STAGE) or {})
     if stray:
         more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
         raise already_exists(
@@ -195,15 +190,16 @@ def _clear_stage_folder(ctx: Context[C], name: str, folder: Path, why: str) -> N
 
 def _entries(folder: Path) -> list[str]:
     """Every file and folder under ``folder`` ('/'-separated, relative; links not followed) but the
-    stage manifest, the ownership mark and dense-pt's temporaries: what a finished stage wrote."""
-    from dense_pt.fsutil import OWNER_FILE, is_temporary
+    stage manifest, an old ownership mark and dense-pt's temporaries: what a finished stage wrote."""
+    from dense_pt.artifacts.legacy import OLD_MARK
+    from dense_pt.fsutil import is_temporary
 
     found: list[str] = []
     for top, dirs, files in os.walk(folder):
         rel = Path(top).relative_to(folder)
         dirs[:] = [d for d in dirs if not is_temporary(d)]
         found += [(rel / n).as_posix() for n in (*dirs, *files)
-                  if not is_temporary(n) and (rel / n).as_posix() not in ("manifest.json", OWNER_FILE)]  # fmt: skip
+                  if not is_temporary(n) and (rel / n).as_posix() not in (artifacts.MANIFEST, OLD_MARK)]  # fmt: skip
     return sorted(found)
 
 
@@ -273,7 +269,7 @@ def _judge(ctx: Context[C], step: Step[C]) -> None:
     if not step.stage.tracked:
         step.action, step.why = "run", "always rewritten from the finished stages"
         return
-    old = read_stage_manifest(ctx.out / step.stage.name)
+    old = artifacts.read(ctx.out / step.stage.name, STAGE)
     if old is None:
         step.action, step.why = "run", "not run yet"
     elif old.get("fingerprint") != step.fingerprint:
@@ -304,11 +300,12 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     """Run (or skip, or resume) one planned stage; its manifest."""
     stage, folder = step.stage, ctx.out / step.stage.name
     if not stage.tracked:
-        check_output_dir(folder, f"pipeline {stage.name}", ctx.force, proof=stage.outputs)
-        mark_output_dir(folder, f"pipeline {stage.name}")
-        return stage.run(ctx, folder)
+        artifacts.claim(folder, kind_of_command(f"pipeline {stage.name}"), COMMAND, force=ctx.force)
+        result = stage.run(ctx, folder)
+        artifacts.finish(folder)
+        return result
     if step.action == "skip":
-        old = refresh_metrics(ctx, stage, folder, read_stage_manifest(folder) or {})
+        old = refresh_metrics(ctx, stage, folder, artifacts.read(folder, STAGE) or {})
         ctx.log(f"[{stage.name}] up to date, skipped")
         ctx.results[stage.name] = old
         return old
@@ -319,7 +316,8 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     folder.mkdir(parents=True, exist_ok=True)
     base = {"stage": stage.name, "fingerprint": step.fingerprint, "inputs": step.inputs,
             "params": step.params, "seed": ctx.seed, "code_version": __version__}  # fmt: skip
-    write_json_atomic(folder / "manifest.json", {**base, "status": "running"})
+    head = artifacts.header(STAGE, COMMAND, key=step.fingerprint, settings=step.params)
+    artifacts.write(folder, head, {**base, "status": "running"})
     ctx.log(f"[{stage.name}] running")
     t0 = time.perf_counter()
     result = stage.run(ctx, folder)
@@ -330,9 +328,8 @@ def execute(ctx: Context[C], step: Step[C]) -> Manifest:
     if "metrics" in result:
         result = {**result, "evaluation": ctx.eval_key}
         _card_metrics(ctx, stage, result["metrics"])
-    manifest = {**base, "status": "done", "wall_s": round(time.perf_counter() - t0, 2), **result,
-                "written": _entries(folder)}  # fmt: skip
-    write_json_atomic(folder / "manifest.json", manifest)
+    manifest = artifacts.write(folder, {**head, "complete": True}, {**base, "status": "done", **result,
+                               "wall_s": round(time.perf_counter() - t0, 2), "written": _entries(folder)})  # fmt: skip
     ctx.results[stage.name] = manifest
     if "metrics" in result:
         shown = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
@@ -362,7 +359,9 @@ def refresh_metrics(ctx: Context[C], stage: Stage[C], folder: Path, manifest: Ma
 
     metrics = evaluate(ctx, run_file)
     manifest = {**manifest, "metrics": metrics, "evaluation": ctx.eval_key}
-    write_json_atomic(folder / "manifest.json", manifest)
+    artifacts.write(
+        folder, {k: manifest[k] for k in artifacts.manifest.HEADER_KEYS}, artifacts.body(manifest)
+    )
     ctx.log(f"[{stage.name}] metrics recomputed from {run_file.name} (evaluation settings changed)")
     return manifest
 
@@ -389,7 +388,7 @@ def check_only(ctx: Context[C], steps: list[Step[C]], only: str) -> None:
                 f"--only {only}: it reads stage {name!r}, which {state} ({step.why}); "
                 f"run up to it first (--until {name})"
             )
-        ctx.results[name] = read_stage_manifest(ctx.out / name) or {}
+        ctx.results[name] = artifacts.read(ctx.out / name, STAGE) or {}
 
 
 def run_stages(
@@ -398,9 +397,7 @@ def run_stages(
     """Plan, then run every planned stage up to ``until`` (or just ``only``); ``ctx.results``
     holds the manifests."""
     steps = plan(ctx, stages, until, only)
-    proof = tuple(f"{s.name}/manifest.json" for s in stages if s.tracked)  # written before the mark
-    check_output_dir(ctx.out, "pipeline", ctx.force, proof)
-    mark_output_dir(ctx.out, "pipeline")
+    artifacts.claim(ctx.out, "pipeline", COMMAND, force=ctx.force)
     if only is not None:
         check_only(ctx, steps, only)
     for step in steps:
@@ -408,7 +405,9 @@ def run_stages(
             continue
         execute(ctx, step)
         if step.stage.name in (until, only):
-            break
+            return
+    if only is None and not any(s.deferred for s in steps):
+        artifacts.finish(ctx.out)
 
 
 def format_plan(steps: list[Step[Any]]) -> str:

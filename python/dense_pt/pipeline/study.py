@@ -162,15 +162,14 @@ def run_study(
     the others are skipped and listed under ``skipped``. ``on_cell(cell, manifests)``: called after
     each cell that ran (its time counts as the cell's). ``keep_going``: a cell that fails is listed under
     ``failed`` (with the cells that fine-tune its encoder) and the study goes on."""
-    from dense_pt.fsutil import check_output_dir, mark_output_dir
+    from dense_pt import artifacts
 
     study = study if isinstance(study, StudyConfig) else load_study(study)
     if only:
         bad = set(only) - set(study.objectives)
         if bad:
             raise FormatError(f"--only names objectives the study does not have: {sorted(bad)}", "study")
-    check_output_dir(study.out, "study", force, proof=("results.json",))
-    mark_output_dir(study.out, "study")
+    artifacts.claim(study.out, "study", "study", force=force)
     clock = _Budget(budget_s)
     cells: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
@@ -231,9 +230,10 @@ def _reuse_stages(study: StudyConfig, cell: Cell, log: Callable[[str], None], fo
     its time is not counted twice."""
     import shutil
 
-    from dense_pt.fsutil import check_output_dir, mark_output_dir, write_json_atomic
+    from dense_pt import artifacts
+    from dense_pt.fsutil import write_json_atomic
     from dense_pt.pipeline.run import plan_pipeline
-    from dense_pt.pipeline.runner import read_stage_manifest
+    from dense_pt.pipeline.runner import COMMAND, STAGE
 
     out = cell.config.out
     for step in plan_pipeline(cell.config, until=study.until):
@@ -241,11 +241,10 @@ def _reuse_stages(study: StudyConfig, cell: Cell, log: Callable[[str], None], fo
             continue
         for other in study.cells:
             src = other.config.out / step.stage.name
-            m = read_stage_manifest(src) if other is not cell else None
+            m = artifacts.read(src, STAGE) if other is not cell else None
             if m is None or m.get("status") != "done" or m.get("fingerprint") != step.fingerprint:
                 continue
-            check_output_dir(out, "pipeline", force)
-            mark_output_dir(out, "pipeline")
+            artifacts.claim(out, "pipeline", COMMAND, force=force)
             tmp = out / f".{step.stage.name}.copy"
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.copytree(src, tmp)
@@ -320,9 +319,9 @@ def _cell_record(cell: Cell, manifests: dict[str, dict[str, Any]]) -> dict[str, 
 
 def _with_finished(study: StudyConfig, ran: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The cells run now plus those finished earlier (read back from their manifests)."""
-    import json
-
+    from dense_pt import artifacts
     from dense_pt.pipeline.run import STAGES as PIPELINE_STAGES
+    from dense_pt.pipeline.runner import STAGE
 
     out = dict(ran)
     for cell in study.cells:
@@ -331,11 +330,9 @@ def _with_finished(study: StudyConfig, ran: dict[str, dict[str, Any]]) -> dict[s
         folder = cell.config.out
         manifests = {}
         for name in PIPELINE_STAGES:
-            p = folder / name / "manifest.json"
-            if p.is_file():
-                m = json.loads(p.read_text(encoding="utf-8"))
-                if m.get("status") == "done":
-                    manifests[name] = m
+            m = artifacts.read(folder / name, STAGE)
+            if m is not None and m.get("status") == "done":
+                manifests[name] = m
         if any(s in manifests for s in STAGES):
             out[cell.name] = _cell_record(cell, manifests)
     return out
@@ -513,6 +510,7 @@ def write_study(study: StudyConfig, results: dict[str, Any]) -> None:
     the plot extra, is not installed: a lent GPU machine has none)."""
     import importlib.util
 
+    from dense_pt import artifacts
     from dense_pt.fsutil import atomic_file, write_json_atomic
 
     results["chart"] = importlib.util.find_spec("matplotlib") is not None
@@ -521,6 +519,7 @@ def write_study(study: StudyConfig, results: dict[str, Any]) -> None:
         f.write(render_markdown(results))
     if results["chart"]:
         plot_study(results, study.out / "study.png")
+    artifacts.finish(study.out)
 
 
 def plot_study(results: dict[str, Any], path: Path) -> None:

@@ -219,8 +219,8 @@ def score(
     """Add the per-token AMI column (``importance`` by default) to the store, atomically."""
     import time
 
+    from dense_pt.config.names import check_name
     from dense_pt.data.store import RESERVED_COLUMNS
-    from dense_pt.fsutil import check_name
 
     if dtype not in ("float32", "float16"):
         raise InvalidArgumentError(f"dtype must be float32 or float16, got {dtype!r}")

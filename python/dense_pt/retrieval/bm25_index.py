@@ -2,7 +2,7 @@
 kept in a folder, memory-mapped by every later search.
 
 The folder holds the engine's arrays and ``manifest.json``: the index's key and the size and
-xxh3-128 checksum of every file (checked when it is opened; see ``dense_pt.fsutil.verify_file``).
+xxh3-128 checksum of every file (checked when it is opened: ``dense_pt.artifacts.open``).
 The key is what the postings depend on: the corpus file's checksum and size, the analysis (bm25s's
 token pattern and lower-casing, the stopword list, the stemmer and its version, Python's Unicode
 version, which decides ``\\w`` and ``str.lower``) and the scoring (k1, b). ``index_for`` reuses a
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import os
 import re
 import unicodedata
@@ -31,23 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt import __version__, logs
+from dense_pt import artifacts, logs
+from dense_pt.artifacts.checksums import cache_root, checksum_entry, file_checksum_cached
 from dense_pt.data.readers import DEFAULT_TITLE_SEP, corpus_texts, resolve_beir
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
-from dense_pt.fsutil import (
-    atomic_dir,
-    cache_root,
-    checksum_entry,
-    file_checksum_cached,
-    inside,
-    verify_file,
-    write_json_atomic,
-)
+from dense_pt.fsutil import atomic_dir
 from dense_pt.progress import Progress
 
 FORMAT_VERSION = 1
-KIND = "dense-pt bm25 index"
-MANIFEST = "manifest.json"
+KIND = "bm25 index"
+MANIFEST = artifacts.MANIFEST
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's default pattern, which the engine implements
 # bm25s's English stopwords (bm25s.stopwords.STOPWORDS_EN, Lucene's English stop set; a test checks
 # they are equal), so that bm25s is not needed to build or search.
@@ -178,32 +170,25 @@ def default_index_path(corpus: Path) -> Path:
     return root / "bm25" / f"{file_checksum_cached(corpus)[:16]}-{corpus.name}{DEFAULT_SUFFIX}"
 
 
-def read_index_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest of an index folder, None when ``path`` does not exist; a folder that is not an
-    index is refused (it is never replaced)."""
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest of index folder ``path`` (any layout: ``dense_pt.artifacts``), None when
+    ``path`` does not exist; a folder that is not an index is refused (it is never replaced), and
+    one of another format version too."""
     if not path.exists():
         return None
-    try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = None
-    if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
+    manifest = artifacts.read(path, KIND)
+    if manifest is None:
         raise InvalidArgumentError(
             f"{path} exists and is not a dense-pt BM25 index: refusing to replace it (give --index "
             "a new folder, or remove this one)"
         )
-    version = (manifest.get("key") or {}).get("format") if isinstance(manifest.get("key"), dict) else None
+    version = manifest["key"].get("format") if isinstance(manifest["key"], dict) else None
     if version != FORMAT_VERSION:
         raise FormatError(
             f"BM25 index format version {version!r} is not supported (this dense-pt reads version "
             f"{FORMAT_VERSION}); give --index a new folder",
-            path / MANIFEST,
+            path / artifacts.MANIFEST,
         )
-    files = manifest.get("files", {})
-    if not isinstance(files, dict):
-        raise FormatError("'files' must be an object", path / MANIFEST)
-    for name in files:
-        inside(path, name, path / MANIFEST)
     return manifest
 
 
@@ -212,13 +197,11 @@ def open_index(
 ) -> BM25Index:
     """Open an index folder, checking its files against the manifest (and its key, when given)."""
     path = Path(path)
-    manifest = read_index_manifest(path)
-    if manifest is None:
+    if _manifest(path) is None:
         raise not_found(path, f"{path}: no BM25 index there")
-    if key is not None and manifest.get("key") != key:
-        raise MismatchError(f"{path}: the index was built for {_differences(manifest.get('key'), key)}")
-    for name, entry in manifest.get("files", {}).items():
-        verify_file(path / name, entry)
+    manifest = artifacts.open(path, KIND, verify="cached")
+    if key is not None and manifest["key"] != key:
+        raise MismatchError(f"{path}: the index was built for {_differences(manifest['key'], key)}")
     stored = manifest["key"]["analysis"]
     want = analysis or Analysis(tuple(stored["stopwords"]), stored["stemmer"] is not None)
     if want.key()["stemmer"] != stored["stemmer"]:
@@ -255,7 +238,7 @@ def build_index(
     from dense_pt import _native
 
     path = Path(path)
-    read_index_manifest(path)  # refuses a folder that is not an index
+    _manifest(path)  # refuses a folder that is not an index
     analyzer = _native.Bm25Analyzer(word_chars(), list(analysis.stopwords))
     stem = analysis.stemmer()
     with atomic_dir(path, force=True) as tmp:
@@ -271,15 +254,12 @@ def build_index(
                 progress.update("indexing", done)
         stats = builder.finish(analyzer, k1, b, memory_bytes)
         files = {f.name: checksum_entry(f) for f in sorted(tmp.iterdir())}
-        manifest = {
-            "kind": KIND,
-            "key": key,
-            "stats": stats,
-            "files": files,
-            "dense_pt_version": __version__,
-            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        }
-        write_json_atomic(tmp / MANIFEST, manifest)
+        settings = {"k1": k1, "b": b, "stopwords": list(analysis.stopwords), "stem": analysis.stem}
+        head = artifacts.header(KIND, "bm25", format=FORMAT_VERSION, key=key, settings=settings, files=files,
+                                complete=True)  # fmt: skip
+        artifacts.write(
+            tmp, head, {"stats": stats, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+        )
     return open_index(path, analysis)
 
 
@@ -299,8 +279,8 @@ def index_for(
         raise not_found(corpus, f"{corpus}: no such corpus file")
     key = index_key(corpus, analysis, k1, b)
     path = Path(index) if index is not None else default_index_path(corpus)
-    manifest = read_index_manifest(path)
-    if manifest is not None and manifest.get("key") == key:
+    manifest = _manifest(path)
+    if manifest is not None and manifest["key"] == key:
         try:
             return open_index(path, analysis, key)
         except (FormatError, MismatchError) as e:

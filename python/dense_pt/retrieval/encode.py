@@ -25,14 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt import __version__, logs
+from dense_pt import artifacts, logs
+from dense_pt.artifacts.checksums import file_digest
+from dense_pt.artifacts.legacy import translate
+from dense_pt.artifacts.manifest import inside
 from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
-from dense_pt.fsutil import atomic_file, inside, sha256_file, write_json_atomic
+from dense_pt.fsutil import atomic_file, write_json_atomic
 from dense_pt.progress import Progress
 from dense_pt.retrieval.encoder import check_vocab, detect_spec, load_backbone, pad_batch, pool
 
-MANIFEST = "manifest.json"
+MANIFEST = artifacts.MANIFEST
+KIND = "embeddings"
 FORMAT_VERSION = 1  # of the manifest (one written before versions had none: version 1)
 DTYPES = {"float16": np.float16, "float32": np.float32}
 
@@ -44,7 +48,7 @@ def model_hash(model_dir: str | Path) -> str:
     for name in sorted(p.name for p in root.iterdir() if p.is_file()):
         if name == "config.json" or name.endswith((".safetensors", ".bin")):
             h.update(name.encode())
-            h.update(sha256_file(root / name).encode())
+            h.update(file_digest(root / name, "sha256").encode())
     return h.hexdigest()
 
 
@@ -67,18 +71,18 @@ class Embeddings:
             raise FormatError(
                 "not an embeddings folder (no manifest.json; make one with `dense-pt encode`)", path
             )
-        try:
-            manifest = json.loads(mpath.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FormatError(f"invalid JSON ({exc})", mpath) from None
-        if "settings" not in manifest and "format_version" in manifest and "special_tokens" in manifest:
+        manifest = artifacts.read(path)
+        if manifest is None:
+            _raw_json(mpath)  # names invalid JSON
+            raise FormatError("not an embeddings folder (its manifest.json is not dense-pt's)", path)
+        if manifest["kind"] == "corpus store":
             raise FormatError(
                 "this is a corpus store, not embeddings: encode it first with `dense-pt encode MODEL STORE`",
                 path,
             )
-        if "settings" not in manifest:
-            raise FormatError("not an embeddings folder (its manifest.json is another kind)", path)
-        found = manifest.get("kind") or manifest["settings"].get("kind")
+        if manifest["kind"] != KIND or "shards" not in manifest:
+            raise FormatError(f"not an embeddings folder (its manifest.json is a {manifest['kind']}'s)", path)
+        found = manifest["settings"].get("kind")
         if kind is not None and found is not None and found != kind:
             raise MismatchError(
                 f"{path}: holds {found} embeddings, but {role or 'this argument'} needs {kind}"
@@ -123,8 +127,8 @@ class Embeddings:
 
 def check_manifest(folder: Path, manifest: dict[str, Any], mpath: Path) -> None:
     """Refuse a manifest of another format version, or one whose shards are not files inside
-    ``folder`` (``fsutil.inside``): what a search reads, and what a resumed encode takes as done."""
-    version = manifest.get("format_version", FORMAT_VERSION)
+    ``folder`` (``artifacts.inside``): what a search reads, and what a resumed encode takes as done."""
+    version = manifest.get("format", manifest.get("format_version", FORMAT_VERSION))
     if version != FORMAT_VERSION:
         raise FormatError(
             f"embeddings format version {version!r} is not supported (this dense-pt reads version "
@@ -293,7 +297,7 @@ def _open_source(source: Path, model_dir: Path, tokenizer: Any) -> _Source:
         check_vocab(model_dir, store.vocab_hash)
         values, offsets = store.ragged()
         source_hash = hashlib.sha256(
-            (store.vocab_hash + str(len(store)) + sha256_file(store.path / "tokens.arrow")).encode()
+            (store.vocab_hash + str(len(store)) + file_digest(store.path / "tokens.arrow", "sha256")).encode()
         ).hexdigest()
 
         def rows(a: int, b: int) -> list[np.ndarray]:
@@ -303,7 +307,10 @@ def _open_source(source: Path, model_dir: Path, tokenizer: Any) -> _Source:
     queries = load_queries(source)
     texts = [queries[q] for q in queries]
     return _Source(
-        list(queries), lambda a, b: _tokenize_queries(tokenizer, texts[a:b]), sha256_file(source), "queries"
+        list(queries),
+        lambda a, b: _tokenize_queries(tokenizer, texts[a:b]),
+        file_digest(source, "sha256"),
+        "queries",
     )
 
 
@@ -311,19 +318,40 @@ def _part_manifest(rank: int) -> str:
     return f"manifest.part-{rank:05d}.json"
 
 
-def _open_manifest(out: Path, settings: dict[str, Any], name: str = MANIFEST) -> dict[str, Any]:
+def _raw_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"invalid JSON ({exc})", path) from None
+
+
+def _read_manifest(out: Path, name: str) -> dict[str, Any] | None:
+    """The embeddings manifest ``name`` in ``out`` (any layout), None when there is none or only
+    the header ``claim`` wrote (nothing encoded yet)."""
+    mpath = out / name
+    if not mpath.exists():
+        return None
+    data = _raw_json(mpath)
+    manifest = data if artifacts.manifest.is_header(data) else translate(data, out)
+    if manifest is None:
+        raise FormatError("not an embeddings manifest", mpath)
+    if manifest["kind"] != KIND:
+        raise MismatchError(
+            f"{out} holds a dense-pt {manifest['kind']}, not embeddings; use a new --out folder"
+        )
+    return manifest if "shards" in manifest else None
+
+
+def _start_or_resume(out: Path, settings: dict[str, Any], name: str = MANIFEST) -> dict[str, Any]:
     """The folder's manifest (an interrupted run continues it), or a new one; other settings than
     the folder's are refused."""
     mpath = out / name
-    if not mpath.exists():
-        return {"format_version": FORMAT_VERSION, "settings": settings, "shards": [], "complete": False,
-                "code_version": __version__}  # fmt: skip
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(f"invalid JSON ({exc})", mpath) from None
-    if not isinstance(manifest, dict):
-        raise FormatError("not an embeddings manifest (expected a JSON object)", mpath)
+    manifest = _read_manifest(out, name)
+    if manifest is None:
+        head = artifacts.header(
+            KIND, "encode", format=FORMAT_VERSION, key=settings["source_hash"], settings=settings
+        )
+        return {**head, "shards": []}
     check_manifest(out, manifest, mpath)
     changed = [k for k, v in settings.items() if manifest.get("settings", {}).get(k) != v]
     if changed:
@@ -421,11 +449,11 @@ def encode(
     out.mkdir(parents=True, exist_ok=True)
     rank, world = part
     name = MANIFEST if world == 1 else _part_manifest(rank)
-    manifest = _open_manifest(out, settings, name)
+    manifest = _start_or_resume(out, settings, name)
     model = load_backbone(model_dir, device)
     packed = resolve_unpad(unpad, [model], device)
     manifest["dim"] = int(model.config.hidden_size)
-    for k in ("pooling", "normalize", "kind", "num_rows"):
+    for k in ("pooling", "normalize", "num_rows"):
         manifest[k] = settings[k]
     done = {s["index"] for s in manifest["shards"]}
     n, n_shards = len(src.ids), max(1, -(-len(src.ids) // shard_size))
@@ -463,7 +491,7 @@ def merge_parts(out: str | Path) -> Path:
     parts = sorted(out.glob("manifest.part-*.json"))
     if not parts:
         raise FormatError("no part manifests to merge (encode(..., part=(rank, world)) writes them)", out)
-    loaded = [json.loads(p.read_text()) for p in parts]
+    loaded = [_raw_json(p) for p in parts]
     for p, m in zip(parts, loaded, strict=True):
         check_manifest(out, m, p)
     first = loaded[0]

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from dense_pt.artifacts.manifest import inside
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
-from dense_pt.fsutil import inside
 
 POOLINGS = ("cls", "mean")
 # The lengths a retriever was trained with, beside its weights (written by fine-tuning, read by encoding).

@@ -39,13 +39,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dense_pt import __version__
+from dense_pt import artifacts
+from dense_pt.artifacts.checksums import file_digest
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS  # noqa: F401  (the miner's choices, re-exported)
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.retrieval import MineCommand
 from dense_pt.data.runs import RunSource, run_chunks
 from dense_pt.errors import MismatchError
-from dense_pt.fsutil import sha256_file, write_json_atomic
 from dense_pt.retrieval.miner import MinedNegatives, Miner, Scorer, mined_query_ids
 
 
@@ -233,16 +233,15 @@ def export_text(path: str | Path, out: str | Path) -> None:
 def write_manifest(
     path: str | Path, run_path: str | Path | None, qrels_path: str | Path | None, params: dict, stats: dict
 ) -> None:
-    write_json_atomic(
-        path,
-        {
-            "run": None if run_path is None else str(run_path),
-            "run_sha256": None if run_path is None else sha256_file(run_path),
-            "qrels": None if qrels_path is None else str(qrels_path),
-            "qrels_sha256": None if qrels_path is None else sha256_file(qrels_path),
-            "params": params,
-            "stats": stats,
-            "code_version": __version__,
-            "format": "dense-pt negatives v1 (rust/core/src/negatives.rs)",
-        },
-    )
+    """The manifest of negatives file ``path`` (``dense_pt.artifacts.write_beside``): the run and
+    qrels it was mined from (their SHA-256, as older manifests recorded them), the settings and
+    the counts."""
+    head = artifacts.header("negatives", "negatives mine", settings=params, complete=True)
+    artifacts.manifest.write_beside(path, head, {
+        "run": None if run_path is None else str(run_path),
+        "run_sha256": None if run_path is None else file_digest(run_path, "sha256"),
+        "qrels": None if qrels_path is None else str(qrels_path),
+        "qrels_sha256": None if qrels_path is None else file_digest(qrels_path, "sha256"),
+        "stats": stats,
+        "file_format": "dense-pt negatives v1 (rust/core/src/negatives.rs)",
+    })  # fmt: skip
