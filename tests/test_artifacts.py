@@ -204,3 +204,19 @@ def test_the_old_mark_writer_claims_in_the_new_way(tmp_path: Path):
     fsutil.mark_output_dir(tmp_path / "p", "pipeline")
     assert artifacts.open(tmp_path / "p", "pipeline")["written_by"]["command"] == "pipeline"
     assert not (tmp_path / "p" / legacy.OLD_MARK).exists()
+
+
+def test_under_torchrun_only_the_main_process_writes_the_manifest(tmp_path, monkeypatch):
+    """The ranks of one command claim one folder together: the others check it, rank 0 writes (a
+    rank finishing early never overwrites what rank 0 wrote last)."""
+    monkeypatch.setenv("RANK", "1")
+    with artifacts.claimed(tmp_path / "o", "retriever", "train retriever"):
+        assert list((tmp_path / "o").iterdir()) == []
+    assert list((tmp_path / "o").iterdir()) == []
+    monkeypatch.setenv("RANK", "0")
+    with artifacts.claimed(tmp_path / "o", "retriever", "train retriever") as out:
+        artifacts.write(out, artifacts.header("retriever", "train retriever", complete=True), {"steps": 3})
+        monkeypatch.setenv("RANK", "1")
+        assert artifacts.finish(out) is None  # rank 1 done first: leaves it to rank 0
+        monkeypatch.setenv("RANK", "0")
+    assert artifacts.open(tmp_path / "o", "retriever", complete=True)["steps"] == 3

@@ -84,6 +84,9 @@ def claim(path: str | Path, kind: str, command: str, *, key: Any = None, force: 
     resumed keeps its own); an old ownership mark is replaced by it. True when ``path`` existed."""
     path = Path(path)
     existed = check(path, kind, force, command)
+    if not _main_process():  # torchrun's other ranks check; the main one writes
+        path.mkdir(parents=True, exist_ok=True)
+        return existed
     data = read(path)
     # a new claim, or one of a finished output written again (it is incomplete until it ends)
     if data is None or data["kind"] != kind or (not body(data) and data["complete"]):
@@ -93,10 +96,16 @@ def claim(path: str | Path, kind: str, command: str, *, key: Any = None, force: 
     return existed
 
 
+def _main_process() -> bool:
+    """Whether this is the process that writes manifests (torchrun's rank 0, or no torchrun):
+    the ranks of one command claim and finish one folder together."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def finish(path: str | Path, **fields: Any) -> dict[str, Any] | None:
     """Mark ``path``'s manifest complete (with header ``fields``, e.g. ``files``), written last:
     the command that claimed it has finished."""
-    data = read(path)
+    data = read(path) if _main_process() else None
     if data is None or (data["complete"] and not fields):
         return data
     return write(path, {**{k: data[k] for k in HEADER_KEYS}, **fields, "complete": True}, body(data))
@@ -117,7 +126,7 @@ def claimed(path: str | Path, kind: str, command: str, *, key: Any = None, force
         yield path
     except BaseException:
         with contextlib.suppress(OSError):
-            if [e.name for e in os.scandir(path)] == [MANIFEST]:
+            if _main_process() and [e.name for e in os.scandir(path)] == [MANIFEST]:
                 if created:
                     shutil.rmtree(path)
                 elif existed:
