@@ -220,3 +220,35 @@ def test_under_torchrun_only_the_main_process_writes_the_manifest(tmp_path, monk
         assert artifacts.finish(out) is None  # rank 1 done first: leaves it to rank 0
         monkeypatch.setenv("RANK", "0")
     assert artifacts.open(tmp_path / "o", "retriever", complete=True)["steps"] == 3
+
+
+def test_one_cached_digest_for_both_hashes(tmp_path, monkeypatch):
+    """SHA-256 (the identities older versions recorded) goes through the same per-inode cache as
+    xxh3-128: a file is hashed once per change, in this process and the next."""
+    import hashlib
+
+    from dense_pt.artifacts import checksums
+
+    monkeypatch.setenv("DENSE_PT_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "corpus.jsonl"
+    f.write_bytes(b'{"_id": "d1", "text": "x"}\n' * 100)
+    want = hashlib.sha256(f.read_bytes()).hexdigest()
+    assert checksums.file_digest(f, "sha256") == want
+    assert checksums.file_digest(f) == checksums.file_checksum(f)
+    read: list[str] = []
+    real = checksums._sha256
+
+    def reading(p: Path) -> str:
+        read.append(str(p))
+        return real(p)
+
+    monkeypatch.setattr(checksums, "_sha256", reading)
+    checksums._verified.clear()  # a new process: only the cache folder remembers
+    assert checksums.file_digest(f, "sha256") == want and checksums.file_digest(f) == checksums.file_checksum(
+        f
+    )
+    assert read == []  # both digests kept in the inode's one cache file
+    f.write_bytes(f.read_bytes() + b"\n")
+    assert checksums.file_digest(f, "sha256") == hashlib.sha256(f.read_bytes()).hexdigest() and len(read) == 1
+    with pytest.raises(InvalidArgumentError, match="unknown hash 'md5'"):
+        checksums.file_digest(f, "md5")
