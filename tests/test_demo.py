@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dense_pt import artifacts
 from dense_pt.cli import app
 from dense_pt.data import CorpusStore, load_qrels, load_queries, read_corpus
 from dense_pt.demo import DEMO_LABEL, SPLITS, STAGES, DemoContext, generate_demo, run_demo, write_demo_beir
@@ -132,6 +133,9 @@ def test_demo_runs_end_to_end_and_reruns_cleanly(tmp_path, monkeypatch, capsys):
     assert all(s["status"] == "ran" for s in stages.values())
     store = CorpusStore.open(out / "store")
     assert len(store) == stages["store"]["rows"]
+    # the demo's folder says what it is, in the one manifest schema (dense_pt.artifacts)
+    assert artifacts.open(out, "demo", complete=True)["written_by"]["command"] == "demo"
+    assert not list(out.rglob(".dense-pt.json")) and not list(out.rglob("expansion.json"))
     assert json.loads((out / "summary.json").read_text()) == report
     # fine-tuning started from the pre-trained encoder and reports every stage on the dev split
     ft = stages["finetune"]

@@ -385,6 +385,8 @@ WALKED = [  # (command line, the kind of its output folder {out})
     (["train", "distill", "{world}/model", *TRAIN, "--scores", "{world}/n.dpneg", "-o", "{out}", *SMALL],
      "distilled retriever"),
     (["pipeline", "run", "{tmp}/pipeline.toml"], "pipeline"),
+    (["study", "run", "{tmp}/study.toml"], "study"),
+    (["beir", "{world}/model", "{world}/beir", "--split", "train", "--runs", "{out}"], "beir evaluation"),
 ]  # fmt: skip
 OLD_SIDE_FILES = {".dense-pt.json", "expansion.json"}  # the layouts before dense_pt.artifacts
 
@@ -403,7 +405,7 @@ def _manifests(folder: Path) -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize(("argv", "kind"), WALKED, ids=[" ".join(a[:2]) for a, _ in WALKED])
+@pytest.mark.parametrize(("argv", "kind"), WALKED, ids=[" ".join(w for w in a[:2] if "{" not in w) for a, _ in WALKED])
 def test_every_output_folder_holds_one_manifest_of_the_schema(
     argv, kind, world, tmp_path, capsys, monkeypatch
 ):
@@ -412,6 +414,9 @@ def test_every_output_folder_holds_one_manifest_of_the_schema(
     out = tmp_path / "out"
     (tmp_path / "prompt.txt").write_text("{passage}")
     _write_pipeline_toml(tmp_path / "pipeline.toml", out, world)
+    (tmp_path / "study.toml").write_text(
+        f'out = "{out}"\npipeline = "pipeline.toml"\nobjectives = ["none"]\nseeds = [1]\n'
+    )
     places = {"tmp": str(tmp_path), "world": str(world), "out": str(out)}
     code, _, err = run_cli([a.format(**places) for a in argv], capsys, monkeypatch)
     assert code == 0, err
