@@ -85,3 +85,6 @@ def test_a_queries_folder_of_the_old_layout_goes_on(tmp_path):
     assert not (tmp_path / "manifest.json").exists()  # the folder keeps its layout
     with pytest.raises(MismatchError, match="num_queries"):
         QueryWriter(tmp_path, {**made, "num_queries": 3})
+    artifacts.finish(tmp_path)  # the run ends: its manifest replaces expansion.json
+    assert not (tmp_path / OLD_MANIFEST).exists() and open_queries(tmp_path)["complete"] is True
+    assert open_queries(tmp_path)["model"] == "m" and QueryWriter(tmp_path, made).done_ids() == {"d1", "d2"}

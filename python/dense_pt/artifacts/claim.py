@@ -104,11 +104,16 @@ def _main_process() -> bool:
 
 def finish(path: str | Path, **fields: Any) -> dict[str, Any] | None:
     """Mark ``path``'s manifest complete (with header ``fields``, e.g. ``files``), written last:
-    the command that claimed it has finished."""
+    the command that claimed it has finished. An older layout's file (``expansion.json``) is
+    replaced by the manifest it was read into."""
     data = read(path) if _main_process() else None
     if data is None or (data["complete"] and not fields):
         return data
-    return write(path, {**{k: data[k] for k in HEADER_KEYS}, **fields, "complete": True}, body(data))
+    done = write(path, {**{k: data[k] for k in HEADER_KEYS}, **fields, "complete": True}, body(data))
+    for name in legacy.OLD_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            (Path(path) / name).unlink()
+    return done
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dense_pt import artifacts
 from dense_pt.config.expand import ExpandSettings, SamplingSettings
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.expansion.corpus import SourcePassage, iter_passages
@@ -133,6 +134,7 @@ def expand(
     todo_total = selected - already
     result = ExpandResult(out, selected, already, 0, 0, 0, 0, 0, 0, 0.0)
     if todo_total == 0:
+        artifacts.finish(out)
         return result
     if generator is None:
         assert model is not None  # checked above: a model or a generator
@@ -144,6 +146,7 @@ def expand(
     for chunk in _chunks(todo, s.shard_size):
         rows = _generate_chunk(generator, chunk, prompt, s, sampling, result, todo_total, progress)
         writer.write(rows)
+    artifacts.finish(out)  # every selected passage has its shard: the folder is complete
     return result
 
 
