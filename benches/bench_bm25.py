@@ -56,7 +56,8 @@ def child_bm25s(a: argparse.Namespace) -> dict:
     import bm25s
     import Stemmer
 
-    from dense_pt.data import corpus_texts, load_queries, write_run
+    from dense_pt.data import corpus_texts, load_queries
+    from dense_pt.runs import write_run
 
     stem = Stemmer.Stemmer("english")
     t0 = time.perf_counter()
@@ -95,7 +96,7 @@ def run_child(engine: str, **kw) -> dict:
 # ---- the comparison ---------------------------------------------------------------------------
 def agreement(ours: Path, theirs: Path, k: int) -> tuple[int, int]:
     """(queries whose top-k passage sets are equal apart from ties at the k-th score, queries)."""
-    from dense_pt.data import load_run
+    from dense_pt.runs import load_run
 
     a, b = load_run(ours), load_run(theirs)
     same = 0

@@ -34,9 +34,9 @@ def setup(tmp_path_factory):
     vectors: no near-ties for float32 rounding to flip), BM25 negatives to start from."""
     from transformers import BertConfig, BertModel
 
-    from dense_pt.data import load_run
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     root = tmp_path_factory.mktemp("ance")

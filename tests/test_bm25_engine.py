@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 
 from dense_pt import _native
 from dense_pt.cli import app
-from dense_pt.data import corpus_texts, load_queries, load_run
+from dense_pt.data import corpus_texts, load_queries
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval import bm25_index as bi
 from dense_pt.retrieval.bm25 import bm25, bm25_index, bm25_run, parse_query_shard
+from dense_pt.runs import load_run
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")
@@ -293,8 +294,8 @@ def test_bm25_index_api_and_a_refused_method(tmp_path):
 
 
 def test_the_streamed_run_is_write_runs_bytes(tmp_path):
-    from dense_pt.data import read_run, write_run
     from dense_pt.retrieval.bm25 import TAG, retrieve, write_hits
+    from dense_pt.runs import RunChunk, read_run, write_run
 
     corpus = _corpus(tmp_path / "c.tsv", 200)
     idx = bm25_index(corpus, tmp_path / "idx")
@@ -302,14 +303,16 @@ def test_the_streamed_run_is_write_runs_bytes(tmp_path):
     chunks = list(retrieve(idx, queries, k=50))
     n = write_hits(tmp_path / "a.trec", chunks)
     as_dict: dict[str, dict[str, float]] = {q: {} for q, _ in queries}
-    for e in (e for c in chunks for e in c.entries()):
-        as_dict[e.qid][e.pid] = e.score
+    for c in chunks:
+        as_dict.update(c.to_dict())
     # the same bytes as the dict through write_run: ties in trec_eval's order like every run
     m = write_run(tmp_path / "b.trec", as_dict, tag=TAG)
     assert n == m > 0 and (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
     # the Arrow run holds the same rows, scores to the bit
     assert write_hits(tmp_path / "a.arrow", chunks) == n
-    assert list(read_run(tmp_path / "a.arrow")) == list(read_run(tmp_path / "a.trec"))
+    a, t = (RunChunk.concat(list(read_run(tmp_path / f"a.{x}"))) for x in ("arrow", "trec"))
+    assert a.qids.equals(t.qids) and a.docids.equals(t.docids) and (a.offsets == t.offsets).all()
+    assert a.scores.tobytes() == t.scores.tobytes() and (a.ranks == t.ranks).all()
     with pytest.raises(
         InvalidArgumentError, match="an id must be one word"
     ):  # the ids rule: TREC cannot hold it

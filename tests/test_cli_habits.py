@@ -71,11 +71,12 @@ def world(tmp_path_factory):
     tables (whole and two shards), a training log."""
     pytest.importorskip("torch")
     pytest.importorskip("faiss")
-    from dense_pt.data.judgements import load_qrels, load_run
+    from dense_pt.data.judgements import load_qrels
     from dense_pt.pmi import build
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     root = tmp_path_factory.mktemp("habits")

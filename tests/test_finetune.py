@@ -17,13 +17,14 @@ from dense_pt.config.finetune import (
     RetrieverSettings,
     ScoreInputs,
 )
-from dense_pt.data import load_queries, load_run, write_run
+from dense_pt.data import load_queries
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.finetune.data import build_sampler
 from dense_pt.finetune.stages import score_negatives, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
 from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import NegativesTable, mine_negatives, read_negatives, write_negatives
+from dense_pt.runs import load_run, write_run
 from dense_pt.training import TrainConfig
 from retrieval_fixtures import tiny_setup
 

@@ -184,7 +184,7 @@ from pathlib import Path
 import numpy as np
 from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
 from dense_pt.data.build import build_corpus_store
-from dense_pt.data.judgements import write_run
+from dense_pt.runs import write_run
 from dense_pt.pmi import build, score
 from dense_pt import _native
 out = Path(sys.argv[1])
@@ -251,7 +251,7 @@ from dense_pt.errors import DensePtIOError
 what, out = sys.argv[1], Path(sys.argv[2])
 try:
     if what == "run":
-        from dense_pt.data.judgements import write_run
+        from dense_pt.runs import write_run
         write_run(out, {f"q{i}": {f"d{j}": float(j) for j in range(100)} for i in range(100)})
     elif what == "npy":  # encode's shard writer
         from dense_pt.fsutil import atomic_file

@@ -26,11 +26,11 @@ def trained(tmp_path_factory):
     folder carries a card that names its licence, and a LICENSE."""
     from dense_pt.config.finetune import RetrieverInputs, RetrieverSettings
     from dense_pt.config.train import TrainConfig
-    from dense_pt.data.judgements import load_run
     from dense_pt.finetune.stages import train_retriever
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encoder import write_pooling_modules
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     tmp = tmp_path_factory.mktemp("hub")

@@ -33,12 +33,12 @@ USER = "the user's own words, not to be lost\n"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from dense_pt.data import write_run
-    from dense_pt.data.judgements import load_qrels, load_run
+    from dense_pt.data.judgements import load_qrels
     from dense_pt.pmi import build
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run, write_run
 
     root = tmp_path_factory.mktemp("world")
     beir, model, store, _, _ = tiny_setup(root)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
-from dense_pt.data import load_qrels, load_run
+from dense_pt.data import load_qrels
 from dense_pt.errors import FormatError, MismatchError
 from dense_pt.evaluation import evaluate_run
 from dense_pt.retrieval.encode import Embeddings, encode
@@ -22,6 +22,7 @@ from dense_pt.retrieval.negatives import (
     write_negatives,
 )
 from dense_pt.retrieval.search import search, search_arrays
+from dense_pt.runs import load_run
 from retrieval_fixtures import tiny_setup
 
 

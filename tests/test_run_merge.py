@@ -11,12 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
-from dense_pt.data import load_run, rank_hits, write_run
-from dense_pt.data.run_index import AlignedRuns, RunIndex
-from dense_pt.data.run_merge import merge_runs
-from dense_pt.data.runs import read_run_chunks
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval.search import id_tie_key, search_arrays, write_arrays
+from dense_pt.runs import load_run, rank_hits, read_run, write_run
+from dense_pt.runs.index import AlignedRuns, RunIndex
+from dense_pt.runs.merge import merge_runs
 
 K = 7
 
@@ -39,7 +38,7 @@ def searched(q, p, pids, qids, out, tie_by_id=True):
 
 def content(path):
     return [(c.qids.to_pylist(), c.offsets.tolist(), c.docids.to_pylist(), c.scores.view(np.uint64).tolist(),
-             c.ranks.tolist()) for c in read_run_chunks(path, chunk_rows=1 << 30)]  # fmt: skip
+             c.ranks.tolist()) for c in read_run(path, chunk_rows=1 << 30)]  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix", [".trec", ".arrow"])
@@ -228,7 +227,7 @@ def test_passage_shards_of_unequal_depth_merge_exactly_or_are_refused(tmp_path, 
     does not list its 11th passage, which may be in the whole corpus's top 20). The merge keeps the
     top 10, says so, and equals the unsharded run cut to 10; -k 20 is refused. Arrow shards record
     their depth; TREC shards are judged by their most hits per query."""
-    from dense_pt.data.runs import convert_run
+    from dense_pt.runs import convert_run
 
     q, p, pids, qids = corpus()
     _search_k(q, p, pids, qids, 20, tmp_path / "full.arrow")

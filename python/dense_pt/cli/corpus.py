@@ -221,8 +221,9 @@ def check(
     as_json: bool = json_option(),
 ) -> None:
     """Read a whole input file and report the first problem (file:line: what was expected)."""
-    from dense_pt.data.judgements import read_qrels, read_run
+    from dense_pt.data.judgements import read_qrels
     from dense_pt.data.readers import read_corpus, read_queries
+    from dense_pt.runs import read_run
 
     limit = record_bytes(max_record_mb)
     with data_warnings():
@@ -231,7 +232,7 @@ def check(
         elif kind == "queries":
             n = sum(1 for _ in read_queries(path, format, limit))
         elif kind == "run":
-            n = sum(1 for _ in read_run(path, limit))
+            n = sum(c.num_rows for c in read_run(path, max_record_bytes=limit))
         else:
             qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None

@@ -522,8 +522,9 @@ def rerank_run(
     depth: int = 100, batch_size: int = 64, device: str | None = None,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """Re-score the top ``depth`` of each query of ``run`` with the re-ranker."""
-    from dense_pt.data import load_queries, rank_hits
+    from dense_pt.data import load_queries
     from dense_pt.data.store import CorpusStore
+    from dense_pt.runs import rank_hits
 
     store = CorpusStore.open(corpus)
     qtexts = load_queries(queries)

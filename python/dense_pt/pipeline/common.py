@@ -16,7 +16,7 @@ from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import C, Context, fingerprint
 
 if TYPE_CHECKING:  # numpy and pyarrow stay out of `dense-pt --help`'s imports
-    from dense_pt.data.runs import RunSource
+    from dense_pt.runs import RunSource
 
 Ctx = Context[ResolvedPipeline]  # what every pipeline stage is handed
 Trained = RetrieverTable | DistillTable  # a table that trains a retriever
@@ -84,11 +84,11 @@ def evaluate(ctx: Context[C], run: RunSource, dev_qrels: Path | None = None) -> 
     """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored); ``run``
     a run file (streamed a chunk of queries at a time), a mapping or chunks."""
     from dense_pt.data import load_qrels
-    from dense_pt.data.runs import run_chunks
     from dense_pt.evaluation import evaluate_run
+    from dense_pt.runs import read_run
 
     dev = load_qrels(dev_qrels or split_file(ctx, "dev.qrels"))
-    sub = (c.select(dev) for c in run_chunks(run))
+    sub = (c.select(dev) for c in read_run(run))
     ev = ctx.cfg.eval
     return evaluate_run(sub, dev, ev.measures, tie_break=ev.tie_break, rel_level=ev.rel_level).measures
 

@@ -14,15 +14,11 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dense_pt.config.retrieval import BM25Settings
-from dense_pt.data.judgements import RunEntry
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.progress import Progress
 from dense_pt.retrieval.bm25_index import (
@@ -33,6 +29,7 @@ from dense_pt.retrieval.bm25_index import (
     index_key,
     stopword_list,
 )
+from dense_pt.runs import RunChunk, RunWriter
 
 TAG = "bm25"
 HITS_PER_CHUNK = 400_000  # queries are searched in chunks of about this many hits
@@ -68,51 +65,32 @@ def shard_range(count: int, shard: tuple[int, int]) -> range:
     return range(i * count // n, (i + 1) * count // n)
 
 
-@dataclass
-class HitChunk:
-    """The hits of a chunk of queries, column by column: query ``qids[i]``'s are
-    ``pids[offsets[i]:offsets[i + 1]]`` with their ``scores``, best first."""
-
-    qids: list[str]
-    pids: list[str]
-    scores: np.ndarray
-    offsets: np.ndarray
-
-    def entries(self) -> Iterator[RunEntry]:
-        scores, bounds = self.scores.tolist(), self.offsets.tolist()
-        for i, qid in enumerate(self.qids):
-            for rank, j in enumerate(range(bounds[i], bounds[i + 1]), start=1):
-                yield RunEntry(qid, self.pids[j], rank, scores[j], TAG)
-
-
 def retrieve(
     index: BM25Index,
     queries: Iterable[tuple[str, str]],
     k: int,
     threads: int = 1,
     progress: Progress | None = None,
-) -> Iterator[HitChunk]:
-    """The run of ``(qid, text)`` queries, chunk by chunk: each query's hits best first (a query
-    without any matching term has none)."""
+) -> Iterator[RunChunk]:
+    """The run of ``(qid, text)`` queries, chunk by chunk: each query's hits best first, ranked 1,
+    2, ... (a query without any matching term has none)."""
     chunk = max(1, min(4096, HITS_PER_CHUNK // k))
     it, done = iter(queries), 0
     while batch := list(islice(it, chunk)):
         docs, scores, offsets = index.search([t for _, t in batch], k, threads)
-        yield HitChunk([q for q, _ in batch], index.pids(docs), scores, offsets)
+        yield RunChunk.best_first([q for q, _ in batch], offsets, index.pids(docs), scores)
         done += len(batch)
         if progress is not None:
             progress.update("retrieving", done, progress.total, unit="queries")
 
 
-def write_hits(out: str | Path, chunks: Iterable[HitChunk], k: int | None = None) -> int:
+def write_hits(out: str | Path, chunks: Iterable[RunChunk], k: int | None = None) -> int:
     """Write a run as it is produced, a chunk of queries at a time, through ``RunWriter`` (Arrow
     for an ``.arrow`` name, TREC text otherwise; tied scores in trec_eval's order, as every run);
     returns the row count. ``k``: the depth the hits were cut to, recorded in an Arrow run."""
-    from dense_pt.data.runs import RunWriter
-
     with RunWriter(out, tag=TAG, depth=k) as w:
         for c in chunks:
-            w.write(c.qids, c.offsets, c.pids, c.scores)
+            w.write(c.qids, c.offsets, c.docids, c.scores)
     return w.rows
 
 
@@ -194,7 +172,6 @@ def bm25_run(
             )
             progress.update("retrieving", 0, len(queries), unit="queries")
             for chunk in retrieve(idx, queries.items(), s.k, 1, progress):
-                for e in chunk.entries():
-                    run[e.qid][e.pid] = e.score
+                run.update(chunk.to_dict())
         del idx
     return run

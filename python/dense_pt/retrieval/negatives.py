@@ -43,10 +43,10 @@ from dense_pt import __version__
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS  # noqa: F401  (the miner's choices, re-exported)
 from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.retrieval import MineCommand
-from dense_pt.data.runs import RunSource, run_chunks
 from dense_pt.errors import MismatchError
 from dense_pt.fsutil import sha256_file, write_json_atomic
 from dense_pt.retrieval.miner import MinedNegatives, Miner, Scorer, mined_query_ids
+from dense_pt.runs import RunSource, read_run
 
 
 @dataclass
@@ -112,11 +112,11 @@ def mine(
         # sentence-transformers widens its pool by the largest positive count (of a mined query) so
         # that range_max non-positives remain even where the positives rank first: one pass first
         run = run if isinstance(run, str | Path | Mapping) else list(run)
-        mined = mined_query_ids(run_chunks(run), qrels)
+        mined = mined_query_ids(read_run(run), qrels)
         widen = max((sum(1 for r in qrels[q].values() if r > 0) for q in mined), default=0)
     miner = Miner(settings, qrels, widen, positive_scores, scorer, known_ids)
     done = 0
-    for chunk in run_chunks(run):
+    for chunk in read_run(run):
         miner.add(chunk)
         done += len(chunk)
         if on_chunk is not None:

@@ -302,7 +302,7 @@ def write_arrays(out: str | Path, qids: list[str], pids: pa.Array, scores: np.nd
     """``search_arrays``' output written as a run (rows of -1 dropped; ranked as ``rank_hits``).
     ``depth``: the k searched for (default: the arrays' width), recorded in an Arrow run: a shard
     with fewer passages than k lists them all, so its merge is exact to k."""
-    from dense_pt.data.runs import RunWriter
+    from dense_pt.runs import RunWriter
 
     if depth is None and rows.ndim == 2:
         depth = int(rows.shape[1])
