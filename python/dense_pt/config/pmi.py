@@ -3,7 +3,7 @@ the AMI window, each default written here once (the functions of ``dense_pt.pmi`
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
 
@@ -26,6 +26,27 @@ class PmiCounts(Model):
         description="Peak memory budget, corpus map included; a budget too small for the corpus is refused "
         "with the least that works.",
     )
+
+
+class PmiBuild(PmiCounts):
+    """``dense-pt pmi build`` (``dense_pt.pmi.build``): the counts plus how this process counts
+    (the threads change no count; a shard counts a slice, pruned only when the parts are merged)."""
+
+    threads: int | None = Field(None, ge=1, description="Worker threads (default: all available cores).")
+    shard: str | None = Field(None, description="Count shard I/N only (0-based; merge the parts later).")
+
+    @field_validator("shard")
+    @classmethod
+    def check_shard(cls, v: str | None) -> str | None:
+        if v is not None:
+            from dense_pt.errors import InvalidArgumentError
+            from dense_pt.pmi.build import parse_shard
+
+            try:
+                parse_shard(v)
+            except InvalidArgumentError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
 
 class PmiSettings(PmiCounts):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS, one_of
@@ -74,6 +74,10 @@ class MineSettings(Model):
             raise ValueError(f"skip_top {self.skip_top} must be < depth {self.depth}: nothing would be left")
         return self
 
+    def command(self, seed: int) -> MineCommand:
+        """These settings with a seed: what the one miner (``retrieval.negatives.mine``) takes."""
+        return MineCommand.load({**self.model_dump(include=set(MineSettings.model_fields)), "seed": seed})
+
 
 class MineCommand(MineSettings):
     """``dense-pt negatives mine`` (the pipeline draws with its own seed)."""
@@ -133,6 +137,31 @@ class BM25Settings(Model):
     stem: bool = Field(
         True, description="English Snowball stemming (PyStemmer; without it a warning, and no stemming)."
     )
+
+
+class BM25Command(BM25Settings):
+    """``dense-pt bm25`` (``dense_pt.retrieval.bm25.bm25``): the settings plus how this process
+    searches; neither changes a score (the pipeline's bm25 stage leaves both at their defaults)."""
+
+    threads: int | None = Field(None, ge=1, description="Search threads (default: all available cores).")
+    query_shard: str | None = Field(
+        None,
+        description="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
+        "array; the shards' runs, concatenated in order, are the whole run.",
+    )
+
+    @field_validator("query_shard")
+    @classmethod
+    def check_shard(cls, v: str | None) -> str | None:
+        if v is not None:
+            from dense_pt.errors import InvalidArgumentError
+            from dense_pt.retrieval.bm25 import parse_query_shard
+
+            try:
+                parse_query_shard(v)
+            except InvalidArgumentError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
 
 class SearchSettings(Model):
