@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.shard import shard_field
 
 MAX_N = 4  # highest n-gram order counted
 MIN_COUNT = 1  # n-grams of order >= 2 seen fewer times are dropped
@@ -38,15 +39,7 @@ class PmiBuild(PmiCounts):
     @field_validator("shard")
     @classmethod
     def check_shard(cls, v: str | None) -> str | None:
-        if v is not None:
-            from dense_pt.errors import InvalidArgumentError
-            from dense_pt.pmi.build import parse_shard
-
-            try:
-                parse_shard(v)
-            except InvalidArgumentError as exc:
-                raise ValueError(str(exc)) from None
-        return v
+        return shard_field(v)
 
 
 class PmiSettings(PmiCounts):

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from dense_pt.config.base import Model
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS, one_of
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.config.shard import shard_field
 from dense_pt.config.train import UNPAD_HELP, Unpad
 
 Dtype = Literal["float16", "float32"]
@@ -153,15 +154,7 @@ class BM25Command(BM25Settings):
     @field_validator("query_shard")
     @classmethod
     def check_shard(cls, v: str | None) -> str | None:
-        if v is not None:
-            from dense_pt.errors import InvalidArgumentError
-            from dense_pt.retrieval.bm25 import parse_query_shard
-
-            try:
-                parse_query_shard(v)
-            except InvalidArgumentError as exc:
-                raise ValueError(str(exc)) from None
-        return v
+        return shard_field(v, "query shard")
 
 
 class SearchSettings(Model):

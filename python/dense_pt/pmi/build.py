@@ -12,26 +12,12 @@ import numpy as np
 
 from dense_pt import _native
 from dense_pt.config.pmi import MAX_N, MEMORY_GB, MIN_COUNT, WINDOW, PmiBuild
+from dense_pt.config.shard import parse_shard
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
 Progress = Callable[[str, int, int], None]
 ZERO_HASH = "0" * 64
-
-
-def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
-    """``"I/N"`` (0-based I) or ``(I, N)`` -> ``(I, N)``; None -> ``(0, 1)``."""
-    if shard is None:
-        return 0, 1
-    if isinstance(shard, str):
-        parts = shard.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidArgumentError(f"--shard must look like I/N (e.g. 0/8), got {shard!r}")
-        shard = (int(parts[0]), int(parts[1]))
-    i, n = shard
-    if n < 1 or not 0 <= i < n:
-        raise InvalidArgumentError(f"shard {i}/{n} is not valid: need 0 <= I < N")
-    return i, n
 
 
 def _budget(memory_gb: float | None, memory_bytes: int | None) -> int:

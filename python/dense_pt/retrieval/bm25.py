@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dense_pt.config.retrieval import BM25Command, BM25Settings
+from dense_pt.config.shard import parse_shard
 from dense_pt.data.judgements import RunEntry
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.progress import Progress
@@ -47,17 +48,7 @@ def default_threads() -> int:
 
 def parse_query_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
     """``"i/n"`` (0-based) -> ``(i, n)``; None -> ``(0, 1)``."""
-    if shard is None:
-        return 0, 1
-    if isinstance(shard, str):
-        parts = shard.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidArgumentError(f"--query-shard must look like I/N (e.g. 0/8), got {shard!r}")
-        shard = (int(parts[0]), int(parts[1]))
-    i, n = shard
-    if not 0 <= i < n:
-        raise InvalidArgumentError(f"query shard {i}/{n} is not valid: need 0 <= I < N")
-    return i, n
+    return parse_shard(shard, "query shard")
 
 
 def shard_range(count: int, shard: tuple[int, int]) -> range:
