@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dense_pt.config.retrieval import BM25Command
+
 BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
 
@@ -48,7 +50,7 @@ def child_ours(a: argparse.Namespace) -> dict:
         idx = bm25_index(a.corpus, a.index)
         size = sum(f.stat().st_size for f in Path(a.index).iterdir())
         return {"build_s": time.perf_counter() - t0, "index_bytes": size, "passages": idx.num_docs}
-    bm25(a.corpus, a.queries, a.out, index=a.index, k=a.k, threads=a.threads)
+    bm25(a.corpus, a.queries, a.out, BM25Command(k=a.k, threads=a.threads), index=a.index)
     return {"search_s": time.perf_counter() - t0}
 
 

@@ -33,6 +33,7 @@ pytest.importorskip("faiss")
 pytest.importorskip("bm25s")
 
 from cli_helpers import cli_child, run_cli, subgroup
+from dense_pt.config.retrieval import BM25Command, EncodeSettings
 from retrieval_fixtures import tiny_setup
 
 
@@ -44,9 +45,9 @@ def world(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("cli")
     beir, model, store, _, _ = tiny_setup(root)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", BM25Command(k=20))
     write_run(root / "unused.trec", {"q": {"d": 1.0}})
     return root
 

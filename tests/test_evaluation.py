@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.config.retrieval import BM25Settings
 from dense_pt.data import load_qrels, load_queries
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.evaluation import DEFAULT_MEASURES, answer_recall, evaluate_run, has_answer, split_measures
@@ -201,7 +202,7 @@ def scifact(shared_data):
     qrels = load_qrels(sci / "qrels" / "train.tsv")
     queries = {q: t for q, t in load_queries(sci / "queries.jsonl").items() if q in qrels}
     docs = list(corpus_texts(sci / "corpus.jsonl"))
-    bm25 = bm25_run(docs, queries, k=100)
+    bm25 = bm25_run(docs, queries, BM25Settings(k=100))
     return qrels, queries, docs, bm25
 
 

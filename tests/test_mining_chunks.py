@@ -116,8 +116,10 @@ def test_refusals_name_what_is_wrong(tmp_path):
     with pytest.raises(MismatchError, match="another corpus"):
         mine_negatives(run, {"q": {"zz": 1}}, known_ids=pa.array(["a", "ghost"]))
     with pytest.raises(InvalidArgumentError, match="positive 'p' is not in the run"):
-        mine_negatives(run, {"q": {"p": 1}}, absolute_margin=0.1)
+        mine_negatives(run, {"q": {"p": 1}}, MineCommand(absolute_margin=0.1))
     # a positive outside the corpus is not scored (as before): the query has no positive score
     judged = {"q": {"p": 1, "a": 0}}
-    t = mine_negatives(run, judged, absolute_margin=0.1, known_ids={"a", "ghost"}, scorer=score_of)
+    t = mine_negatives(
+        run, judged, MineCommand(absolute_margin=0.1), known_ids={"a", "ghost"}, scorer=score_of
+    )
     assert t.rows == {} and t.stats["queries_without_positive_score"] == 1

@@ -26,6 +26,8 @@ pytest.importorskip("torch")
 pytest.importorskip("faiss")
 
 from cli_helpers import run_cli, subgroup
+from dense_pt.config.pmi import PmiBuild
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 from retrieval_fixtures import tiny_setup
 
 USER = "the user's own words, not to be lost\n"
@@ -42,13 +44,15 @@ def world(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("world")
     beir, model, store, _, _ = tiny_setup(root)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", BM25Command(k=20))
     write_run(root / "dense.trec", load_run(root / "run.trec"))
-    table = mine_negatives(load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), num=4)
+    table = mine_negatives(
+        load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), MineCommand(num=4)
+    )
     write_negatives(root / "n.dpneg", table)
-    build(store, root / "t.pmi", memory_gb=0.2)
+    build(store, root / "t.pmi", PmiBuild(memory_gb=0.2))
     (root / "log.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n')
     return root
 

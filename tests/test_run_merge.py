@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.config.retrieval import BM25Command
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval.search import id_tie_key, search_arrays, write_arrays
 from dense_pt.runs import load_run, rank_hits, read_run, write_run
@@ -153,6 +154,7 @@ def fusion_case(seed):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_streamed_fusion_equals_the_per_query_fusion_bit_for_bit(tmp_path, seed):
+    from dense_pt.config.fusion import FuseSettings
     from dense_pt.retrieval.fusion import fuse_files, interpolate, rrf
 
     sparse, dense = fusion_case(seed)
@@ -163,8 +165,9 @@ def test_streamed_fusion_equals_the_per_query_fusion_bit_for_bit(tmp_path, seed)
     for method, kw, ref in (("rrf", {"rrf_k": 60}, reference_rrf([sparse, dense], 60, 10)),
                             ("interpolation", {"weight": 0.3}, reference_interpolate(sparse, dense, 0.3, 10))):  # fmt: skip
         fuse_files(
-            tmp_path / "s.arrow", tmp_path / "d.trec", tmp_path / f"{method}.arrow", method=method, k=10, **kw
-        )
+            tmp_path / "s.arrow", tmp_path / "d.trec", tmp_path / f"{method}.arrow",
+            FuseSettings(method=method, k=10, **kw),
+        )  # fmt: skip
         got = load_run(tmp_path / f"{method}.arrow")
         assert got == ref and all(list(got[q]) == list(ref[q]) for q in ref)
         bits = {q: [np.float64(v).view(np.uint64) for v in h.values()] for q, h in got.items()}
@@ -193,15 +196,14 @@ def test_bm25_query_shards_merge_into_the_unsharded_run(tmp_path):
                               for i in range(60)))  # fmt: skip
     (tmp_path / "q.tsv").write_text("".join(f"q{i}\t{' '.join(rng.choice(words, 3))}\n" for i in range(9)))
     for suffix in (".arrow", ".trec"):
-        bm25(corpus, tmp_path / "q.tsv", tmp_path / f"all{suffix}", k=10, index=tmp_path / "idx")
+        bm25(corpus, tmp_path / "q.tsv", tmp_path / f"all{suffix}", BM25Command(k=10), index=tmp_path / "idx")
         for i in range(2):
             bm25(
                 corpus,
                 tmp_path / "q.tsv",
                 tmp_path / f"s{i}{suffix}",
-                k=10,
+                BM25Command(k=10, query_shard=f"{i}/2"),
                 index=tmp_path / "idx",
-                query_shard=f"{i}/2",
             )
         info = merge_runs([tmp_path / f"s0{suffix}", tmp_path / f"s1{suffix}"], tmp_path / f"m{suffix}")
         assert info["mode"] == "queries"

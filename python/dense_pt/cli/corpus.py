@@ -83,18 +83,10 @@ def build(
     from dense_pt.data.build import build_corpus_store
 
     s = load_settings(CorpusSettings, config, set_, split(values, BUILD), "dense-pt corpus build")
-    settings = s.model_dump(exclude={"max_length", "max_record_mb"})
     with data_warnings(), Progress("corpus build", "passages") as progress:
         progress.update("tokenizing", 0)
         res = build_corpus_store(
-            corpus,
-            tokenizer,
-            out,
-            max_length="auto" if s.max_length is None else (s.max_length or None),
-            max_record_bytes=record_bytes(s.max_record_mb),
-            force=force,
-            progress=lambda done: progress.update("tokenizing", done),
-            **settings,
+            corpus, tokenizer, out, s, force=force, progress=lambda done: progress.update("tokenizing", done)
         )
     m = res.store.manifest
     result = {"out": out, "built": res.built, "passages": len(res.store), "tokens": m["num_tokens"],

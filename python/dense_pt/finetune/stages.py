@@ -343,9 +343,8 @@ def _refresh_hook(
     steps, mined with the refresh's settings and the training seed."""
     from dense_pt.finetune.refresh import NegativesRefresh, training_qrels
 
-    return NegativesRefresh(out, every, refresh.mine, seed, store, queries,
-                            training_qrels(judged, sampler.qids), sampler, export, refresh.batch_size,
-                            refresh.shard_size, progress)  # fmt: skip
+    return NegativesRefresh(out, every, refresh, seed, store, queries, training_qrels(judged, sampler.qids),
+                            sampler, export, progress)  # fmt: skip
 
 
 def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max_length: int,

@@ -115,15 +115,18 @@ def encode_and_search(
 ) -> Path:
     """Encode corpus + queries with ``model`` (resumable) and search: the run file for all queries,
     with the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
+    from dense_pt.config.retrieval import EncodeSettings, SearchSettings
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search_file
 
     batch_size = ctx.cfg.encode.batch_size
-    encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
-           max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
-    encode(model, queries, folder / "emb_queries", batch_size=batch_size,
-           max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
-    return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k).out
+    for source, emb, length in ((store(ctx), "emb_passages", lengths_of.passage_max_length),
+                                (queries, "emb_queries", lengths_of.query_max_length)):  # fmt: skip
+        encode(model, source, folder / emb, EncodeSettings(batch_size=batch_size, max_length=length),
+               progress=ctx.progress)  # fmt: skip
+    return search_file(
+        folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, SearchSettings(k=k)
+    ).out
 
 
 def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:

@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
-from dense_pt.config.retrieval import BM25Settings
+from dense_pt.config.retrieval import BM25Command, BM25Settings
+from dense_pt.config.shard import parse_shard
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.progress import Progress
 from dense_pt.retrieval.bm25_index import (
@@ -45,17 +45,7 @@ def default_threads() -> int:
 
 def parse_query_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
     """``"i/n"`` (0-based) -> ``(i, n)``; None -> ``(0, 1)``."""
-    if shard is None:
-        return 0, 1
-    if isinstance(shard, str):
-        parts = shard.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidArgumentError(f"--query-shard must look like I/N (e.g. 0/8), got {shard!r}")
-        shard = (int(parts[0]), int(parts[1]))
-    i, n = shard
-    if not 0 <= i < n:
-        raise InvalidArgumentError(f"query shard {i}/{n} is not valid: need 0 <= I < N")
-    return i, n
+    return parse_shard(shard, "query shard")
 
 
 def shard_range(count: int, shard: tuple[int, int]) -> range:
@@ -101,13 +91,15 @@ def _analysis(stopwords: str | Iterable[str] | None, stem: bool) -> Analysis:
 def bm25_index(
     corpus_path: str | Path,
     index: str | Path | None = None,
+    settings: BM25Settings | None = None,
+    *,
     stopwords: str | Iterable[str] | None = "en",
     progress: Progress | None = None,
-    **settings: Any,
 ) -> BM25Index:
     """The index of a corpus file (built, or opened when one with the same key exists at
-    ``index``; default ``<corpus>.bm25``); ``settings`` are ``BM25Settings``' fields."""
-    s = BM25Settings(**settings)
+    ``index``; default ``<corpus>.bm25``) for ``settings`` (default: ``BM25Settings()``; its
+    ``k1``, ``b`` and ``stem`` shape the index)."""
+    s = BM25Settings() if settings is None else settings
     analysis = _analysis(stopwords, s.stem)
     if progress is not None:
         return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
@@ -127,21 +119,18 @@ def bm25(
     corpus_path: str | Path,
     queries_path: str | Path,
     out: str | Path,
+    settings: BM25Command | None = None,
     *,
     index: str | Path | None = None,
-    threads: int | None = None,
-    query_shard: str | tuple[int, int] | None = None,
-    **settings: Any,
 ) -> Path:
     """The BM25 run of a queries file over a corpus file, written to ``out`` (Arrow for an
-    ``.arrow`` name, TREC text otherwise) as it is searched; ``settings`` are ``BM25Settings``' fields."""
-    s = BM25Settings(**settings)
-    shard = parse_query_shard(query_shard)
-    threads = default_threads() if threads is None else threads
-    if threads < 1:
-        raise InvalidArgumentError(f"threads must be >= 1, got {threads}")
+    ``.arrow`` name, TREC text otherwise) as it is searched, with ``settings`` (default:
+    ``BM25Command()``; e.g. ``BM25Command(k=100, threads=4, query_shard="0/8")``)."""
+    s = BM25Command() if settings is None else settings
+    shard = parse_query_shard(s.query_shard)
+    threads = default_threads() if s.threads is None else s.threads
     with Progress("bm25", "passages") as progress:
-        idx = bm25_index(corpus_path, index, progress=progress, **s.model_dump())
+        idx = bm25_index(corpus_path, index, s, progress=progress)
         queries, count = _queries(queries_path, shard)
         progress.update("retrieving", 0, count, unit="queries")
         write_hits(out, retrieve(idx, queries, s.k, threads, progress), s.k)
@@ -151,15 +140,16 @@ def bm25(
 def bm25_run(
     corpus: Iterable[tuple[str, str]],
     queries: dict[str, str],
+    settings: BM25Settings | None = None,
+    *,
     method: str = "lucene",
     stopwords: str | Iterable[str] | None = "en",
-    **settings: Any,
 ) -> dict[str, dict[str, float]]:
     """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}`` (every query
-    a key); ``settings`` are ``BM25Settings``' fields (``k``, ``k1``, ``b``, ``stem``: defaults and
-    checks there). The index lives in a temporary folder: for corpora that fit in memory and are
-    searched once (``bm25`` keeps it on disk and streams the run)."""
-    s = BM25Settings(**settings)
+    a key), with ``settings`` (default: ``BM25Settings()``; e.g. ``BM25Settings(k=10)``). The index
+    lives in a temporary folder: for corpora that fit in memory and are searched once (``bm25``
+    keeps it on disk and streams the run)."""
+    s = BM25Settings() if settings is None else settings
     if method != "lucene":
         raise InvalidArgumentError(f"method must be 'lucene' (bm25s's Lucene variant), got {method!r}")
     analysis = _analysis(stopwords, s.stem)

@@ -220,23 +220,23 @@ def fuse_files(
     sparse: str | Path,
     dense: str | Path,
     out: str | Path,
+    settings: FuseSettings | None = None,
     tune_qrels: str | Path | None = None,
-    **settings: Any,
 ) -> dict[str, Any]:
     """``dense-pt fuse``: two runs (TREC or Arrow) fused into ``out``, streamed a chunk of queries at
-    a time; ``settings`` are ``FuseSettings``' fields (method, weight, tune_measure, rrf_k, k).
+    a time, with ``settings`` (default: ``FuseSettings()``; e.g. ``FuseSettings(method="rrf")``).
     Interpolation needs exactly one of ``weight`` and ``tune_qrels`` (qrels of queries to choose the
     weight on, not the ones reported). Returns what was done: the method, and the weight (with the
-    tuning's measure and value) or RRF's k. The queries come in the sparse run's order, then those
-    only the dense run has."""
+    tuning's measure and value) or RRF's k, and the settings (``"settings"``). The queries come in
+    the sparse run's order, then those only the dense run has."""
     from dense_pt.data import load_qrels
 
-    s = FuseSettings(**settings)
+    s = FuseSettings() if settings is None else settings
     if s.method == "rrf" and tune_qrels is not None:
         raise InvalidArgumentError("--tune-qrels is for --method interpolation")
     if s.method == "interpolation" and (s.weight is None) == (tune_qrels is None):
         raise InvalidArgumentError("interpolation needs exactly one of --weight W or --tune-qrels QRELS")
-    info: dict[str, Any] = {"method": s.method}
+    info: dict[str, Any] = {"method": s.method, "settings": s.model_dump()}
     with AlignedRuns([sparse, dense]) as runs:
         if s.method == "rrf":
             info["rrf_k"] = s.rrf_k
