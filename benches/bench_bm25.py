@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dense_pt.config.retrieval import BM25Command
+
 BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
 
@@ -48,7 +50,7 @@ def child_ours(a: argparse.Namespace) -> dict:
         idx = bm25_index(a.corpus, a.index)
         size = sum(f.stat().st_size for f in Path(a.index).iterdir())
         return {"build_s": time.perf_counter() - t0, "index_bytes": size, "passages": idx.num_docs}
-    bm25(a.corpus, a.queries, a.out, index=a.index, k=a.k, threads=a.threads)
+    bm25(a.corpus, a.queries, a.out, BM25Command(k=a.k, threads=a.threads), index=a.index)
     return {"search_s": time.perf_counter() - t0}
 
 
@@ -56,7 +58,8 @@ def child_bm25s(a: argparse.Namespace) -> dict:
     import bm25s
     import Stemmer
 
-    from dense_pt.data import corpus_texts, load_queries, write_run
+    from dense_pt.data import corpus_texts, load_queries
+    from dense_pt.runs import write_run
 
     stem = Stemmer.Stemmer("english")
     t0 = time.perf_counter()
@@ -95,7 +98,7 @@ def run_child(engine: str, **kw) -> dict:
 # ---- the comparison ---------------------------------------------------------------------------
 def agreement(ours: Path, theirs: Path, k: int) -> tuple[int, int]:
     """(queries whose top-k passage sets are equal apart from ties at the k-th score, queries)."""
-    from dense_pt.data import load_run
+    from dense_pt.runs import load_run
 
     a, b = load_run(ours), load_run(theirs)
     same = 0

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dense_pt.config.corpus import CorpusSettings
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -69,7 +71,7 @@ def main() -> None:
                 _word_index(e.word_ids)
 
     def c_build():
-        build_corpus_store(args.corpus, tok_path, tmp / "store", force=True, batch_size=bs)
+        build_corpus_store(args.corpus, tok_path, tmp / "store", CorpusSettings(batch_size=bs), force=True)
 
     cands = [
         ("read", c_read),

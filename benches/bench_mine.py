@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dense_pt.config.retrieval import EncodeSettings, MineCommand, SearchSettings
+
 
 def load(beir: Path, n_passages: int | None):
     from dense_pt.data import corpus_texts, load_qrels, load_queries
@@ -59,31 +61,14 @@ def ours(
     qfile = work / "queries.jsonl"
     qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
     t1 = time.perf_counter()
-    encode(
-        model,
-        store,
-        work / "p",
-        max_length=256,
-        dtype=dtype,
-        batch_size=batch_size,
-        progress=False,
-        device=device,
-    )
-    encode(
-        model,
-        qfile,
-        work / "q",
-        max_length=256,
-        dtype=dtype,
-        batch_size=batch_size,
-        progress=False,
-        device=device,
-    )
+    settings = EncodeSettings.load(dict(max_length=256, dtype=dtype, batch_size=batch_size, device=device))
+    encode(model, store, work / "p", settings, progress=False)
+    encode(model, qfile, work / "q", settings, progress=False)
     max_pos = max(len(v) for v in qrels.values())
-    run = search(work / "q", work / "p", None, k=depth + max_pos)
+    run = search(work / "q", work / "p", None, SearchSettings(k=depth + max_pos))
     scorer = PairScorer.open(work / "q", work / "p") if margins else None
-    table = mine_negatives(run, qrels, depth=depth, num=num, sampling="top", pool="rank+positives", scorer=scorer,
-                           **margins)  # fmt: skip
+    s = MineCommand(depth=depth, num=num, sampling="top", pool="rank+positives", **margins)
+    table = mine_negatives(run, qrels, s, scorer=scorer)
     write_negatives(work / "neg.dpneg", table)
     back = read_negatives(work / "neg.dpneg")
     t_mine = time.perf_counter() - t1

@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dense_pt.config.corpus import CorpusSettings
+from dense_pt.config.pmi import PmiBuild
+
 TOKENIZE = """
 import json, sys, time
 from dense_pt.data.tokenizer import encode_texts, load_tokenizer
@@ -80,7 +83,9 @@ def main() -> None:
             f"{rows['whole']['peak_mb'] / rows['head']['peak_mb']:.1f}x peak memory\n"
         )
 
-        store = build_corpus_store(args.corpus, tok, work / "store", threads=args.threads).store
+        store = build_corpus_store(
+            args.corpus, tok, work / "store", CorpusSettings(threads=args.threads)
+        ).store
         size = sum(p.stat().st_size for p in store.path.iterdir())
         shutil.copytree(store.path, work / "copy")  # new inodes: not verified yet
         print(f"## opening the store ({size / 1e6:.1f} MB of files)")
@@ -102,7 +107,7 @@ def main() -> None:
 
         print(f"## pmi build, --threads {args.threads}")
         try:
-            build(store, work / "x.pmi", memory_gb=0.001, threads=args.threads)
+            build(store, work / "x.pmi", PmiBuild(memory_gb=0.001, threads=args.threads))
             raise SystemExit("a 1 MB budget was accepted")
         except ValueError as exc:
             said = re.search(r"needs at least ([0-9.]+) GB", str(exc))
@@ -113,7 +118,7 @@ def main() -> None:
         print("|---:|---:|---:|---:|")
         out = {}
         for gb in (least, 8.0):
-            s = build(store, work / f"t{gb}.pmi", memory_gb=gb, threads=args.threads)
+            s = build(store, work / f"t{gb}.pmi", PmiBuild(memory_gb=gb, threads=args.threads))
             out[gb] = s["seconds"]
             print(f"| {gb} | {s['passes']} | {s['spilled_runs']} | {s['seconds']:.2f} |")
         assert (work / f"t{least}.pmi").read_bytes() == (work / "t8.0.pmi").read_bytes()

@@ -110,7 +110,7 @@ def slice_parquet(path: Path, picks: np.ndarray) -> None:
 
 
 def write_trec(path: Path, batches: list[pa.RecordBatch]) -> None:
-    from dense_pt.data.judgements import format_score
+    from dense_pt.runs import format_score
 
     with open(path, "w", encoding="utf-8") as f:
         for b in batches:
@@ -122,9 +122,9 @@ def write_trec(path: Path, batches: list[pa.RecordBatch]) -> None:
 
 
 def read_trec(path: Path) -> int:
-    from dense_pt.data.judgements import read_run
+    from dense_pt.runs import read_run
 
-    return sum(1 for _ in read_run(path))
+    return sum(c.num_rows for c in read_run(path))
 
 
 def timed(fn, *a) -> float:

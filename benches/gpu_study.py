@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dense_pt.config.retrieval import EncodeSettings, SearchSettings
+
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ["none", "mlm", "cdmae", "simlm", "contrastive", "condenser", "seed"]
 OPTIONS = {"simlm": {"generator": "joint"}}  # SimLM's frozen ELECTRA generator is not carried
@@ -167,9 +169,8 @@ def all_queries_run(queries: Path, runs: Path, out: Path):
     def write(cell: Any, manifests: dict[str, Any]) -> None:
         r1, sec = cell.config.out / "r1", cell.config.r1
         emb = cell.config.out / "all_queries"
-        encode(r1 / "train" / "model", queries, emb, batch_size=cell.config.encode.batch_size,
-               max_length=sec.query_max_length, progress=False)  # fmt: skip
-        search_file(emb, r1 / "emb_passages", runs / f"{cell.name}.arrow", k=RUN_DEPTH)
+        encode(r1 / "train" / "model", queries, emb, EncodeSettings(batch_size=cell.config.encode.batch_size, max_length=sec.query_max_length), progress=False)  # fmt: skip
+        search_file(emb, r1 / "emb_passages", runs / f"{cell.name}.arrow", SearchSettings(k=RUN_DEPTH))
         done[cell.name] = {
             name: {k: m.get(k) for k in ("metrics", "wall_s", "steps")} for name, m in manifests.items()
         }

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from dense_pt.config.pmi import PmiBuild
 from dense_pt.data.store import CorpusStore, build_store_from_texts
 from dense_pt.data.tokenizer import train_wordpiece
 from dense_pt.pmi import NgramTable, build, score
@@ -59,7 +60,7 @@ def main() -> None:
     )
 
     table_path = args.work / "scifact.ngram"
-    stats = build(store, table_path, max_n=4, min_count=1, threads=2)
+    stats = build(store, table_path, PmiBuild(max_n=4, min_count=1, threads=2))
     console.print(f"table: N_n {stats['totals']}, stored {stats['entries']}, {stats['seconds']:.2f} s")
     res = score(store, table_path, window=4, threads=2)
     console.print(f"score: {res['tokens']:,} tokens at {res['tokens_per_s']:,.0f} tokens/s")

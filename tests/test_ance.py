@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 from dense_pt.retrieval.negatives import read_negatives
 
 STEPS, EVERY = 4, 2
@@ -34,9 +35,9 @@ def setup(tmp_path_factory):
     vectors: no near-ties for float32 rounding to flip), BM25 negatives to start from."""
     from transformers import BertConfig, BertModel
 
-    from dense_pt.data import load_run
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     root = tmp_path_factory.mktemp("ance")
@@ -45,8 +46,10 @@ def setup(tmp_path_factory):
     cfg.update({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.5})
     torch.manual_seed(0)
     BertModel(cfg).save_pretrained(model)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "bm25.trec", k=20)
-    write_negatives(root / "neg.dpneg", mine_negatives(load_run(root / "bm25.trec"), qrels, depth=20, num=6))
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "bm25.trec", BM25Command(k=20))
+    write_negatives(
+        root / "neg.dpneg", mine_negatives(load_run(root / "bm25.trec"), qrels, MineCommand(depth=20, num=6))
+    )
     # adam_eps 1 and no decay: a weight difference is a gradient difference (test_distributed_training)
     (root / "train.toml").write_text(
         f"[train]\nmax_steps = {STEPS}\nlr = 10.0\nadam_eps = 1.0\nwarmup = 0\nschedule = 'constant'\n"
@@ -181,11 +184,18 @@ def test_encoding_split_over_processes_equals_one(setup, tmp_path):
 
     _, _, model, store = setup
     for r in (1, 0):
-        encode(model, store, tmp_path / "two", shard_size=7, progress=False, part=(r, 2), device="cpu")
+        encode(
+            model,
+            store,
+            tmp_path / "two",
+            EncodeSettings(shard_size=7, device="cpu"),
+            progress=False,
+            part=(r, 2),
+        )
     with pytest.raises(Exception, match="no part manifests"):
         merge_parts(tmp_path / "one")
     merge_parts(tmp_path / "two")
-    encode(model, store, tmp_path / "one", shard_size=7, progress=False, device="cpu")
+    encode(model, store, tmp_path / "one", EncodeSettings(shard_size=7, device="cpu"), progress=False)
     one, two = Embeddings.open(tmp_path / "one"), Embeddings.open(tmp_path / "two")
     assert one.num_shards == two.num_shards > 2
     ids1, e1 = one.load_all()

@@ -32,17 +32,31 @@ def _as_before(path: Path, extra: dict[str, Any], drop: tuple[str, ...] = ()) ->
     path.write_text(json.dumps(old))
 
 
-def test_an_interrupted_embeddings_folder_of_the_old_layout_resumes_to_the_same_vectors(tiny, tmp_path):
+def test_an_interrupted_embeddings_folder_of_the_old_layout_resumes_to_the_same_vectors(
+    tiny, tmp_path, monkeypatch
+):
+    import dense_pt.retrieval.encode as encode_module
+    from dense_pt.config.retrieval import EncodeSettings
     from dense_pt.retrieval.encode import Embeddings, encode
 
     _, model, store, _, _ = tiny
-    encode(model, store, tmp_path / "whole", max_length=64, shard_size=8, progress=False)
-    encode(model, store, tmp_path / "old", max_length=64, shard_size=8, progress=False, max_shards=1)
+    s = EncodeSettings(max_length=64, shard_size=8, device="cpu")
+    encode(model, store, tmp_path / "whole", s, progress=False)
+    real = encode_module._write_shard
+
+    def killed_after_the_first(*args: Any, **kw: Any) -> None:
+        real(*args, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(encode_module, "_write_shard", killed_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        encode(model, store, tmp_path / "old", s, progress=False)
+    monkeypatch.undo()
     m = json.loads((tmp_path / "old" / "manifest.json").read_text())
     assert m["complete"] is False and len(m["shards"]) == 1
     _as_before(tmp_path / "old" / "manifest.json", {"format_version": 1, "settings": m["settings"],
                "complete": False, "kind": m["settings"]["kind"], "code_version": "0.0.9"})  # fmt: skip
-    encode(model, store, tmp_path / "old", max_length=64, shard_size=8, progress=False)
+    encode(model, store, tmp_path / "old", s, progress=False)
     done = Embeddings.open(tmp_path / "old", "passages")
     assert done.manifest["kind"] == "embeddings" and done.manifest["complete"] is True
     ids, emb = done.load_all()

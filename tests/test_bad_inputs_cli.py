@@ -33,20 +33,21 @@ pytest.importorskip("faiss")
 pytest.importorskip("bm25s")
 
 from cli_helpers import cli_child, run_cli, subgroup
+from dense_pt.config.retrieval import BM25Command, EncodeSettings
 from retrieval_fixtures import tiny_setup
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from dense_pt.data import write_run
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encode import encode
+    from dense_pt.runs import write_run
 
     root = tmp_path_factory.mktemp("cli")
     beir, model, store, _, _ = tiny_setup(root)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", BM25Command(k=20))
     write_run(root / "unused.trec", {"q": {"d": 1.0}})
     return root
 
@@ -685,7 +686,7 @@ def test_unusual_ids_make_the_round_trip_and_a_spaced_one_is_refused_where_it_en
     """Ids with '#', '/', quotes, commas, accents and full-width letters go through bm25 into a run
     that our reader, `corpus check` and `evaluate` take back unchanged; an id with a space stops
     bm25 at the corpus line that holds it (it used to be written into a run nothing could read)."""
-    from dense_pt.data import load_run
+    from dense_pt.runs import load_run
 
     pids = ["MED-10", "d#1", "ü/ß", '"x"', "a,b", "Ｉｄ", "x" * 300]
     words = ["river", "flood", "owl", "night", "tide", "storm", "moon"]

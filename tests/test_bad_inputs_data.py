@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dense_pt.config.pmi import PmiBuild
 from dense_pt.data.store import CorpusStore, build_store_from_texts
 from dense_pt.data.tokenizer import train_wordpiece
 from dense_pt.pmi import build
@@ -47,7 +48,7 @@ def world(tmp_path_factory):
     tok = train_wordpiece(TEXTS * 3, vocab_size=150, min_frequency=1)
     tok.save(str(root / "tok.json"))
     store = build_store_from_texts(root / "store", [(str(i), t) for i, t in enumerate(TEXTS)], tok)
-    build(store, root / "t.pmi", memory_gb=0.5)
+    build(store, root / "t.pmi", PmiBuild(memory_gb=0.5))
     from dense_pt.pmi import score
 
     score(store, root / "t.pmi")
@@ -564,7 +565,7 @@ CASES = [
         "--threads 0 for pmi",
         ["pmi", "build", "{store}", "--out", "{tmp}/t.pmi", "--threads", "0"],
         2,
-        r"Invalid value for '--threads'",
+        r"pmi build: threads: must be >= 1, got 0",
     ),
     Case(
         "--memory-gb 0",

@@ -16,10 +16,12 @@ from typer.testing import CliRunner
 
 from dense_pt import _native
 from dense_pt.cli import app
-from dense_pt.data import corpus_texts, load_queries, load_run
+from dense_pt.config.retrieval import BM25Command, BM25Settings
+from dense_pt.data import corpus_texts, load_queries
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval import bm25_index as bi
 from dense_pt.retrieval.bm25 import bm25, bm25_index, bm25_run, parse_query_shard
+from dense_pt.runs import load_run
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")
@@ -130,9 +132,8 @@ def test_top_k_equals_bm25s_on_scifact(shared_data, tmp_path):
         sci / "corpus.jsonl",
         sci / "queries.jsonl",
         tmp_path / "run.trec",
+        BM25Command(k=100, threads=2),
         index=tmp_path / "idx",
-        k=100,
-        threads=2,
     )
     ours: dict[str, dict[str, float]] = {q: {} for q in queries} | run_of(
         tmp_path / "run.trec"
@@ -147,7 +148,7 @@ def test_top_k_equals_bm25s_on_the_synthetic_msmarco(shared_data, tmp_path):
     out = synth.generate(tmp_path / "synth", 0.001, seed=1, source=shared_data / "beir-scifact")
     docs = list(corpus_texts(out / "collection.tsv"))
     queries = load_queries(out / "queries.train.tsv")
-    ours = bm25_run(docs, queries, k=50)
+    ours = bm25_run(docs, queries, BM25Settings(k=50))
     assert_same_but_ties(ours, reference(docs, queries, 50), 50)
     # the queries were drawn from their target passage: BM25 finds it near the top
     qrels = {line.split()[0]: line.split()[2] for line in (out / "qrels.train.tsv").read_text().splitlines()}
@@ -176,8 +177,8 @@ def test_bm25_run_matches_bm25s_with_ties_and_odd_passages(tmp_path):
         "q6": "cat dog",
     }
     for k in (1, 2, 3, 10):
-        assert_same_but_ties(bm25_run(docs, queries, k=k), reference(docs, queries, k), k)
-    got = bm25_run(docs, queries, k=10)
+        assert_same_but_ties(bm25_run(docs, queries, BM25Settings(k=k)), reference(docs, queries, k), k)
+    got = bm25_run(docs, queries, BM25Settings(k=10))
     assert got["q3"] == {} and got["q4"] == {}
     # exact ties rank the passage earlier in the corpus first
     order = list(got["q6"])
@@ -201,18 +202,18 @@ def test_the_index_is_reused_while_its_key_matches_and_rebuilt_when_stale(tmp_pa
     corpus = _corpus(tmp_path / "c.tsv", 300)
     (tmp_path / "q.tsv").write_text("q1\tvaccine trial\nq2\tnovel word\n")
     args = (corpus, tmp_path / "q.tsv", tmp_path / "r.trec")
-    bm25(*args, k=5, threads=1)
+    bm25(*args, BM25Command(k=5, threads=1))
     index = tmp_path / "c.tsv.bm25"  # the default: beside the corpus
     built = json.loads((index / bi.MANIFEST).read_text())
-    bm25(*args, k=7, threads=1)  # k is not part of the key
+    bm25(*args, BM25Command(k=7, threads=1))  # k is not part of the key
     assert json.loads((index / bi.MANIFEST).read_text()) == built
     err = capsys.readouterr().err
     assert err.count("building the index") == 1 and "rebuilding" not in err
-    bm25(*args, k=5, k1=1.2, threads=1)
+    bm25(*args, BM25Command(k=5, k1=1.2, threads=1))
     assert "rebuilding the index at" in capsys.readouterr().err
     assert json.loads((index / bi.MANIFEST).read_text())["key"]["scoring"]["k1"] == 1.2
     _corpus(corpus, 300, extra="p300\tnovel word novel\n")  # the corpus changed
-    bm25(*args, k=5, threads=1)
+    bm25(*args, BM25Command(k=5, threads=1))
     assert "another corpus" in capsys.readouterr().err
     assert "p300" in run_of(tmp_path / "r.trec")["q2"]
     # a file damaged in place (same size) fails its checksum: rebuilt, not served
@@ -220,7 +221,7 @@ def test_the_index_is_reused_while_its_key_matches_and_rebuilt_when_stale(tmp_pa
     raw = bytearray(docs.read_bytes())
     raw[:4] = b"\xff\xff\xff\x7f"
     docs.write_bytes(bytes(raw))
-    bm25(*args, k=5, threads=1)
+    bm25(*args, BM25Command(k=5, threads=1))
     assert "checksum mismatch" in capsys.readouterr().err
     assert (index / "docs.u32").read_bytes() != bytes(raw)
 
@@ -232,7 +233,7 @@ def test_a_folder_that_is_not_an_index_is_never_replaced(tmp_path):
     mine.mkdir()
     (mine / "precious.txt").write_text("keep me")
     with pytest.raises(InvalidArgumentError, match="not a dense-pt BM25 index"):
-        bm25(corpus, tmp_path / "q.tsv", tmp_path / "r.trec", index=mine, k=5)
+        bm25(corpus, tmp_path / "q.tsv", tmp_path / "r.trec", BM25Command(k=5), index=mine)
     assert (mine / "precious.txt").read_text() == "keep me" and not (tmp_path / "r.trec").exists()
 
 
@@ -243,12 +244,12 @@ def test_query_shards_concatenate_to_the_whole_run_on_any_thread_count(tmp_path)
         "".join(f"q{i}\t{words[i % 10]} {words[(i * 3) % 10]}\n" for i in range(23))
     )
     whole = tmp_path / "whole.trec"
-    bm25(corpus, tmp_path / "q.tsv", whole, k=9, threads=1)
+    bm25(corpus, tmp_path / "q.tsv", whole, BM25Command(k=9, threads=1))
     for n in (2, 3, 5):
         parts = []
         for i in range(n):
             part = tmp_path / f"part{i}.trec"
-            bm25(corpus, tmp_path / "q.tsv", part, k=9, threads=2, query_shard=f"{i}/{n}")
+            bm25(corpus, tmp_path / "q.tsv", part, BM25Command(k=9, threads=2, query_shard=f"{i}/{n}"))
             parts.append(part.read_bytes())
         assert b"".join(parts) == whole.read_bytes(), n
     assert parse_query_shard(None) == (0, 1) and parse_query_shard("2/4") == (2, 4)
@@ -283,7 +284,7 @@ def test_cli_builds_the_index_alone_then_searches_shards(tmp_path):
 
 def test_bm25_index_api_and_a_refused_method(tmp_path):
     corpus = _corpus(tmp_path / "c.tsv", 40)
-    idx = bm25_index(corpus, tmp_path / "idx", k1=1.0, b=0.5)
+    idx = bm25_index(corpus, tmp_path / "idx", BM25Settings(k1=1.0, b=0.5))
     assert idx.num_docs == 40 and idx.native.k1 == 1.0 and idx.native.b == 0.5
     docs, scores, offsets = idx.search(["vaccine", "zebra"], k=3)
     assert offsets.tolist() == [0, 3, 3] and np.all(np.diff(scores) <= 0)
@@ -293,8 +294,8 @@ def test_bm25_index_api_and_a_refused_method(tmp_path):
 
 
 def test_the_streamed_run_is_write_runs_bytes(tmp_path):
-    from dense_pt.data import read_run, write_run
     from dense_pt.retrieval.bm25 import TAG, retrieve, write_hits
+    from dense_pt.runs import RunChunk, read_run, write_run
 
     corpus = _corpus(tmp_path / "c.tsv", 200)
     idx = bm25_index(corpus, tmp_path / "idx")
@@ -302,14 +303,16 @@ def test_the_streamed_run_is_write_runs_bytes(tmp_path):
     chunks = list(retrieve(idx, queries, k=50))
     n = write_hits(tmp_path / "a.trec", chunks)
     as_dict: dict[str, dict[str, float]] = {q: {} for q, _ in queries}
-    for e in (e for c in chunks for e in c.entries()):
-        as_dict[e.qid][e.pid] = e.score
+    for c in chunks:
+        as_dict.update(c.to_dict())
     # the same bytes as the dict through write_run: ties in trec_eval's order like every run
     m = write_run(tmp_path / "b.trec", as_dict, tag=TAG)
     assert n == m > 0 and (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
     # the Arrow run holds the same rows, scores to the bit
     assert write_hits(tmp_path / "a.arrow", chunks) == n
-    assert list(read_run(tmp_path / "a.arrow")) == list(read_run(tmp_path / "a.trec"))
+    a, t = (RunChunk.concat(list(read_run(tmp_path / f"a.{x}"))) for x in ("arrow", "trec"))
+    assert a.qids.equals(t.qids) and a.docids.equals(t.docids) and (a.offsets == t.offsets).all()
+    assert a.scores.tobytes() == t.scores.tobytes() and (a.ranks == t.ranks).all()
     with pytest.raises(
         InvalidArgumentError, match="an id must be one word"
     ):  # the ids rule: TREC cannot hold it

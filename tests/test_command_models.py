@@ -16,6 +16,10 @@ from typer.testing import CliRunner
 
 from dense_pt.cli import app, exit_code
 from dense_pt.config import ConfigError
+from dense_pt.config.corpus import CorpusSettings
+from dense_pt.config.fusion import FuseSettings
+from dense_pt.config.pmi import PmiBuild
+from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
 from dense_pt.errors import DensePtError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "dense_pt"
@@ -46,43 +50,43 @@ def _py_train_distill(t: Path) -> None:
 def _py_bm25(t: Path) -> None:
     from dense_pt.retrieval.bm25 import bm25_run
 
-    bm25_run(iter(()), {}, k=0)
+    bm25_run(iter(()), {}, BM25Settings(k=0))
 
 
 def _py_fuse(t: Path) -> None:
     from dense_pt.retrieval.fusion import fuse_files
 
-    fuse_files(t / "a", t / "b", t / "o", k=0)
+    fuse_files(t / "a", t / "b", t / "o", FuseSettings(k=0))
 
 
 def _py_mine(t: Path) -> None:
     from dense_pt.retrieval.negatives import mine_negatives
 
-    mine_negatives({"q": {"d": 1.0}}, {"q": {"p": 1}}, depth=0)
+    mine_negatives({"q": {"d": 1.0}}, {"q": {"p": 1}}, MineCommand(depth=0))
 
 
 def _py_encode(t: Path) -> None:
     from dense_pt.retrieval.encode import encode
 
-    encode(t / "m", t / "c", t / "o", batch_size=0)
+    encode(t / "m", t / "c", t / "o", EncodeSettings(batch_size=0))
 
 
 def _py_search(t: Path) -> None:
     from dense_pt.retrieval.search import search
 
-    search(t / "q", t / "p", t / "o", k=0)
+    search(t / "q", t / "p", t / "o", SearchSettings(k=0))
 
 
 def _py_pmi(t: Path) -> None:
     from dense_pt.pmi import build
 
-    build(t / "c", t / "o", max_n=0)
+    build(t / "c", t / "o", PmiBuild(max_n=0))
 
 
 def _py_corpus(t: Path) -> None:
     from dense_pt.data.build import build_corpus_store
 
-    build_corpus_store(t / "c.jsonl", t / "tok", t / "o", batch_size=0)
+    build_corpus_store(t / "c.jsonl", t / "tok", t / "o", CorpusSettings(batch_size=0))
 
 
 def _py_expand(t: Path) -> None:

@@ -21,6 +21,7 @@ pytest.importorskip("faiss")
 
 from cli_helpers import one_line, run_cli
 from dense_pt import artifacts
+from dense_pt.config.retrieval import EncodeSettings
 from retrieval_fixtures import tiny_setup
 
 
@@ -36,7 +37,7 @@ def world(tmp_path_factory):
     lengths = s.lengths()
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     s.add_column("importance", np.linspace(0, 1, int(offsets[-1])).astype(np.float32), offsets)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
     bm25_index(beir / "corpus.jsonl", root / "index")
     return root

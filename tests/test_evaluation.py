@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
-from dense_pt.data import load_qrels, load_queries, load_run, rank_hits, read_run, write_run
+from dense_pt.config.retrieval import BM25Settings
+from dense_pt.data import load_qrels, load_queries
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.evaluation import DEFAULT_MEASURES, answer_recall, evaluate_run, has_answer, split_measures
+from dense_pt.runs import load_run, rank_hits, read_run, write_run
 
 QRELS = {"q1": {"d1": 2, "d2": 1, "d9": 1}, "q2": {"d3": 1}, "q3": {"d5": 3, "d6": 0}}
 RUN = {
@@ -200,7 +202,7 @@ def scifact(shared_data):
     qrels = load_qrels(sci / "qrels" / "train.tsv")
     queries = {q: t for q, t in load_queries(sci / "queries.jsonl").items() if q in qrels}
     docs = list(corpus_texts(sci / "corpus.jsonl"))
-    bm25 = bm25_run(docs, queries, k=100)
+    bm25 = bm25_run(docs, queries, BM25Settings(k=100))
     return qrels, queries, docs, bm25
 
 
@@ -338,10 +340,12 @@ def test_run_file_keeps_scores_bit_for_bit_and_the_evaluation_order(tmp_path):
         for d, s in run[q].items():
             assert struct.pack("<d", back[q][d]) == struct.pack("<d", s), (q, d, s, back[q][d])
     # the rank column is trec_eval's order (the evaluation's default), ties by docno descending
+    written = {
+        q: c.take([i]) for c in read_run(tmp_path / "r.trec") for i, q in enumerate(c.qids.to_pylist())
+    }
     for q in run:
-        entries = [e for e in read_run(tmp_path / "r.trec") if e.qid == q]
-        assert [e.rank for e in entries] == list(range(1, len(entries) + 1))
-        assert [e.pid for e in entries] == trec_order(run[q])
+        assert written[q].ranks.tolist() == list(range(1, len(run[q]) + 1))
+        assert written[q].docids.to_pylist() == trec_order(run[q])
     # so reading the file back and keeping its order ("score-only") gives the same numbers
     qrels = {q: {d: 1 for d in list(h)[::50]} for q, h in run.items()}
     mem = evaluate_run(run, qrels).measures

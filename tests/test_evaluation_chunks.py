@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from dense_pt.data import rank_hits, write_run
-from dense_pt.data.runs import read_run_chunks
 from dense_pt.errors import MismatchError
 from dense_pt.evaluation import evaluate_run
 from dense_pt.evaluation.metrics import _provider, parse_measures
+from dense_pt.runs import rank_hits, read_run, write_run
 
 
 def reference(run, qrels, measures, tie_break="docno", drop_self_hits=False, rel_level=1):
@@ -73,13 +72,13 @@ def test_chunked_evaluation_equals_the_whole_run_evaluation(tmp_path, seed, tie_
     # the file keeps each query's hits in rank_hits order: score-only's "file order" is then
     # the written order, which the reference sees through the reloaded mapping
     write_run(tmp_path / "r.arrow", run)
-    reloaded = {c: h for chunk in read_run_chunks(tmp_path / "r.arrow") for c, h in chunk.to_dict().items()}
+    reloaded = {c: h for chunk in read_run(tmp_path / "r.arrow") for c, h in chunk.to_dict().items()}
     values, pq, counts = reference(reloaded, qrels, MEASURES, tie_break, drop, level)
     if tie_break == "docno":  # the dict's order does not matter then
         assert reference(run, qrels, MEASURES, tie_break, drop, level) == (values, pq, counts)
     kw = {"tie_break": tie_break, "drop_self_hits": drop, "rel_level": level, "per_query": True}
     for source in (
-        read_run_chunks(tmp_path / "r.arrow", chunk_rows=5),  # a few queries per chunk
+        read_run(tmp_path / "r.arrow", chunk_rows=5),  # a few queries per chunk
         tmp_path / "r.arrow",
         reloaded,
     ):
@@ -95,14 +94,11 @@ def test_overlap_check_streams(tmp_path):
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(6)}
     write_run(tmp_path / "r.arrow", run)
     with pytest.raises(MismatchError, match="no document of the run is judged"):
-        evaluate_run(read_run_chunks(tmp_path / "r.arrow", chunk_rows=1), qrels, ["RR@10"])
+        evaluate_run(read_run(tmp_path / "r.arrow", chunk_rows=1), qrels, ["RR@10"])
     # one query's passage judged for another query is enough (as before: the sets are global)
     run["q5"] = {"d0": 1.0}
     write_run(tmp_path / "r.arrow", run)
-    assert (
-        evaluate_run(read_run_chunks(tmp_path / "r.arrow", chunk_rows=1), qrels, ["RR@10"]).measures["RR@10"]
-        == 0
-    )
+    assert evaluate_run(read_run(tmp_path / "r.arrow", chunk_rows=1), qrels, ["RR@10"]).measures["RR@10"] == 0
 
 
 def test_answer_recall_from_files_equals_the_dict_version(tmp_path):

@@ -146,6 +146,27 @@ def test_seq2seq_generation(tmp_path, corpus):
     assert len(read_queries_table(tmp_path / "q")) == 3
 
 
+def test_prompt_longer_than_the_models_positions(causal_lm, tmp_path):
+    """GPT-2-style absolute positions: prompt + new tokens past ``n_positions`` indexed out of range
+    (an internal error); now the prompt is cut to fit, and new tokens that cannot fit are refused."""
+    import transformers
+
+    folder = tmp_path / "gpt2"
+    tok = transformers.AutoTokenizer.from_pretrained(causal_lm)
+    tok.save_pretrained(folder)
+    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2,
+                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
+    gen = HFGenerator(folder, device="cpu")
+    assert gen.window == 64 and gen.input_limit(40) == 24
+    prompt = "The coral study measured how coral levels change over time. " * 20
+    assert len(tok(prompt)["input_ids"]) > 64
+    out = gen.generate([prompt, "short"], [1, 2], SamplingParams(max_new_tokens=40))
+    assert len(out) == 2
+    with pytest.raises(InvalidArgumentError, match=r"--max-new-tokens 64: .* has 64 positions"):
+        gen.generate([prompt], [1], SamplingParams(max_new_tokens=64))
+
+
 def test_resume_after_crash_generates_only_missing(causal_gen, corpus, tmp_path):
     out = tmp_path / "q"
     crashing = Counting(causal_gen, crash_after_calls=2)

@@ -17,13 +17,15 @@ from dense_pt.config.finetune import (
     RetrieverSettings,
     ScoreInputs,
 )
-from dense_pt.data import load_queries, load_run, write_run
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
+from dense_pt.data import load_queries
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.finetune.data import build_sampler
 from dense_pt.finetune.stages import score_negatives, train_distill, train_reranker, train_retriever
 from dense_pt.retrieval.bm25 import bm25
 from dense_pt.retrieval.encode import Embeddings, encode
 from dense_pt.retrieval.negatives import NegativesTable, mine_negatives, read_negatives, write_negatives
+from dense_pt.runs import load_run, write_run
 from dense_pt.training import TrainConfig
 from retrieval_fixtures import tiny_setup
 
@@ -34,8 +36,8 @@ TRAIN = TrainConfig(max_steps=4, batch_size=4, lr=1e-3, warmup=0, save_every=2, 
 def chain(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ft")
     beir, model, store, _queries, qrels = tiny_setup(tmp)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", k=20)
-    table = mine_negatives(load_run(tmp / "bm25.trec"), qrels, depth=20, num=6)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", BM25Command(k=20))
+    table = mine_negatives(load_run(tmp / "bm25.trec"), qrels, MineCommand(depth=20, num=6))
     write_negatives(tmp / "neg.dpneg", table)
     return tmp, beir, model, store, qrels
 
@@ -85,9 +87,8 @@ def test_retriever_reranker_scores_distill(chain):
         tmp / "r1" / "model",
         beir / "queries.jsonl",
         tmp / "qe",
-        dtype="float32",
+        EncodeSettings(dtype="float32", device="cpu"),
         progress=False,
-        device="cpu",
     )
     qids, ours = Embeddings.open(tmp / "qe").load_all()
     texts = {

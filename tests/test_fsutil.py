@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from dense_pt import _native, fsutil
+from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data.build import build_corpus_store
 from dense_pt.errors import DensePtIOError
 from dense_pt.pmi import build_arrays
@@ -119,11 +120,12 @@ def test_a_stale_old_folder_is_put_back_when_its_target_is_missing(tmp_path):
 
 KILL_DURING_BUILD = """
 import os, signal, sys
+from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data.build import build_corpus_store
 sig = getattr(signal, sys.argv[4])
 def progress(done):
     os.kill(os.getpid(), sig)  # killed after the first batch, mid-build
-build_corpus_store(sys.argv[1], sys.argv[2], sys.argv[3], batch_size=50, progress=progress)
+build_corpus_store(sys.argv[1], sys.argv[2], sys.argv[3], CorpusSettings(batch_size=50), progress=progress)
 """
 
 
@@ -184,8 +186,9 @@ from pathlib import Path
 import numpy as np
 from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
 from dense_pt.data.build import build_corpus_store
-from dense_pt.data.judgements import write_run
+from dense_pt.runs import write_run
 from dense_pt.pmi import build, score
+from dense_pt.config.pmi import PmiBuild
 from dense_pt import _native
 out = Path(sys.argv[1])
 write_json_atomic(out / "sub" / "manifest.json", {"a": 1})
@@ -195,7 +198,7 @@ with atomic_dir(out / "folder") as d:
     (d / "x.txt").write_text("x")
 write_run(out / "run.trec", {"q": {"d": 1.0}})
 store = build_corpus_store(sys.argv[2], sys.argv[3], out / "store").store
-build(store, out / "t.pmi", memory_gb=0.5)
+build(store, out / "t.pmi", PmiBuild(memory_gb=0.5))
 score(store, out / "t.pmi")
 _native.negatives_write(str(out / "neg.dpneg"), ["q"], ["a", "b"], np.array([0, 1], np.uint64),
                         np.array([1], np.uint32))
@@ -251,7 +254,7 @@ from dense_pt.errors import DensePtIOError
 what, out = sys.argv[1], Path(sys.argv[2])
 try:
     if what == "run":
-        from dense_pt.data.judgements import write_run
+        from dense_pt.runs import write_run
         write_run(out, {f"q{i}": {f"d{j}": float(j) for j in range(100)} for i in range(100)})
     elif what == "npy":  # encode's shard writer
         from dense_pt.fsutil import atomic_file
@@ -356,10 +359,10 @@ def test_force_through_a_symlinked_output_replaces_its_target_and_leaves_nothing
     folder moved aside was the link itself, which rmtree refuses)."""
     corpus = _corpus(tmp_path / "corpus.jsonl", 20)
     (tmp_path / "disk").mkdir()
-    build_corpus_store(corpus, tok_file, tmp_path / "disk" / "real", max_length=32)
+    build_corpus_store(corpus, tok_file, tmp_path / "disk" / "real", CorpusSettings(max_length=32))
     os.symlink(tmp_path / "disk" / "real", tmp_path / "link")
     _corpus(corpus, 30, seed=1)
-    build_corpus_store(corpus, tok_file, tmp_path / "link", max_length=32, force=True)
+    build_corpus_store(corpus, tok_file, tmp_path / "link", CorpusSettings(max_length=32), force=True)
     assert (tmp_path / "link").is_symlink()
     assert json.loads((tmp_path / "disk" / "real" / "manifest.json").read_text())["num_rows"] == 30
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "disk", "link"]

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dense_pt.cli import app, exit_code
-from dense_pt.data import load_run, write_run
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval.fusion import interpolate, rrf, tune_weight
+from dense_pt.runs import load_run, write_run
 
 
 def random_runs(seed: int = 0, queries: int = 12, docs: int = 30):

@@ -91,7 +91,7 @@ def test_gpu_study_smoke_writes_its_table_and_every_run(tmp_path):
     import numpy as np
 
     from dense_pt.data import load_queries
-    from dense_pt.data.runs import read_run_chunks
+    from dense_pt.runs import read_run
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "out"
@@ -117,7 +117,7 @@ def test_gpu_study_smoke_writes_its_table_and_every_run(tmp_path):
         t.extractall(tmp_path / "x", filter="data")
     for name in names:
         seen: dict[str, int] = {}
-        for chunk in read_run_chunks(tmp_path / "x" / "runs" / f"{name}.arrow"):
+        for chunk in read_run(tmp_path / "x" / "runs" / f"{name}.arrow"):
             seen.update(zip(chunk.qids.to_pylist(), np.diff(chunk.offsets).tolist(), strict=True))
         assert set(seen) == queries and max(seen.values()) == 100, name  # every query, test ones too
 

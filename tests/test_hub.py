@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import run_cli
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 
 pytest.importorskip("torch")
 sentence_transformers = pytest.importorskip("sentence_transformers")
@@ -26,11 +27,11 @@ def trained(tmp_path_factory):
     folder carries a card that names its licence, and a LICENSE."""
     from dense_pt.config.finetune import RetrieverInputs, RetrieverSettings
     from dense_pt.config.train import TrainConfig
-    from dense_pt.data.judgements import load_run
     from dense_pt.finetune.stages import train_retriever
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encoder import write_pooling_modules
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run
     from retrieval_fixtures import tiny_setup
 
     tmp = tmp_path_factory.mktemp("hub")
@@ -38,8 +39,10 @@ def trained(tmp_path_factory):
     write_pooling_modules(model, 32, "mean", False, 128)  # the base's own pooling: mean
     (model / "README.md").write_text("---\nlicense: mit\n---\n# a base model\n")
     (model / "LICENSE").write_text("MIT License (the base model's)\n")
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", k=20)
-    write_negatives(tmp / "neg.dpneg", mine_negatives(load_run(tmp / "bm25.trec"), qrels, depth=20, num=6))
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", tmp / "bm25.trec", BM25Command(k=20))
+    write_negatives(
+        tmp / "neg.dpneg", mine_negatives(load_run(tmp / "bm25.trec"), qrels, MineCommand(depth=20, num=6))
+    )
     inputs = RetrieverInputs(model=model, out=tmp / "r1", negatives=tmp / "neg.dpneg", corpus=store,
                              queries=beir / "queries.jsonl", qrels=beir / "qrels" / "train.tsv")  # fmt: skip
     settings = RetrieverSettings(group_size=4, query_max_length=QUERY_LEN, passage_max_length=PASSAGE_LEN)
@@ -72,8 +75,14 @@ def test_the_folder_loads_in_sentence_transformers_with_our_lengths_and_pooling(
     if per_side:
         assert (st_config["query_length"], st_config["document_length"]) == (QUERY_LEN, PASSAGE_LEN)
     # the embeddings: dense-pt's encoder (float32) against sentence-transformers', both sides
-    encode(folder, beir / "queries.jsonl", tmp / "qe", dtype="float32", progress=False, device="cpu")
-    encode(folder, store, tmp / "pe", dtype="float32", progress=False, device="cpu")
+    encode(
+        folder,
+        beir / "queries.jsonl",
+        tmp / "qe",
+        EncodeSettings(dtype="float32", device="cpu"),
+        progress=False,
+    )
+    encode(folder, store, tmp / "pe", EncodeSettings(dtype="float32", device="cpu"), progress=False)
     qids, q_ours = Embeddings.open(tmp / "qe").load_all()
     pids, p_ours = Embeddings.open(tmp / "pe").load_all()
     queries = {
@@ -86,8 +95,7 @@ def test_the_folder_loads_in_sentence_transformers_with_our_lengths_and_pooling(
     if per_side:
         q_st = st.encode_query([queries[q] for q in qids], convert_to_numpy=True)
         p_st = st.encode_document([passages[p] for p in pids], convert_to_numpy=True)
-        encode(folder, _queries_file(tmp / "long.jsonl", long_query), tmp / "le", dtype="float32",
-               progress=False, device="cpu")  # fmt: skip
+        encode(folder, _queries_file(tmp / "long.jsonl", long_query), tmp / "le", EncodeSettings(dtype="float32", device="cpu"), progress=False)  # fmt: skip
         np.testing.assert_allclose(
             st.encode_query([long_query]), Embeddings.open(tmp / "le").load_all()[1], atol=1e-5
         )

@@ -200,7 +200,7 @@ def test_encode_under_a_memory_limit_is_the_out_of_memory_line(store, tmp_path):
 
 @pytest.mark.parametrize("where", ["open", "batch"])
 def test_an_arrow_run_that_cannot_be_mapped_or_read_is_out_of_memory(tmp_path, capsys, monkeypatch, where):
-    """The run reader (``data/runs.py``), like the store's: pyarrow's failed map or read of an intact
+    """The run reader (``dense_pt.runs``), like the store's: pyarrow's failed map or read of an intact
     run is the out-of-memory line, never "not a readable Arrow IPC file" / "cannot be read"."""
     trec = tmp_path / "run.trec"
     trec.write_text("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 1.5 t\n")

@@ -16,6 +16,7 @@ import pytest
 import typer
 
 from cli_helpers import CHILD, one_line, run_cli, subcommand
+from dense_pt.config.pmi import PmiBuild
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf", "0"])
@@ -118,7 +119,7 @@ def table(tmp_path_factory) -> Path:
     texts = [f"the {w} trial measured the {v} response of patients" for w in "abcdefgh" for v in "ijklmnop"]
     tok = train_wordpiece(texts, vocab_size=120, min_frequency=1)
     store = build_store_from_texts(root / "store", [(str(i), t) for i, t in enumerate(texts)], tok)
-    build(store, root / "t.ngram", threads=1)
+    build(store, root / "t.ngram", PmiBuild(threads=1))
     return root / "t.ngram"
 
 

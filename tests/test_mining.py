@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
+from dense_pt.config.retrieval import EncodeSettings, MineCommand, SearchSettings
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.retrieval.negatives import POOLS, mine_negatives
 from dense_pt.retrieval.search import PairScorer, run_from_arrays, search_arrays
@@ -96,18 +97,18 @@ def test_mining_matches_the_masking_reference(run, qrels, depth, skip, num, pool
     def scorer(pairs):
         return [_score_of(q, d) for q, d in pairs]
 
-    got = mine_negatives(run, qrels, depth=depth, skip_top=skip, num=num, pool=pool, sampling="top",
-                         scorer=scorer, **kw)  # fmt: skip
+    got = mine_negatives(run, qrels, MineCommand(depth=depth, skip_top=skip, num=num, pool=pool, sampling="top",
+                                                 **kw), scorer=scorer)  # fmt: skip
     want = reference_mine(run, qrels, depth, skip, num, pool, score_of=_score_of, **kw)
     assert {q: got.pids(q) for q in want} == want
     for q, rows in got.rows.items():
         assert not {d for d, r in qrels[q].items() if r > 0} & {p for p, _ in rows}
     # random sampling picks a subset of the same candidates, in rank order, fixed by the seed
     a = mine_negatives(
-        run, qrels, depth=depth, skip_top=skip, num=num, pool=pool, scorer=scorer, seed=3, **kw
+        run, qrels, MineCommand(depth=depth, skip_top=skip, num=num, pool=pool, seed=3, **kw), scorer=scorer
     )
     b = mine_negatives(
-        run, qrels, depth=depth, skip_top=skip, num=num, pool=pool, scorer=scorer, seed=3, **kw
+        run, qrels, MineCommand(depth=depth, skip_top=skip, num=num, pool=pool, seed=3, **kw), scorer=scorer
     )
     assert a.rows == b.rows
     full = reference_mine(run, qrels, depth, skip, 0, pool, score_of=_score_of, **kw)
@@ -121,35 +122,51 @@ def test_pools_filters_and_relative_forms_on_fixed_numbers():
     run = {"q": {"a": 5.0, "p": 4.0, "b": 3.9, "c": 3.0, "d": 1.0, "e": 0.5}}
     qrels = {"q": {"p": 1, "c": 0}}
     # rank: the top 3 hits are a, p, b; p is a positive -> a, b (SimLM's code: contexts[:depth])
-    assert mine_negatives(run, qrels, depth=3).pids("q") == ["a", "b"]
+    assert mine_negatives(run, qrels, MineCommand(depth=3)).pids("q") == ["a", "b"]
     # rank+positives: top 3 + 1 (one positive) -> a, p, b, c -> a, b, c
-    assert mine_negatives(run, qrels, depth=3, pool="rank+positives").pids("q") == ["a", "b", "c"]
+    assert mine_negatives(run, qrels, MineCommand(depth=3, pool="rank+positives")).pids("q") == [
+        "a",
+        "b",
+        "c",
+    ]
     # filtered: the first 3 non-positives, then skip 1; a judged-0 document is a negative
-    assert mine_negatives(run, qrels, depth=3, skip_top=1, pool="filtered").pids("q") == ["b", "c"]
-    t = mine_negatives(run, qrels, depth=10, absolute_margin=0.5)
+    assert mine_negatives(run, qrels, MineCommand(depth=3, skip_top=1, pool="filtered")).pids("q") == [
+        "b",
+        "c",
+    ]
+    t = mine_negatives(run, qrels, MineCommand(depth=10, absolute_margin=0.5))
     assert t.pids("q") == ["c", "d", "e"]  # a (5 + 0.5 > 4) and b (3.9 + 0.5 > 4) filtered
     assert t.stats["filtered_by_margin_or_score"] == 2 and t.stats["excluded_positives"] == 1
     # range_min counts the survivors of the filters (sentence-transformers' order of steps)
-    assert mine_negatives(run, qrels, depth=10, absolute_margin=0.5, skip_top=1).pids("q") == ["d", "e"]
-    assert mine_negatives(run, qrels, depth=10, max_score=3.9, min_score=1.0).pids("q") == ["b", "c", "d"]
+    assert mine_negatives(run, qrels, MineCommand(depth=10, absolute_margin=0.5, skip_top=1)).pids("q") == [
+        "d",
+        "e",
+    ]
+    assert mine_negatives(run, qrels, MineCommand(depth=10, max_score=3.9, min_score=1.0)).pids("q") == [
+        "b",
+        "c",
+        "d",
+    ]
     # relative margin with a negative positive score: the two forms differ
     neg = {"q": {"p": -0.50, "x": -0.49, "y": -0.52, "z": -0.80}}
     qn = {"q": {"p": 1}}
     # magnitude: keep s <= -0.5 - 0.5 * 0.05 = -0.525 -> z only
-    assert mine_negatives(neg, qn, depth=10, relative_margin=0.05).pids("q") == ["z"]
+    assert mine_negatives(neg, qn, MineCommand(depth=10, relative_margin=0.05)).pids("q") == ["z"]
     # signed: keep s <= -0.5 * 0.95 = -0.475 -> x (above the positive!), y, z
-    assert mine_negatives(neg, qn, depth=10, relative_margin=0.05, relative_form="signed").pids("q") == [
+    assert mine_negatives(neg, qn, MineCommand(depth=10, relative_margin=0.05, relative_form="signed")).pids("q") == [
         "x", "y", "z"
     ]  # fmt: skip
     pos = {"q": {"p": 0.8, "x": 0.77, "y": 0.75}}
     for form in ("magnitude", "signed"):  # equal for s+ >= 0: keep s <= 0.76
-        assert mine_negatives(pos, qn, depth=10, relative_margin=0.05, relative_form=form).pids("q") == ["y"]
+        assert mine_negatives(pos, qn, MineCommand(depth=10, relative_margin=0.05, relative_form=form)).pids(
+            "q"
+        ) == ["y"]
     with pytest.raises(MismatchError, match="not in the corpus"):
         mine_negatives(run, qrels, known_ids={"a", "b", "p"})
     with pytest.raises(MismatchError, match="another corpus"):
         mine_negatives(run, {"q": {"zz": 1}}, known_ids={"a", "p", "b", "c", "d", "e"})
     with pytest.raises(InvalidArgumentError, match="pool"):
-        mine_negatives(run, qrels, pool="deep")
+        mine_negatives(run, qrels, MineCommand(pool="deep"))
 
 
 def test_a_positive_missing_from_the_run_is_scored_not_skipped():
@@ -157,7 +174,7 @@ def test_a_positive_missing_from_the_run_is_scored_not_skipped():
     qrels = {"q": {"p": 1}, "r": {"p2": 1}}
     # without a scorer the filter cannot be applied to q: an error, not unfiltered negatives
     with pytest.raises(InvalidArgumentError, match=r"query 'q': positive 'p' is not in the run"):
-        mine_negatives(run, qrels, absolute_margin=0.1)
+        mine_negatives(run, qrels, MineCommand(absolute_margin=0.1))
     # without a margin nothing needs the positive's score
     assert mine_negatives(run, qrels).pids("q") == ["a", "b", "c"]
     asked = []
@@ -166,14 +183,18 @@ def test_a_positive_missing_from_the_run_is_scored_not_skipped():
         asked.extend(pairs)
         return [0.75 for _ in pairs]
 
-    t = mine_negatives(run, qrels, absolute_margin=0.1, scorer=scorer)
+    t = mine_negatives(run, qrels, MineCommand(absolute_margin=0.1), scorer=scorer)
     assert asked == [("q", "p")]  # r's positive is in the run: its run score is used
     assert t.pids("q") == ["c"] and t.pids("r") == ["b"]  # q: s + 0.1 <= 0.75; r: s + 0.1 <= 0.2
     # positive_scores win over the run and the scorer
-    t = mine_negatives(run, qrels, absolute_margin=0.1, scorer=scorer, positive_scores={"q": {"p": 1.5}})
+    t = mine_negatives(
+        run, qrels, MineCommand(absolute_margin=0.1), scorer=scorer, positive_scores={"q": {"p": 1.5}}
+    )
     assert t.pids("q") == ["a", "b", "c"]
     # a positive the scorer does not know (NaN) and no other: the query gets no negatives, counted
-    t = mine_negatives(run, qrels, absolute_margin=0.1, scorer=lambda pairs: [math.nan] * len(pairs))
+    t = mine_negatives(
+        run, qrels, MineCommand(absolute_margin=0.1), scorer=lambda pairs: [math.nan] * len(pairs)
+    )
     assert "q" not in t.rows and t.stats["queries_without_positive_score"] == 1
 
 
@@ -319,9 +340,9 @@ def test_same_negatives_as_sentence_transformers(st_case, case):
     want = _st_mine(model, docs, queries, qrels, range_min=skip, range_max=depth,
                     num_negatives=depth - skip, **kw)  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="not in the run"):
-        mine_negatives(run, qrels, depth=depth, skip_top=skip, pool="rank+positives", **kw)
-    got = mine_negatives(run, qrels, depth=depth, skip_top=skip, pool="rank+positives", sampling="top",
-                         scorer=scorer, **kw)  # fmt: skip
+        mine_negatives(run, qrels, MineCommand(depth=depth, skip_top=skip, pool="rank+positives", **kw))
+    got = mine_negatives(run, qrels, MineCommand(depth=depth, skip_top=skip, pool="rank+positives", sampling="top",
+                                                 **kw), scorer=scorer)  # fmt: skip
     assert got.stats["filtered_by_margin_or_score"] > 0 and got.stats["negatives"] > 0
     assert {q: got.pids(q) for q in got.rows if got.pids(q)} == want
 
@@ -340,9 +361,9 @@ def test_cli_mines_with_a_margin_from_the_runs_embeddings(tmp_path):
 
     store = tmp_path / "store"
     build_store_from_texts(store, docs, Tokenizer.from_file(str(model / "tokenizer.json")), max_length=64)
-    encode(model, store, tmp_path / "ep", progress=False, device="cpu")
-    encode(model, beir / "queries.jsonl", tmp_path / "eq", progress=False, device="cpu")
-    search(tmp_path / "eq", tmp_path / "ep", tmp_path / "run.trec", k=5)
+    encode(model, store, tmp_path / "ep", EncodeSettings(device="cpu"), progress=False)
+    encode(model, beir / "queries.jsonl", tmp_path / "eq", EncodeSettings(device="cpu"), progress=False)
+    search(tmp_path / "eq", tmp_path / "ep", tmp_path / "run.trec", SearchSettings(k=5))
     base = ["negatives", "mine", str(tmp_path / "run.trec"), "--qrels", str(beir / "qrels" / "train.tsv"),
             "--absolute-margin", "0.0", "--depth", "5"]  # fmt: skip
     res = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a.dpneg")])

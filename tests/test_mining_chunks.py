@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import mining_reference as ref
 from dense_pt.config.retrieval import MineCommand
-from dense_pt.data import write_run
-from dense_pt.data.runs import chunks_of_mapping, read_run_chunks
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.retrieval.negatives import mine, mine_negatives, read_mined, write_negatives
+from dense_pt.runs import read_run, write_run
+from dense_pt.runs.chunk import chunks_of_mapping
 
 
 def case(seed: int, queries: int = 80, docs: int = 60):
@@ -59,11 +59,11 @@ def test_chunked_mining_equals_the_per_query_reference(tmp_path, kw, seed):
     run, qrels = case(seed)
     write_run(tmp_path / "r.arrow", run)
     # the reference reads the run as the file holds it (each query's hits in rank order)
-    file_run = {q: h for c in read_run_chunks(tmp_path / "r.arrow") for q, h in c.to_dict().items()}
+    file_run = {q: h for c in read_run(tmp_path / "r.arrow") for q, h in c.to_dict().items()}
     scorer = score_of if "margin" in "".join(kw) else None
     want = ref.mine_negatives(file_run, qrels, scorer=scorer, **kw)
     s = MineCommand(**kw)
-    for source in (read_run_chunks(tmp_path / "r.arrow", chunk_rows=17), tmp_path / "r.arrow", run):
+    for source in (read_run(tmp_path / "r.arrow", chunk_rows=17), tmp_path / "r.arrow", run):
         got = mine(source, qrels, s, scorer=scorer)
         assert got.rows() == want.rows
         assert list(got.rows()) == list(want.rows)  # the judgements' query order
@@ -116,8 +116,10 @@ def test_refusals_name_what_is_wrong(tmp_path):
     with pytest.raises(MismatchError, match="another corpus"):
         mine_negatives(run, {"q": {"zz": 1}}, known_ids=pa.array(["a", "ghost"]))
     with pytest.raises(InvalidArgumentError, match="positive 'p' is not in the run"):
-        mine_negatives(run, {"q": {"p": 1}}, absolute_margin=0.1)
+        mine_negatives(run, {"q": {"p": 1}}, MineCommand(absolute_margin=0.1))
     # a positive outside the corpus is not scored (as before): the query has no positive score
     judged = {"q": {"p": 1, "a": 0}}
-    t = mine_negatives(run, judged, absolute_margin=0.1, known_ids={"a", "ghost"}, scorer=score_of)
+    t = mine_negatives(
+        run, judged, MineCommand(absolute_margin=0.1), known_ids={"a", "ghost"}, scorer=score_of
+    )
     assert t.rows == {} and t.stats["queries_without_positive_score"] == 1

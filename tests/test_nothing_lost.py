@@ -27,6 +27,8 @@ pytest.importorskip("torch")
 pytest.importorskip("faiss")
 
 from cli_helpers import run_cli, subgroup
+from dense_pt.config.pmi import PmiBuild
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 from retrieval_fixtures import tiny_setup
 
 USER = "the user's own words, not to be lost\n"
@@ -34,22 +36,24 @@ USER = "the user's own words, not to be lost\n"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from dense_pt.data import write_run
-    from dense_pt.data.judgements import load_qrels, load_run
+    from dense_pt.data.judgements import load_qrels
     from dense_pt.pmi import build
     from dense_pt.retrieval.bm25 import bm25
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+    from dense_pt.runs import load_run, write_run
 
     root = tmp_path_factory.mktemp("world")
     beir, model, store, _, _ = tiny_setup(root)
-    encode(model, store, root / "pemb", max_length=64, progress=False)
+    encode(model, store, root / "pemb", EncodeSettings(max_length=64), progress=False)
     encode(model, beir / "queries.jsonl", root / "qemb", progress=False)
-    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", k=20)
+    bm25(beir / "corpus.jsonl", beir / "queries.jsonl", root / "run.trec", BM25Command(k=20))
     write_run(root / "dense.trec", load_run(root / "run.trec"))
-    table = mine_negatives(load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), num=4)
+    table = mine_negatives(
+        load_run(root / "run.trec"), load_qrels(beir / "qrels" / "train.tsv"), MineCommand(num=4)
+    )
     write_negatives(root / "n.dpneg", table)
-    build(store, root / "t.pmi", memory_gb=0.2)
+    build(store, root / "t.pmi", PmiBuild(memory_gb=0.2))
     (root / "log.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n')
     return root
 
@@ -405,7 +409,9 @@ def _manifests(folder: Path) -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize(("argv", "kind"), WALKED, ids=[" ".join(w for w in a[:2] if "{" not in w) for a, _ in WALKED])
+@pytest.mark.parametrize(
+    ("argv", "kind"), WALKED, ids=[" ".join(w for w in a[:2] if "{" not in w) for a, _ in WALKED]
+)
 def test_every_output_folder_holds_one_manifest_of_the_schema(
     argv, kind, world, tmp_path, capsys, monkeypatch
 ):

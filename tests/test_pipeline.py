@@ -183,12 +183,12 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
     """``[eval] rel_level`` / ``tie_break`` and ``[distill] loss`` are pipeline keys, checked when the
     file is read; a finished stage whose metrics were computed with other evaluation settings gets
     them recomputed from its run file on the next run, without redoing the stage."""
-    from dense_pt.data import write_run
     from dense_pt.errors import FormatError
     from dense_pt.evaluation import evaluate_run
     from dense_pt.pipeline import load_pipeline_config
     from dense_pt.pipeline.common import evaluate
     from dense_pt.pipeline.runner import Context, Stage, run_stages
+    from dense_pt.runs import write_run
 
     cfg_file = tmp_path / "p.toml"
     cfg_file.write_text(

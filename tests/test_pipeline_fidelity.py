@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import subcommand, subgroup
+from dense_pt.config.retrieval import EncodeSettings
 from dense_pt.errors import FormatError
 from dense_pt.pipeline.config import validate_config
 
@@ -211,8 +212,8 @@ def test_each_stage_starts_where_simlm_starts_and_encodes_with_its_training_leng
     assert rr_saved == {"query_max_length": 8, "max_length": 60}  # re-ranking and scoring read these
     # `dense-pt encode` without --max-length encodes a trained retriever with its training lengths
     r2_model = out / "r2" / "train" / "model"
-    encode(r2_model, out / "store" / "store", tmp_path / "ep", progress=False, device="cpu")
-    encode(r2_model, beir / "queries.jsonl", tmp_path / "eq", progress=False, device="cpu")
+    encode(r2_model, out / "store" / "store", tmp_path / "ep", EncodeSettings(device="cpu"), progress=False)
+    encode(r2_model, beir / "queries.jsonl", tmp_path / "eq", EncodeSettings(device="cpu"), progress=False)
     got = [
         json.loads((tmp_path / f / "manifest.json").read_text())["settings"]["max_length"]
         for f in ("eq", "ep")

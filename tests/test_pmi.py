@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dense_pt.config.pmi import PmiBuild
 from dense_pt.data.store import CorpusStore, build_store_from_texts
 from dense_pt.data.tokenizer import train_wordpiece
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError
@@ -146,13 +147,13 @@ def store(tmp_path_factory):
 
 def test_store_build_shards_merge_score(store, tmp_path):
     whole = tmp_path / "whole.ngram"
-    stats = build(store.path, whole, max_n=3, min_count=2, threads=2)
+    stats = build(store.path, whole, PmiBuild(max_n=3, min_count=2, threads=2))
     passages = [store.tokens(i).tolist() for i in range(len(store))]
     raw, totals = count_ngrams(passages, 3)
     assert stats["totals"] == totals
     t = NgramTable.open(whole)
     assert t.vocab_hash == store.vocab_hash and t.min_count == 2 and t.num_passages == len(store)
-    parts = [build(store, tmp_path / f"p{i}", max_n=3, shard=f"{i}/4", threads=1) for i in range(4)]
+    parts = [build(store, tmp_path / f"p{i}", PmiBuild(max_n=3, shard=f"{i}/4", threads=1)) for i in range(4)]
     assert sum(p["passages"] for p in parts) == len(store)
     merged = tmp_path / "merged.ngram"
     merge([p["path"] for p in reversed(parts)], merged, min_count=2)
@@ -183,7 +184,7 @@ def test_score_refuses_a_table_of_another_vocabulary(store, tmp_path):
 
 def test_window_and_shard_arguments_are_validated(store, tmp_path):
     path = tmp_path / "t.ngram"
-    build(store, path, max_n=2)
+    build(store, path, PmiBuild(max_n=2))
     t = NgramTable.open(path)
     with pytest.raises(InvalidArgumentError, match="window"):
         t.ami(np.array([1, 2, 3], np.uint32), window=4)
@@ -194,9 +195,9 @@ def test_window_and_shard_arguments_are_validated(store, tmp_path):
     with pytest.raises(InvalidArgumentError):
         parse_shard("4/4")
     with pytest.raises(InvalidArgumentError, match="min_count"):
-        build(store, tmp_path / "x", shard="0/2", min_count=3)
+        build(store, tmp_path / "x", PmiBuild(shard="0/2", min_count=3))
     with pytest.raises(MismatchError, match=r"missing|twice"):
-        p0 = build(store, tmp_path / "s0", shard="0/2")["path"]
+        p0 = build(store, tmp_path / "s0", PmiBuild(shard="0/2"))["path"]
         merge([p0, p0], tmp_path / "m")
     with pytest.raises(InvalidArgumentError, match="shard 1 of 2 is missing"):
         merge([p0], tmp_path / "m")
@@ -205,7 +206,7 @@ def test_window_and_shard_arguments_are_validated(store, tmp_path):
 
 def test_corrupt_truncated_and_missing_tables_are_refused(store, tmp_path):
     path = tmp_path / "t.ngram"
-    build(store, path, max_n=3)
+    build(store, path, PmiBuild(max_n=3))
     good = path.read_bytes()
     cases = {
         "truncated": good[: len(good) - 5],
@@ -418,7 +419,7 @@ def test_score_stays_within_its_memory_bound_under_an_address_space_limit(tmp_pa
     docs = [(f"p{i}", " ".join(rng.choice(words, 120))) for i in range(6000)]
     tok = train_wordpiece([t for _, t in DOCS] * 3, vocab_size=300, min_frequency=1)
     store = build_store_from_texts(tmp_path / "s", docs, tok)
-    build(store, tmp_path / "t.pmi", memory_gb=0.5)
+    build(store, tmp_path / "t.pmi", PmiBuild(memory_gb=0.5))
     r = subprocess.run(
         [sys.executable, "-c", SCORE_UNDER_A_LIMIT, str(store.path), str(tmp_path / "t.pmi")],
         capture_output=True,

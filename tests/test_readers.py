@@ -23,15 +23,13 @@ from dense_pt.data import (
     detect_format,
     load_qrels,
     load_queries,
-    load_run,
     passage_text,
     read_corpus,
     read_qrels,
     read_queries,
-    read_run,
-    write_run,
 )
 from dense_pt.errors import DataWarning, FormatError, InvalidArgumentError
+from dense_pt.runs import load_run, read_run, write_run
 
 BAD = Path(__file__).parent / "data" / "bad"
 
@@ -220,7 +218,7 @@ def test_run_roundtrip_with_ties_broken_by_id(tmp_path):
     lines = (tmp_path / "r.trec").read_text().splitlines()
     assert lines[:3] == ["q1 Q0 d3 1 3.5 test", "q1 Q0 d2 2 1.0 test", "q1 Q0 d1 3 1.0 test"]
     assert load_run(tmp_path / "r.trec") == run
-    assert next(read_run(tmp_path / "r.trec")).rank == 1
+    assert next(read_run(tmp_path / "r.trec")).ranks.tolist() == [1, 2, 3, 1]
     with pytest.raises(InvalidArgumentError):
         write_run(tmp_path / "x.trec", run, tag="two words")
     (tmp_path / "dup.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\n")

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
-from dense_pt.data import load_qrels, load_run
+from dense_pt.config.retrieval import EncodeSettings, SearchSettings
+from dense_pt.data import load_qrels
 from dense_pt.errors import FormatError, MismatchError
 from dense_pt.evaluation import evaluate_run
 from dense_pt.retrieval.encode import Embeddings, encode
@@ -22,6 +23,7 @@ from dense_pt.retrieval.negatives import (
     write_negatives,
 )
 from dense_pt.retrieval.search import search, search_arrays
+from dense_pt.runs import load_run
 from retrieval_fixtures import tiny_setup
 
 
@@ -42,24 +44,42 @@ def test_bm25_finds_topic(setup, tmp_path):
     assert ev.measures["R@20"] > 0.5  # lexical overlap with the topic words
 
 
-def test_encode_resume_equals_uninterrupted(setup, tmp_path):
+def test_encode_resume_equals_uninterrupted(setup, tmp_path, monkeypatch):
+    import dense_pt.retrieval.encode as encode_module
+
     _, model, store, _, _ = setup
-    full = encode(model, store, tmp_path / "full", shard_size=10, progress=False, device="cpu")
+    full = encode(
+        model, store, tmp_path / "full", EncodeSettings(shard_size=10, device="cpu"), progress=False
+    )
     part = tmp_path / "part"
-    encode(model, store, part, shard_size=10, progress=False, max_shards=2, device="cpu")
+    real = encode_module._write_shard
+    written: list[int] = []
+
+    def killed_in_the_third(*args, **kw):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the third shard is being written
+        real(*args, **kw)
+        written.append(args[2])
+
+    monkeypatch.setattr(encode_module, "_write_shard", killed_in_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        encode(model, store, part, EncodeSettings(shard_size=10, device="cpu"), progress=False)
+    monkeypatch.undo()
     m = json.loads((part / "manifest.json").read_text())
     assert len(m["shards"]) == 2 and not m["complete"]
     with pytest.raises(FormatError, match="incomplete"):
         Embeddings.open(part)
     before = (part / "emb-00000.npy").stat().st_mtime_ns
-    encode(model, store, part, shard_size=10, progress=False, device="cpu")
+    encode(model, store, part, EncodeSettings(shard_size=10, device="cpu"), progress=False)
     assert (part / "emb-00000.npy").stat().st_mtime_ns == before  # finished shards not redone
     ids_a, a = Embeddings.open(full).load_all()
     ids_b, b = Embeddings.open(part).load_all()
     assert ids_a == ids_b and a.dtype == np.float16
     np.testing.assert_array_equal(a, b)
     with pytest.raises(MismatchError, match="pooling"):
-        encode(model, store, part, shard_size=10, pooling="mean", progress=False, device="cpu")
+        encode(
+            model, store, part, EncodeSettings(shard_size=10, pooling="mean", device="cpu"), progress=False
+        )
 
 
 def test_encode_matches_unsorted_reference(setup, tmp_path):
@@ -71,7 +91,7 @@ def test_encode_matches_unsorted_reference(setup, tmp_path):
 
     _, model, store, _, _ = setup
     _ids, emb = Embeddings.open(
-        encode(model, store, tmp_path / "e", progress=False, dtype="float32", device="cpu")
+        encode(model, store, tmp_path / "e", EncodeSettings(dtype="float32", device="cpu"), progress=False)
     ).load_all()
     s = CorpusStore.open(store)
     m = AutoModel.from_pretrained(str(model)).eval()
@@ -84,10 +104,10 @@ def test_encode_matches_unsorted_reference(setup, tmp_path):
 
 def test_query_encoding_and_search(setup, tmp_path):
     beir, model, store, _, _qrels = setup
-    encode(model, store, tmp_path / "p", progress=False, device="cpu")
-    encode(model, beir / "queries.jsonl", tmp_path / "q", progress=False, device="cpu")
-    run1 = search(tmp_path / "q", tmp_path / "p", tmp_path / "r1.trec", k=15)
-    run2 = search(tmp_path / "q", tmp_path / "p", None, k=15, max_memory_gb=32 * 4 * 7 / 1e9)
+    encode(model, store, tmp_path / "p", EncodeSettings(device="cpu"), progress=False)
+    encode(model, beir / "queries.jsonl", tmp_path / "q", EncodeSettings(device="cpu"), progress=False)
+    run1 = search(tmp_path / "q", tmp_path / "p", tmp_path / "r1.trec", SearchSettings(k=15))
+    run2 = search(tmp_path / "q", tmp_path / "p", None, SearchSettings(k=15, max_memory_gb=32 * 4 * 7 / 1e9))
     assert list(run1) == list(run2)
     for q in run1:
         assert list(run1[q]) == list(run2[q])

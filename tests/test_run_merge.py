@@ -11,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from dense_pt.cli import app
-from dense_pt.data import load_run, rank_hits, write_run
-from dense_pt.data.run_index import AlignedRuns, RunIndex
-from dense_pt.data.run_merge import merge_runs
-from dense_pt.data.runs import read_run_chunks
+from dense_pt.config.retrieval import BM25Command
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.retrieval.search import id_tie_key, search_arrays, write_arrays
+from dense_pt.runs import load_run, rank_hits, read_run, write_run
+from dense_pt.runs.index import AlignedRuns, RunIndex
+from dense_pt.runs.merge import merge_runs
 
 K = 7
 
@@ -39,7 +39,7 @@ def searched(q, p, pids, qids, out, tie_by_id=True):
 
 def content(path):
     return [(c.qids.to_pylist(), c.offsets.tolist(), c.docids.to_pylist(), c.scores.view(np.uint64).tolist(),
-             c.ranks.tolist()) for c in read_run_chunks(path, chunk_rows=1 << 30)]  # fmt: skip
+             c.ranks.tolist()) for c in read_run(path, chunk_rows=1 << 30)]  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix", [".trec", ".arrow"])
@@ -154,6 +154,7 @@ def fusion_case(seed):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_streamed_fusion_equals_the_per_query_fusion_bit_for_bit(tmp_path, seed):
+    from dense_pt.config.fusion import FuseSettings
     from dense_pt.retrieval.fusion import fuse_files, interpolate, rrf
 
     sparse, dense = fusion_case(seed)
@@ -164,8 +165,9 @@ def test_streamed_fusion_equals_the_per_query_fusion_bit_for_bit(tmp_path, seed)
     for method, kw, ref in (("rrf", {"rrf_k": 60}, reference_rrf([sparse, dense], 60, 10)),
                             ("interpolation", {"weight": 0.3}, reference_interpolate(sparse, dense, 0.3, 10))):  # fmt: skip
         fuse_files(
-            tmp_path / "s.arrow", tmp_path / "d.trec", tmp_path / f"{method}.arrow", method=method, k=10, **kw
-        )
+            tmp_path / "s.arrow", tmp_path / "d.trec", tmp_path / f"{method}.arrow",
+            FuseSettings(method=method, k=10, **kw),
+        )  # fmt: skip
         got = load_run(tmp_path / f"{method}.arrow")
         assert got == ref and all(list(got[q]) == list(ref[q]) for q in ref)
         bits = {q: [np.float64(v).view(np.uint64) for v in h.values()] for q, h in got.items()}
@@ -194,15 +196,14 @@ def test_bm25_query_shards_merge_into_the_unsharded_run(tmp_path):
                               for i in range(60)))  # fmt: skip
     (tmp_path / "q.tsv").write_text("".join(f"q{i}\t{' '.join(rng.choice(words, 3))}\n" for i in range(9)))
     for suffix in (".arrow", ".trec"):
-        bm25(corpus, tmp_path / "q.tsv", tmp_path / f"all{suffix}", k=10, index=tmp_path / "idx")
+        bm25(corpus, tmp_path / "q.tsv", tmp_path / f"all{suffix}", BM25Command(k=10), index=tmp_path / "idx")
         for i in range(2):
             bm25(
                 corpus,
                 tmp_path / "q.tsv",
                 tmp_path / f"s{i}{suffix}",
-                k=10,
+                BM25Command(k=10, query_shard=f"{i}/2"),
                 index=tmp_path / "idx",
-                query_shard=f"{i}/2",
             )
         info = merge_runs([tmp_path / f"s0{suffix}", tmp_path / f"s1{suffix}"], tmp_path / f"m{suffix}")
         assert info["mode"] == "queries"
@@ -228,7 +229,7 @@ def test_passage_shards_of_unequal_depth_merge_exactly_or_are_refused(tmp_path, 
     does not list its 11th passage, which may be in the whole corpus's top 20). The merge keeps the
     top 10, says so, and equals the unsharded run cut to 10; -k 20 is refused. Arrow shards record
     their depth; TREC shards are judged by their most hits per query."""
-    from dense_pt.data.runs import convert_run
+    from dense_pt.runs import convert_run
 
     q, p, pids, qids = corpus()
     _search_k(q, p, pids, qids, 20, tmp_path / "full.arrow")

@@ -1,4 +1,4 @@
-"""Runs that prove they are intact (``dense_pt.data.run_checksum``): an Arrow run dense-pt wrote
+"""Runs that prove they are intact (``dense_pt.runs.checksum``): an Arrow run dense-pt wrote
 carries a checksum of every record batch, verified as it is read. One byte flipped in its data, a
 damaged end marker, a 0-byte file: each is one line naming the file through the real command line
 (exit 1, no traceback), never a run read with other ids. Runs of other tools (no checksum) still
@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from cli_helpers import run_cli
-from dense_pt.data import load_run
-from dense_pt.data.runs import RUN_SCHEMA, RunWriter
 from dense_pt.errors import FormatError
+from dense_pt.runs import RunWriter, load_run
+from dense_pt.runs.arrow import RUN_SCHEMA
 
 HITS = {"q1": {"1338283": 3.0, "1338284": 2.5, "7": 1.0}, "q2": {"8": 3.0, "9": 2.0, "10": 1.0}}
 
@@ -116,7 +116,7 @@ def test_a_zero_byte_arrow_run_is_refused(command, tmp_path, qrels, capsys, monk
 
 def other_tools_run(path: Path, docids: list[str]) -> Path:
     """An Arrow run as pandas or polars would write it: no dense-pt metadata, no checksum."""
-    table = pa.table({"qid": ["q1"] * len(docids), "docid": docids,
+    table = pa.table({"query_id": ["q1"] * len(docids), "doc_id": docids,
                       "score": [float(-i) for i in range(len(docids))],
                       "rank": list(range(1, len(docids) + 1))}, schema=RUN_SCHEMA)  # fmt: skip
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
@@ -142,7 +142,7 @@ def test_the_id_rule_applies_to_arrow_runs(command, tmp_path, qrels, capsys, mon
 def test_a_batch_without_its_checksum_is_refused(tmp_path):
     """A run that declares checksums, one of whose batches has none (altered by another tool)."""
     run = tmp_path / "run.arrow"
-    table = pa.table({"qid": ["q1"], "docid": ["a"], "score": [1.0], "rank": [1]}, schema=RUN_SCHEMA)
+    table = pa.table({"query_id": ["q1"], "doc_id": ["a"], "score": [1.0], "rank": [1]}, schema=RUN_SCHEMA)
     schema = RUN_SCHEMA.with_metadata({"dense_pt.checksum": "blake2b-128"})
     with pa.OSFile(str(run), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
         w.write_batch(table.to_batches()[0])

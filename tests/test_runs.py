@@ -1,4 +1,4 @@
-"""Run files (dense_pt.data.runs): the Arrow format keeps every score bit and the tie order, the
+"""Run files (dense_pt.runs): the Arrow format keeps every score bit and the tie order, the
 TREC export equals the writer every earlier version used byte for byte, the chunked reader hands
 out whole queries, and bad files are refused with the row or line."""
 
@@ -13,16 +13,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
-from dense_pt.data import load_run, rank_hits, read_run, write_run
-from dense_pt.data.runs import (
-    RUN_SCHEMA,
-    RunReader,
-    RunWriter,
-    convert_run,
-    read_run_chunks,
-    run_format,
-)
 from dense_pt.errors import FormatError, InvalidArgumentError
+from dense_pt.runs import RunWriter, convert_run, load_run, rank_hits, read_run, run_format, write_run
+from dense_pt.runs.arrow import RUN_SCHEMA
+from dense_pt.runs.read import RunReader
 
 
 def reference_write_run(path: Path, run: dict[str, dict[str, float]], tag: str = "dense-pt") -> None:
@@ -111,7 +105,7 @@ def test_writer_ranks_chunks_as_rank_hits_and_takes_id_rows(tmp_path, tie_break)
                 expected[q] = dict(zip([ids[i] for i in r], s.tolist(), strict=True))
             w.write(qids, np.asarray(offsets), np.asarray(rows), np.asarray(scores))
     got = {}
-    for chunk in read_run_chunks(path, chunk_rows=4):
+    for chunk in read_run(path, chunk_rows=4):
         got.update({q: list(h.items()) for q, h in chunk.to_dict().items()})
     assert got == {q: rank_hits(h, tie_break) for q, h in expected.items() if h}
     assert w.rows == sum(len(h) for h in expected.values())
@@ -141,7 +135,7 @@ def test_writer_refuses_what_a_reader_would_refuse_and_leaves_no_file(tmp_path):
             w.write(["q\tq"], [0, 1], ["a"], [1.0])
     with RunWriter(tmp_path / "ok.arrow") as w:
         w.write(["q"], [0, 2], ["ü", "a"], [1.0, 0.5])
-    assert [e.pid for e in read_run(tmp_path / "ok.arrow")] == ["ü", "a"]
+    assert docids_of(tmp_path / "ok.arrow") == ["ü", "a"]
     (tmp_path / "ok.arrow").unlink()
     with pytest.raises(InvalidArgumentError, match="offsets"):
         with RunWriter(path) as w:
@@ -149,7 +143,18 @@ def test_writer_refuses_what_a_reader_would_refuse_and_leaves_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def write_arrow(path: Path, batches: list[dict], schema: pa.Schema = RUN_SCHEMA) -> None:
+# the layout dense-pt wrote before its columns took ir-measures' names: still read
+LEGACY_SCHEMA = pa.schema(
+    [("qid", pa.utf8()), ("docid", pa.utf8()), ("score", pa.float64()), ("rank", pa.int32())]
+)
+NEW_NAMES = {"qid": "query_id", "docid": "doc_id"}
+
+
+def docids_of(path: Path) -> list[str]:
+    return [d for c in read_run(path) for d in c.docids.to_pylist()]
+
+
+def write_arrow(path: Path, batches: list[dict], schema: pa.Schema = LEGACY_SCHEMA) -> None:
     with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, schema) as w:
         for b in batches:
             w.write_batch(
@@ -177,12 +182,12 @@ def test_foreign_arrow_file_with_queries_across_batches(tmp_path):
     path = tmp_path / "foreign.run"  # no Arrow suffix: sniffed
     write_arrow(path, batches, schema)
     for chunk_rows in (1, 2, 100):
-        chunks = list(read_run_chunks(path, chunk_rows=chunk_rows))
+        chunks = list(read_run(path, chunk_rows=chunk_rows))
         got = {}
         for c in chunks:
             got.update(c.to_dict())
         assert got == {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 1.5, "d": 0.5}, "q3": {"x": 9.0}}
-    assert [e.pid for e in read_run(path)] == ["a", "b", "c", "a", "d", "x"]
+    assert docids_of(path) == ["a", "b", "c", "a", "d", "x"]
 
 
 @pytest.mark.parametrize(
@@ -197,8 +202,13 @@ def test_foreign_arrow_file_with_queries_across_batches(tmp_path):
          "row 3: query 'q' is listed again"),
     ],
 )  # fmt: skip
-def test_bad_arrow_runs_are_refused_with_the_row(tmp_path, batch, message):
-    write_arrow(tmp_path / "bad.arrow", [batch])
+@pytest.mark.parametrize("layout", ["legacy", "today"])
+def test_bad_arrow_runs_are_refused_with_the_row(tmp_path, batch, message, layout):
+    if layout == "today":  # the same file under today's names: the message names the file's column
+        batch = {NEW_NAMES.get(k, k): v for k, v in batch.items()}
+        for old, new in NEW_NAMES.items():
+            message = message.replace(f"{old} is", f"{new} is").replace(f"empty {old}", f"empty {new}")
+    write_arrow(tmp_path / "bad.arrow", [batch], LEGACY_SCHEMA if layout == "legacy" else RUN_SCHEMA)
     with pytest.raises(FormatError, match=message):
         load_run(tmp_path / "bad.arrow")
 
@@ -209,26 +219,96 @@ def test_bad_arrow_schema_and_trec_order(tmp_path):
         [{"qid": ["q"], "docid": ["a"]}],
         pa.schema([("qid", pa.utf8()), ("docid", pa.utf8())]),
     )
-    with pytest.raises(FormatError, match="no 'score' column"):
+    with pytest.raises(
+        FormatError, match=r"no 'score' column .*a run has query_id, doc_id, score, rank \(or"
+    ):
         load_run(tmp_path / "s.arrow")
     (tmp_path / "t.trec").write_text("q Q0 a 1 1.0 x\nr Q0 b 1 1.0 x\nq Q0 c 2 0.5 x\n")
     with pytest.raises(FormatError, match=r"t.trec:3: query 'q' is listed again"):
-        list(read_run_chunks(tmp_path / "t.trec"))
+        list(read_run(tmp_path / "t.trec"))
     (tmp_path / "d.trec").write_text("q Q0 a 1 1.0 x\nq Q0 a 2 0.5 x\n")
     with pytest.raises(
         FormatError, match=r"d.trec:2: passage 'a' is ranked twice for query 'q' \(first on line 1\)"
     ):
-        list(read_run_chunks(tmp_path / "d.trec"))
+        list(read_run(tmp_path / "d.trec"))
     (tmp_path / "fake.arrow").write_bytes(b"ARROW1garbage")
     with pytest.raises(FormatError, match="not a readable Arrow IPC file"):
         load_run(tmp_path / "fake.arrow")
 
 
-def test_entries_write_as_given_to_trec_only(tmp_path):
-    from dense_pt.data import RunEntry
+# ---- the columns: ir-measures' names; the layout written before them still read --------------
 
-    entries = [RunEntry("q", "b", 1, 0.5, "x"), RunEntry("q", "a", 7, 0.25, "y")]
-    assert write_run(tmp_path / "e.trec", entries) == 2
-    assert (tmp_path / "e.trec").read_text() == "q Q0 b 1 0.5 x\nq Q0 a 7 0.25 y\n"
-    with pytest.raises(InvalidArgumentError, match="only a TREC run holds"):
-        write_run(tmp_path / "e.arrow", entries)
+LEGACY_RUN = Path(__file__).parent / "data" / "runs" / "legacy-qid-docid.arrow"
+# what dense-pt 15f3021 wrote to LEGACY_RUN: two record batches, a tie ordered by passage id, a
+# non-ASCII id, a subnormal-adjacent score; tag bm25, depth 3
+LEGACY_HITS = {"q1": {"d2": 2.5, "d1": 2.5, "é": 0.125}, "q2": {"d9": -1.0}, "q3": {"d1": 3.0, "d2": 1e-300}}
+
+
+def test_a_written_arrow_run_is_evaluated_by_ir_measures_without_renaming(tmp_path):
+    pd = pytest.importorskip("pandas")
+    import ir_measures
+    from ir_measures import RR, nDCG
+
+    run = tricky_run(seed=3)
+    write_run(tmp_path / "r.arrow", run)
+    frame = pd.read_feather(tmp_path / "r.arrow")
+    assert list(frame.columns) == ["query_id", "doc_id", "score", "rank"]
+    qrels = {q: {d: 1 for d in list(hits)[::3]} for q, hits in run.items() if hits}
+    measures = [nDCG @ 10, RR]
+    # the frame as read, against ir-measures' own dict input: the same numbers
+    assert ir_measures.calc_aggregate(measures, qrels, frame) == ir_measures.calc_aggregate(
+        measures, qrels, run
+    )
+
+
+def test_a_run_in_the_legacy_layout_reads_verifies_and_converts(tmp_path):
+    with pa.OSFile(str(LEGACY_RUN)) as f:  # the fixture is what it claims: old names, checksums
+        schema = pa.ipc.open_file(f).schema
+    assert schema.names == ["qid", "docid", "score", "rank"] and b"dense_pt.checksum" in schema.metadata
+    assert load_run(LEGACY_RUN) == LEGACY_HITS
+    chunks = list(read_run(LEGACY_RUN, chunk_rows=1))
+    assert [q for c in chunks for q in c.qids.to_pylist()] == ["q1", "q2", "q3"] and len(chunks) == 2
+    assert np.concatenate([c.ranks for c in chunks]).tolist() == [1, 2, 3, 1, 1, 2]
+    reader = RunReader(LEGACY_RUN)
+    assert (reader.tag, reader.depth) == ("bm25", 3)
+    # converted, it takes today's names and keeps every row, score bit and rank
+    convert_run(LEGACY_RUN, tmp_path / "new.arrow")
+    with pa.OSFile(str(tmp_path / "new.arrow")) as f:
+        new = pa.ipc.open_file(f).read_all()
+    with pa.OSFile(str(LEGACY_RUN)) as f:
+        old = pa.ipc.open_file(f).read_all()
+    assert new.schema.names == list(RUN_SCHEMA.names) == ["query_id", "doc_id", "score", "rank"]
+    assert [new.column(i).to_pylist() for i in range(4)] == [old.column(i).to_pylist() for i in range(4)]
+    assert new.column("score").to_numpy().tobytes() == old.column("score").to_numpy().tobytes()
+
+
+def test_a_legacy_run_whose_values_changed_fails_its_old_checksum(tmp_path):
+    """The old layout's per-batch checksums are verified, not skipped: the same batches with one
+    score changed, written back under the old names with the old digests, are refused."""
+    with pa.OSFile(str(LEGACY_RUN)) as f:
+        reader = pa.ipc.open_file(f)
+        batches = [reader.get_batch_with_custom_metadata(i) for i in range(reader.num_record_batches)]
+        schema = reader.schema
+    changed = tmp_path / "changed.arrow"
+    with pa.OSFile(str(changed), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        for i, (batch, meta) in enumerate(batches):
+            if i == 1:
+                scores = batch.column("score").to_numpy().copy()
+                scores[0] = np.nextafter(scores[0], 0.0)  # one bit
+                batch = batch.set_column(2, "score", pa.array(scores))
+            w.write_batch(batch, custom_metadata=meta)
+    with pytest.raises(FormatError, match=r"record batch 1 \(rows 4 to 6\) does not match its checksum"):
+        load_run(changed)
+
+
+def test_a_legacy_run_merges_and_indexes_beside_a_new_one(tmp_path):
+    from dense_pt.runs import merge_runs
+    from dense_pt.runs.index import RunIndex
+
+    write_run(tmp_path / "more.arrow", {"q4": {"d1": 1.0}})
+    got = merge_runs([LEGACY_RUN, tmp_path / "more.arrow"], tmp_path / "all.arrow")
+    assert got["mode"] == "queries" and load_run(tmp_path / "all.arrow") == {**LEGACY_HITS, "q4": {"d1": 1.0}}
+    with RunIndex(LEGACY_RUN) as ix:  # random access reads the old names too
+        back = ix.get(["q3", "q1", "nope"])
+    assert back.to_dict() == {"q3": LEGACY_HITS["q3"], "q1": LEGACY_HITS["q1"], "nope": {}}
+    assert back.ranks.tolist() == [1, 2, 1, 2, 3]

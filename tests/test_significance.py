@@ -110,7 +110,7 @@ def test_evaluate_cli_with_a_baseline(tmp_path):
     from typer.testing import CliRunner
 
     from dense_pt.cli import app
-    from dense_pt.data import write_run
+    from dense_pt.runs import write_run
 
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(12)}
     system = {q: {f"d{i}": 2.0, "x": 1.0} for i, q in enumerate(qrels)}

@@ -224,8 +224,8 @@ def test_shared_pretraining_paired_comparison_and_reuse(demo):
     is compared with none over the dev queries, per-query values averaged over the seeds (checked
     against a count by hand)."""
     from dense_pt.data import load_qrels
-    from dense_pt.data.judgements import load_run
     from dense_pt.evaluation.significance import compare_per_query
+    from dense_pt.runs import load_run
 
     path = write_study(demo, "s4", until='"r1"', share_pretraining="true")
     study = load_study(path)

@@ -15,6 +15,7 @@ import torch
 
 torch.set_num_threads(1)
 
+from dense_pt.config.retrieval import EncodeSettings  # noqa: E402
 from dense_pt.errors import InvalidArgumentError  # noqa: E402
 from dense_pt.models.unpad import Packing, Unpadded, encode_tokens, resolve_unpad  # noqa: E402
 from dense_pt.objectives import METHODS, MethodOptions, build_objective, resolve_options  # noqa: E402
@@ -294,7 +295,11 @@ def test_encode_command_packed_equals_padded(tmp_path):
         got = {}
         for unpad in ("off", "on"):
             out = encode(
-                model, source, tmp_path / f"{kind}-{unpad}", dtype="float32", progress=False, unpad=unpad
+                model,
+                source,
+                tmp_path / f"{kind}-{unpad}",
+                EncodeSettings(dtype="float32", unpad=unpad),
+                progress=False,
             )
             got[unpad] = Embeddings.open(out).load_all()
         assert got["on"][0] == got["off"][0]
@@ -311,7 +316,7 @@ def test_encode_refuses_unpad_on_for_another_model(tmp_path):
     RobertaModel(RobertaConfig(vocab_size=4000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=64)).save_pretrained(model)  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="RobertaModel"):
-        encode(model, beir / "queries.jsonl", tmp_path / "q", progress=False, unpad="on")
+        encode(model, beir / "queries.jsonl", tmp_path / "q", EncodeSettings(unpad="on"), progress=False)
 
 
 # ---- cached gradients (GradCache) over packed encoders -------------------------------------------

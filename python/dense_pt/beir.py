@@ -23,11 +23,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dense_pt import logs
+from dense_pt.config.base import Model
 from dense_pt.config.beir import BeirSettings
 from dense_pt.errors import FormatError, InvalidArgumentError, not_found
+
+M = TypeVar("M", bound=Model)
 
 DEFAULT_SPLIT = "test"
 COMMAND = "beir"
@@ -205,45 +208,45 @@ def _judged_queries(d: Dataset, qrels: dict[str, dict[str, int]], out: Path) -> 
 def _dense_run(model: Path, d: Dataset, queries: Path, work: Path, s: BeirSettings, progress: bool) -> Path:
     """``corpus build`` (the model's tokenizer, its default length), ``encode`` passages and
     queries (each with its own length), ``search``: the run file."""
+    from dense_pt.config.retrieval import EncodeSettings, SearchSettings
     from dense_pt.data import build_corpus_store
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search_file
 
     build_corpus_store(d.folder / "corpus.jsonl", model, work / "store")
-    options = s.model_dump(include=set(_encode_fields()))
-    encode(model, work / "store", work / "passages", max_length=s.passage_max_length, progress=progress,
-           **options)  # fmt: skip
-    encode(model, queries, work / "queries", max_length=s.query_max_length, progress=progress, **options)
-    out = work / "dense.trec"
-    search_file(
-        work / "queries", work / "passages", out, k=s.k, metric=s.metric, max_memory_gb=s.max_memory_gb
+    passages = _part(EncodeSettings, s, max_length=s.passage_max_length)
+    encode(model, work / "store", work / "passages", passages, progress=progress)
+    encode(
+        model, queries, work / "queries", passages.replace(max_length=s.query_max_length), progress=progress
     )
+    out = work / "dense.trec"
+    search_file(work / "queries", work / "passages", out, _part(SearchSettings, s))
     return out
 
 
-def _encode_fields() -> list[str]:
-    from dense_pt.config.retrieval import EncodeOptions
-
-    return list(EncodeOptions.model_fields)
+def _part(model: type[M], s: BeirSettings, **more: Any) -> M:
+    """The settings of one job ``dense-pt beir`` runs: its fields of ``s`` (BeirSettings inherits
+    every job's model), plus ``more``."""
+    return model.load({**s.model_dump(include=set(model.model_fields)), **more}, "dense-pt beir")
 
 
 def _bm25_run(d: Dataset, queries: Path, work: Path, s: BeirSettings) -> Path:
     """``dense-pt bm25`` over the corpus, its index kept in the work folder (not beside the data)."""
-    from dense_pt.config.retrieval import BM25Settings
+    from dense_pt.config.retrieval import BM25Command
     from dense_pt.retrieval.bm25 import bm25
 
     out = work / "bm25.trec"
-    bm25(d.folder / "corpus.jsonl", queries, out, index=work / "bm25-index",
-         **s.model_dump(include=set(BM25Settings.model_fields)))  # fmt: skip
+    bm25(d.folder / "corpus.jsonl", queries, out, _part(BM25Command, s), index=work / "bm25-index")
     return out
 
 
 def _fused_run(sparse: Path, dense: Path, work: Path, s: BeirSettings) -> Path:
     """``dense-pt fuse`` of the BM25 and dense runs (RRF, or interpolation with the given weight)."""
+    from dense_pt.config.fusion import FuseSettings
     from dense_pt.retrieval.fusion import fuse_files
 
     out = work / "fused.trec"
-    fuse_files(sparse, dense, out, method=s.method, rrf_k=s.rrf_k, weight=s.weight, k=s.k)
+    fuse_files(sparse, dense, out, _part(FuseSettings, s))
     return out
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from dense_pt import __version__, logs
 from dense_pt.config.hub import DEFAULT_LICENSE, HubSettings
 from dense_pt.errors import DensePtError, FormatError, already_exists, not_found
+from dense_pt.model_card import is_local_model
 
 CARD = "README.md"
 CARD_DATA = "dense_pt_card.json"
@@ -203,13 +204,11 @@ def render_card(
 ) -> str:  # fmt: skip
     """The model card: the Hub's front matter, how to use it, the recipe, the evaluation.
     ``license``: its identifier, and whether its text is in the folder's ``LICENSE``."""
-    from dense_pt.model_card import _is_local
-
     method = facts.get("method")
     base = facts.get("base_model")
     front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity",
              f"license: {license[0]}"]  # fmt: skip
-    if isinstance(base, str) and not _is_local(base):
+    if isinstance(base, str) and not is_local_model(base):
         front.append(f"base_model: {json.dumps(base)}")
     tags = [
         "sentence-transformers",

@@ -23,7 +23,8 @@ KINDS = {
 }
 
 
-def _is_local(name: str) -> bool:
+def is_local_model(name: str) -> bool:
+    """A folder or file here, not a Hub id (the Hub's ``base_model`` field takes ids only)."""
     return Path(name).expanduser().exists() or name.startswith(("/", ".", "pkg:"))
 
 
@@ -62,7 +63,7 @@ def _render(folder: Path, facts: dict[str, Any]) -> Path:
     library, task = KINDS[facts["kind"]]
     base = facts["base_model"]
     front = ["---", f"library_name: {library}", f"pipeline_tag: {task}"]
-    if not _is_local(base):  # the hub's base_model field takes hub ids only
+    if not is_local_model(base):  # the hub's base_model field takes hub ids only
         front.append(f"base_model: {json.dumps(base)}")
     front += ["tags:", "- dense-pt", "- dense-retrieval", f"- {facts['method']}", "---", ""]
     body = [

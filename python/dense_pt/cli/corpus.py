@@ -83,18 +83,10 @@ def build(
     from dense_pt.data.build import build_corpus_store
 
     s = load_settings(CorpusSettings, config, set_, split(values, BUILD), "dense-pt corpus build")
-    settings = s.model_dump(exclude={"max_length", "max_record_mb"})
     with data_warnings(), Progress("corpus build", "passages") as progress:
         progress.update("tokenizing", 0)
         res = build_corpus_store(
-            corpus,
-            tokenizer,
-            out,
-            max_length="auto" if s.max_length is None else (s.max_length or None),
-            max_record_bytes=record_bytes(s.max_record_mb),
-            force=force,
-            progress=lambda done: progress.update("tokenizing", done),
-            **settings,
+            corpus, tokenizer, out, s, force=force, progress=lambda done: progress.update("tokenizing", done)
         )
     m = res.store.manifest
     result = {"out": out, "built": res.built, "passages": len(res.store), "tokens": m["num_tokens"],
@@ -221,8 +213,9 @@ def check(
     as_json: bool = json_option(),
 ) -> None:
     """Read a whole input file and report the first problem (file:line: what was expected)."""
-    from dense_pt.data.judgements import read_qrels, read_run
+    from dense_pt.data.judgements import read_qrels
     from dense_pt.data.readers import read_corpus, read_queries
+    from dense_pt.runs import read_run
 
     limit = record_bytes(max_record_mb)
     with data_warnings():
@@ -231,7 +224,7 @@ def check(
         elif kind == "queries":
             n = sum(1 for _ in read_queries(path, format, limit))
         elif kind == "run":
-            n = sum(1 for _ in read_run(path, limit))
+            n = sum(c.num_rows for c in read_run(path, max_record_bytes=limit))
         else:
             qids = {q.id for q in read_queries(queries, max_record_bytes=limit)} if queries else None
             pids = _corpus_ids(corpus) if corpus else None

@@ -44,7 +44,7 @@ def fuse(
 
     s = load_settings(FuseSettings, config, set_, split(values, FUSE), "dense-pt fuse")
     check_output_file(out, force)
-    summary = fuse_files(sparse, dense, out, tune_qrels, **s.model_dump())
+    summary = fuse_files(sparse, dense, out, s, tune_qrels)
     emit({"out": out, **summary}, as_json, lambda: logs.status(_describe(out, summary)))
 
 

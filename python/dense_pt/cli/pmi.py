@@ -21,7 +21,7 @@ from dense_pt.cli.options import (
     with_model_options,
 )
 from dense_pt.cli.output import emit, json_option
-from dense_pt.config.pmi import MIN_COUNT, WINDOW, PmiCounts
+from dense_pt.config.pmi import MIN_COUNT, WINDOW, PmiBuild
 from dense_pt.progress import Progress
 
 pmi_app = typer.Typer(help="Corpus n-gram statistics and PMI/AMI token importance.", no_args_is_help=True)
@@ -41,10 +41,6 @@ def _gb(n: int | None) -> str:
 def build_cmd(
     store: Path = typer.Argument(..., help="Corpus store directory (from `dense-pt corpus build`)."),
     out: Path = typer.Option(..., "--out", "-o", help="Table file to write (atomically)."),
-    threads: int = typer.Option(
-        None, "--threads", min=1, help="Worker threads (default: all available cores)."
-    ),
-    shard: str = typer.Option(None, "--shard", help="Count shard I/N only (0-based; merge the parts later)."),
     spill_dir: Path = typer.Option(
         None, "--spill-dir", help="Folder for sorted runs (default: next to --out)."
     ),
@@ -58,14 +54,11 @@ def build_cmd(
     from dense_pt.artifacts import check_output_file
     from dense_pt.pmi import build
 
-    tables = [("top", PmiCounts)]
-    s = load_settings(PmiCounts, config, set_, split(values, tables), "dense-pt pmi build")
+    s = load_settings(PmiBuild, config, set_, split(values, PMI_BUILD), "dense-pt pmi build")
     check_output_file(out, force)
     bar, cb = _progress("pmi build")
     with bar:
-        stats = build(
-            store, out, **s.model_dump(), threads=threads, shard=shard, spill_dir=spill_dir, progress=cb
-        )
+        stats = build(store, out, s, spill_dir=spill_dir, progress=cb)
     emit(
         {"out": out, **stats},
         as_json,
@@ -78,7 +71,8 @@ def build_cmd(
     )
 
 
-pmi_app.command("build")(with_model_options(build_cmd, model_options([("top", PmiCounts)])))
+PMI_BUILD = [("top", PmiBuild)]
+pmi_app.command("build")(with_model_options(build_cmd, model_options(PMI_BUILD)))
 
 
 @pmi_app.command("merge")

@@ -21,7 +21,7 @@ from dense_pt.cli.options import (
     with_model_options,
 )
 from dense_pt.cli.output import emit, json_option
-from dense_pt.config.retrieval import BM25Settings, EncodeSettings, MineCommand, SearchSettings
+from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand, SearchSettings
 
 
 def bm25(
@@ -41,15 +41,6 @@ def bm25(
         help="Index folder, built once and reused while the corpus and settings match "
         "(default: CORPUS.bm25 beside the corpus, or dense-pt's cache if that folder is read-only).",
     ),
-    threads: int | None = typer.Option(
-        None, "--threads", min=1, help="Search threads (default: all available cores)."
-    ),
-    query_shard: str | None = typer.Option(
-        None,
-        "--query-shard",
-        help="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
-        "array; the shards' runs, concatenated in order, are the whole run.",
-    ),
     force: bool = force_option(),
     as_json: bool = json_option(),
     config: Path | None = config_option(),
@@ -62,24 +53,24 @@ def bm25(
     from dense_pt.retrieval.bm25 import bm25 as run_bm25
     from dense_pt.retrieval.bm25 import bm25_index
 
-    s = load_settings(BM25Settings, config, set_, split(values, BM25), "dense-pt bm25")
+    s = load_settings(BM25Command, config, set_, split(values, BM25), "dense-pt bm25")
     if queries is None and out is None:
         from dense_pt.errors import InvalidArgumentError
 
-        if query_shard is not None:  # building the index only: there are no queries to slice
+        if s.query_shard is not None:  # building the index only: there are no queries to slice
             raise InvalidArgumentError("--query-shard slices the queries: give --queries and --out too")
-        idx = bm25_index(corpus, index, **s.model_dump())
+        idx = bm25_index(corpus, index, s)
         done = f"index ready at {idx.path} ({idx.num_docs:,} passages)"
         emit({"index": idx.path, "passages": idx.num_docs}, as_json, lambda: logs.status(done))
         return
     if queries is None or out is None:
         raise typer.BadParameter("give both --queries and --out (or neither, to build the index only)")
     check_output_file(out, force)
-    run_bm25(corpus, queries, out, index=index, threads=threads, query_shard=query_shard, **s.model_dump())
-    emit({"out": out, "query_shard": query_shard}, as_json, lambda: logs.status(f"wrote {out}"))
+    run_bm25(corpus, queries, out, s, index=index)
+    emit({"out": out, "query_shard": s.query_shard}, as_json, lambda: logs.status(f"wrote {out}"))
 
 
-BM25 = [("top", BM25Settings)]
+BM25 = [("top", BM25Command)]
 app.command()(with_model_options(bm25, model_options(BM25, flags={"k": ["-k"]})))
 
 
@@ -100,7 +91,7 @@ def encode(
 
     s = load_settings(EncodeSettings, config, set_, split(values, ENCODE), "dense-pt encode")
     with claimed(out, "embeddings", "encode", force=force):
-        run_encode(model, source, out, **s.model_dump())
+        run_encode(model, source, out, s)
     emit(_encoded(out), as_json, lambda: logs.status(f"wrote {out}"))
 
 
@@ -139,7 +130,7 @@ def search(
 
     s = load_settings(SearchSettings, config, set_, split(values, SEARCH), "dense-pt search")
     check_output_file(out, force)
-    written = run_search(queries, passages, out, **s.model_dump())
+    written = run_search(queries, passages, out, s)
     result = {"out": out, "queries": written.queries, "hits": written.hits}
     emit(result, as_json, lambda: logs.status(f"wrote {out}"))
 
@@ -196,9 +187,7 @@ def mine_negatives(
     with Progress("negatives mine", "queries") as progress:
         progress.update("reading the judgements", 0)
         qrels_map = load_qrels(qrels)
-        progress.update("mining", 0)
-        mined = neg.mine(run, qrels_map, settings, known_ids=known, scorer=scorer,
-                         on_chunk=lambda n: progress.update("mining", n))  # fmt: skip
+    mined = neg.mine(run, qrels_map, settings, known_ids=known, scorer=scorer)
     neg.write_negatives(out, mined)
     neg.write_manifest(out, run, qrels, settings.model_dump(), mined.stats)
     if text is not None:

@@ -31,7 +31,7 @@ def convert(
     """Copy a run into another format (e.g. the TREC text trec_eval reads), rows and scores unchanged."""
     from dense_pt import logs
     from dense_pt.artifacts import check_output_file
-    from dense_pt.data.runs import convert_run
+    from dense_pt.runs import convert_run
 
     check_output_file(out, force)
     info = convert_run(run, out, tag)
@@ -62,7 +62,7 @@ def merge(
     union by score, ties by passage id as every run is ranked): the run one machine would write."""
     from dense_pt import logs
     from dense_pt.artifacts import check_output_file
-    from dense_pt.data.run_merge import merge_runs
+    from dense_pt.runs import merge_runs
 
     check_output_file(out, force)
     info = merge_runs(runs, out, k=k, mode=mode, tag=tag)

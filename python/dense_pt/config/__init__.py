@@ -10,7 +10,8 @@ functions are all validated by them; an error names the file and the dotted key.
 - ``pretrain``: ``PretrainSettings``, a pre-training file / ``dense-pt pretrain``;
 - ``pipeline``: the pipeline file and its tables, the ``cpu`` / ``paper`` profiles;
 - ``finetune``: ``train retriever / reranker / distill`` (shared with the pipeline's stage tables);
-- ``retrieval``: ``negatives mine`` (shared with ``[mine]``), ``encode``, ``search``;
+- ``retrieval``: ``negatives mine`` (shared with ``[mine]``), ``encode``, ``search``, ``bm25``;
+- ``shard``: ``"I/N"``, the slice of ``pmi build --shard`` and ``bm25 --query-shard``;
 - ``pmi``: ``pmi build`` and ``[pretrain.pmi]``; ``corpus``: ``corpus build``; ``expand``: ``expand``;
 - ``defaults``: the papers' numbers, each with its source: ``defaults.finetune`` (SimLM Table 13)
   and ``defaults.objectives`` (pre-training, per method and paper);

@@ -62,12 +62,12 @@ RELATIVE_FORMS: tuple[str, ...] = ("magnitude", "signed")
 FUSION_METHODS: tuple[str, ...] = ("interpolation", "rrf")
 RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
 
-# How hits of equal score are ordered (dense_pt.data.judgements.rank_hits): trec_eval's docno rule
+# How hits of equal score are ordered (dense_pt.runs.rank_hits): trec_eval's docno rule
 # by default, or the run's own order.
 TIE_BREAKS: tuple[str, ...] = ("docno", "score-only")
 DEFAULT_TIE_BREAK = "docno"
 
-# How `runs merge` combines shard runs (dense_pt.data.run_merge): by query shards, by passage shards,
+# How `runs merge` combines shard runs (dense_pt.runs.merge): by query shards, by passage shards,
 # or whichever the inputs show.
 MERGE_MODES: tuple[str, ...] = ("auto", "queries", "passages")
 

@@ -3,9 +3,10 @@ the AMI window, each default written here once (the functions of ``dense_pt.pmi`
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
+from dense_pt.config.shard import shard_field
 
 MAX_N = 4  # highest n-gram order counted
 MIN_COUNT = 1  # n-grams of order >= 2 seen fewer times are dropped
@@ -26,6 +27,19 @@ class PmiCounts(Model):
         description="Peak memory budget, corpus map included; a budget too small for the corpus is refused "
         "with the least that works.",
     )
+
+
+class PmiBuild(PmiCounts):
+    """``dense-pt pmi build`` (``dense_pt.pmi.build``): the counts plus how this process counts
+    (the threads change no count; a shard counts a slice, pruned only when the parts are merged)."""
+
+    threads: int | None = Field(None, ge=1, description="Worker threads (default: all available cores).")
+    shard: str | None = Field(None, description="Count shard I/N only (0-based; merge the parts later).")
+
+    @field_validator("shard")
+    @classmethod
+    def check_shard(cls, v: str | None) -> str | None:
+        return shard_field(v)
 
 
 class PmiSettings(PmiCounts):

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dense_pt.config.base import Model
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS, one_of
 from dense_pt.config.defaults import finetune as FT
+from dense_pt.config.shard import shard_field
 from dense_pt.config.train import UNPAD_HELP, Unpad
 
 Dtype = Literal["float16", "float32"]
@@ -74,6 +75,10 @@ class MineSettings(Model):
             raise ValueError(f"skip_top {self.skip_top} must be < depth {self.depth}: nothing would be left")
         return self
 
+    def command(self, seed: int) -> MineCommand:
+        """These settings with a seed: what the one miner (``retrieval.negatives.mine``) takes."""
+        return MineCommand.load({**self.model_dump(include=set(MineSettings.model_fields)), "seed": seed})
+
 
 class MineCommand(MineSettings):
     """``dense-pt negatives mine`` (the pipeline draws with its own seed)."""
@@ -133,6 +138,23 @@ class BM25Settings(Model):
     stem: bool = Field(
         True, description="English Snowball stemming (PyStemmer; without it a warning, and no stemming)."
     )
+
+
+class BM25Command(BM25Settings):
+    """``dense-pt bm25`` (``dense_pt.retrieval.bm25.bm25``): the settings plus how this process
+    searches; neither changes a score (the pipeline's bm25 stage leaves both at their defaults)."""
+
+    threads: int | None = Field(None, ge=1, description="Search threads (default: all available cores).")
+    query_shard: str | None = Field(
+        None,
+        description="Search only slice I/N of the queries (0-based, contiguous in file order): one job of an "
+        "array; the shards' runs, concatenated in order, are the whole run.",
+    )
+
+    @field_validator("query_shard")
+    @classmethod
+    def check_shard(cls, v: str | None) -> str | None:
+        return shard_field(v, "query shard")
 
 
 class SearchSettings(Model):

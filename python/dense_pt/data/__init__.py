@@ -1,16 +1,7 @@
-"""Data: streaming readers for corpora, queries, judgements and runs, and the tokenized corpus store."""
+"""Data: streaming readers for corpora, queries and judgements, and the tokenized corpus store (runs: ``dense_pt.runs``)."""
 
 from dense_pt.data.build import BuildResult, build_corpus_store, corpus_info, train_tokenizer_on_corpus
-from dense_pt.data.judgements import (
-    Judgement,
-    RunEntry,
-    load_qrels,
-    load_run,
-    rank_hits,
-    read_qrels,
-    read_run,
-    write_run,
-)
+from dense_pt.data.judgements import Judgement, load_qrels, read_qrels
 from dense_pt.data.readers import (
     Passage,
     Query,
@@ -30,7 +21,6 @@ __all__ = [
     "Judgement",
     "Passage",
     "Query",
-    "RunEntry",
     "build_corpus_store",
     "build_store_from_texts",
     "corpus_info",
@@ -38,16 +28,12 @@ __all__ = [
     "detect_format",
     "load_qrels",
     "load_queries",
-    "load_run",
     "load_tokenizer",
     "passage_text",
-    "rank_hits",
     "read_corpus",
     "read_qrels",
     "read_queries",
-    "read_run",
     "train_tokenizer_on_corpus",
     "train_wordpiece",
-    "write_run",
     "write_store",
 ]

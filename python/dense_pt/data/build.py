@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from dense_pt.artifacts.checksums import file_digest
-from dense_pt.config.corpus import BATCH_SIZE, CorpusSettings
+from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data.readers import (
     CORPUS_FORMATS,
     DEFAULT_TITLE_SEP,
@@ -132,39 +132,37 @@ def build_corpus_store(
     corpus: str | Path,
     tokenizer: str | Path | Tokenizer,
     out: str | Path,
+    settings: CorpusSettings | None = None,
     *,
-    max_length: int | str | None = "auto",
-    format: str | None = None,
-    title_sep: str = DEFAULT_TITLE_SEP,
     force: bool = False,
-    threads: int | None = None,
-    batch_size: int = BATCH_SIZE,
     progress: ProgressFn | None = None,
-    allow_empty: bool = False,
-    max_record_bytes: int | None = None,
 ) -> BuildResult:
     """Tokenize a corpus file (BEIR jsonl, MS MARCO tsv, Parquet, Arrow, or a BEIR folder) into a
-    store at ``out``, atomically.
+    store at ``out``, atomically, with ``settings`` (default: ``CorpusSettings()``; e.g.
+    ``CorpusSettings(max_length=128, threads=4)``).
 
-    ``max_length`` counts [CLS] and [SEP] (at most ``max_length - 2`` content tokens are kept);
-    ``"auto"`` (the default) takes the model's or tokenizer's limit when it is known (the
-    manifest's ``max_length_source`` says which), ``None`` keeps whole passages.
-    ``tokenizer`` is a tokenizer.json, a local HF model folder or a loaded Tokenizer. When ``out``
-    already holds a store built from the same inputs the call returns it with ``built=False``;
-    a store built from other inputs is replaced only with ``force``. A corpus without passages
-    is refused unless ``allow_empty``; a record longer than ``max_record_bytes`` (default
-    ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line. The other settings
-    are checked by ``dense_pt.config.corpus.CorpusSettings``, as the CLI's.
+    ``settings.max_length`` counts [CLS] and [SEP] (at most ``max_length - 2`` content tokens are
+    kept); None (the default) takes the model's or tokenizer's limit when it is known (the
+    manifest's ``max_length_source`` says which), 0 keeps whole passages. ``tokenizer`` is a
+    tokenizer.json, a local HF model folder or a loaded Tokenizer. When ``out`` already holds a
+    store built from the same inputs the call returns it with ``built=False``; a store built from
+    other inputs is replaced only with ``force``. A corpus without passages is refused unless
+    ``allow_empty``; a record longer than ``max_record_mb`` (default
+    ``dense_pt.data.lines.max_record_bytes()``) is refused naming its line. The manifest records
+    the settings (``"settings"``).
     """
-    CorpusSettings.load(dict(format=format, title_sep=title_sep, threads=threads, batch_size=batch_size,
-                             allow_empty=allow_empty))  # fmt: skip
+    s = CorpusSettings() if settings is None else settings
+    fmt: str | None = s.format
     source = resolve_beir(corpus, "corpus")
     if not source.exists():
         raise not_found(source, "no such corpus file")
-    if format is None and source.stat().st_size == 0:
-        format = "jsonl"  # nothing to sniff: read as jsonl, i.e. no passages (refused below)
-    fmt = format or detect_format(source, CORPUS_FORMATS)
-    max_length, length_source = resolve_max_length(max_length, tokenizer)
+    if fmt is None and source.stat().st_size == 0:
+        fmt = "jsonl"  # nothing to sniff: read as jsonl, i.e. no passages (refused below)
+    fmt = fmt or detect_format(source, CORPUS_FORMATS)
+    max_length, length_source = resolve_max_length(
+        "auto" if s.max_length is None else (s.max_length or None), tokenizer
+    )
+    title_sep = s.title_sep
     if isinstance(tokenizer, Tokenizer):
         tok, tok_name = tokenizer, "<in-memory>"
     else:
@@ -178,11 +176,12 @@ def build_corpus_store(
         truncated = int((store.manifest.get("build") or {}).get("truncated", 0))
         return BuildResult(store, False, time.perf_counter() - t0, len(store), truncated)
 
-    set_tokenizer_threads(threads)
+    set_tokenizer_threads(s.threads)
     counts = {"passages": 0, "truncated": 0}
-    batches = _batches(read_corpus(source, fmt, max_record_bytes), batch_size)
+    record = None if s.max_record_mb is None else max(1, int(s.max_record_mb * (1 << 20)))
+    batches = _batches(read_corpus(source, fmt, record), s.batch_size)
     rows = _token_rows(batches, encoder, title_sep, max_length, counts, progress, source)
-    rows = _refuse_empty(rows, counts, allow_empty, source)
+    rows = _refuse_empty(rows, counts, s.allow_empty, source)
     meta = {
         "source": {
             "path": str(source.resolve()),
@@ -194,6 +193,7 @@ def build_corpus_store(
         "tokenizer": {"name": tok_name},
         "max_length": max_length,
         "max_length_source": length_source,
+        "settings": s.model_dump(),
     }
 
     # write_store copies ``meta`` shallowly before consuming the rows and writes the manifest after

@@ -115,3 +115,20 @@ def first_line(path: str | Path) -> str | None:
             if raw.strip():
                 return raw.decode("utf-8", errors="replace")
     return None
+
+
+# Relevance grades and ranks are 32-bit integers (trec_eval's, pytrec_eval's): 1e20 is not a grade.
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def int_field(value: str, what: str, path: Path, lineno: int, low: int = INT32[0]) -> int:
+    """A text field that must be a 32-bit integer (at least ``low``), refused naming the line."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise FormatError(f"{what} must be an integer, found {value!r}", path=path, line=lineno) from None
+    if not low <= number <= INT32[1]:
+        raise FormatError(
+            f"{what} must be an integer from {low:,} to {INT32[1]:,}, found {value!r}", path=path, line=lineno
+        )
+    return number

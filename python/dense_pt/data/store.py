@@ -425,9 +425,12 @@ def write_store(
             raise InvalidArgumentError(f"duplicate passage id {dup[0]!r} (rows {dup[1]} and {dup[2]})")
         # the directory's rename keeps these files' inodes and times: verified as written
         files = {name: checksum_entry(tmp / name) for name in (TOKENS_FILE, TOKENIZER_FILE)}
+        # the build's settings (``CorpusSettings.model_dump()``), or what a caller passed along
+        settings = meta.pop("settings", None)
+        if settings is None:
+            settings = {k: v for k, v in meta.items() if k not in ("source", "build")}
         head = artifacts.header(KIND, "corpus build", format=FORMAT_VERSION, key=meta.get("source"),
-                                settings={k: v for k, v in meta.items() if k not in ("source", "build")}, files=files,
-                                complete=True)  # fmt: skip
+                                settings=settings, files=files, complete=True)  # fmt: skip
         manifest = {
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "tokenizer": {

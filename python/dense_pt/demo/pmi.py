@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dense_pt.config.pmi import MIN_COUNT, WINDOW
+from dense_pt.config.pmi import MIN_COUNT, WINDOW, PmiBuild
 from dense_pt.data.store import CorpusStore
 from dense_pt.errors import DensePtError
 from dense_pt.pmi import NgramTable, build, score
@@ -45,7 +45,7 @@ def demo_stage(
                 "table": str(table_path),
                 "n-grams": list(table.entries.values()),
             }
-    built = build(store, table_path, max_n=window, min_count=min_count, memory_gb=2.0)
+    built = build(store, table_path, PmiBuild(max_n=window, min_count=min_count, memory_gb=2.0))
     scored = score(store, table_path, window=window, force=True)
     return {
         "status": "ran",

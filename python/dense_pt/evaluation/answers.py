@@ -95,11 +95,11 @@ def answer_recall_files(
     ``max(ks)`` hits of the queries with answers (the run streamed a chunk of queries at a time)
     and the texts of those passages (the corpus streamed once)."""
     from dense_pt.data.readers import corpus_texts
-    from dense_pt.data.runs import read_run_chunks
+    from dense_pt.runs import read_run
 
     depth = max(ks)
     top: dict[str, dict[str, float]] = {}
-    for chunk in read_run_chunks(run):
+    for chunk in read_run(run):
         for q, hits in chunk.select(answers).to_dict().items():
             top[q] = dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:depth])
     needed = {p for hits in top.values() for p in hits}

@@ -3,7 +3,7 @@ silently made explicit and recorded in the result's ``settings``:
 
 * ``tie_break``: how hits of equal score are ordered. ``"docno"`` (default) is trec_eval's rule,
   passage id descending; ``"score-only"`` keeps tied hits in the order the run lists them (the
-  producing system's order). Either way the run is ranked here (``dense_pt.data.rank_hits``, the
+  producing system's order). Either way the run is ranked here (``dense_pt.runs.rank_hits``, the
   same function the run writer uses) and handed to ir-measures with strictly decreasing surrogate
   scores, so no provider applies its own tie rule (pytrec_eval breaks ties by docno descending,
   the MS MARCO script by docno ascending).
@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 from dense_pt._extras import require
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, TIE_BREAKS
 from dense_pt.config.evaluation import DEFAULT_MEASURES, DEFAULT_REL_LEVEL, EvalMeasures, EvalSettings
-from dense_pt.data.runs import RunChunk, RunSource, rank_order, run_chunks
 from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.runs import RunChunk, RunSource, rank_order, read_run
 
 # Bumped whenever the numbers of a given setting change (2: RR@k cut at k, judged queries missing
 # from the run count as zero). Recorded in ``settings`` so stored metrics can be recomputed.
@@ -157,7 +157,7 @@ def prepare_run(
     EvalMeasures(tie_break=tie_break)
     out: dict[str, list[str]] = {}
     dropped = 0
-    for chunk in run_chunks(run):
+    for chunk in read_run(run):
         for qid, ranked, n in _ranked_queries(chunk, tie_break, drop_self_hits):
             dropped += n
             out[qid] = ranked
@@ -222,7 +222,7 @@ def evaluate_run(
     with_hits: list[str] = []
     overlap = _Overlap(qrels)
     dropped = unjudged = 0
-    for chunk in run_chunks(run):
+    for chunk in read_run(run):
         surrogate: dict[str, dict[str, float]] = {}
         seen_docs: list[str] = []
         for q, ranked, n in _ranked_queries(chunk, tie_break, drop_self_hits):

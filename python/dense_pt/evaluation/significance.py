@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from dense_pt.config.evaluation import DEFAULT_RESAMPLES, EvalSettings
-from dense_pt.data.runs import RunSource
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.runs import RunSource
 
 EXACT_MAX_QUERIES = 16
 DEFAULT_CONFIDENCE = 0.95

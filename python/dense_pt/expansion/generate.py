@@ -146,7 +146,23 @@ class HFGenerator:
             if self.chat and not has_template:
                 raise InvalidArgumentError(f"--chat: the tokenizer of {self.name} has no chat template")
         self.max_input_tokens = max_input_tokens
+        # a decoder's positions hold the prompt and the new tokens together: past them an absolute
+        # position embedding indexes out of range (GPT-2, BERT-style LMs), a rotary one degrades
+        self.window = None if self.seq2seq else context_window(config)
         self._torch = torch
+
+    def input_limit(self, max_new_tokens: int) -> int:
+        """The prompt tokens kept (truncated on the tokenizer's side) so that prompt and new tokens
+        fit the model's positions; one line naming ``--max-new-tokens`` when nothing would."""
+        if self.window is None:
+            return self.max_input_tokens
+        room = self.window - max_new_tokens
+        if room < 1:
+            raise InvalidArgumentError(
+                f"--max-new-tokens {max_new_tokens}: {self.name} has {self.window} positions, "
+                f"so at most {self.window - 1} new tokens fit after a prompt"
+            )
+        return min(self.max_input_tokens, room)
 
     def format(self, prompt: str) -> str:
         if not self.chat:
@@ -163,7 +179,7 @@ class HFGenerator:
             return_tensors="pt",
             padding=True,
             truncation=True,
-            max_length=self.max_input_tokens,
+            max_length=self.input_limit(sampling.max_new_tokens),
             add_special_tokens=not self.chat,
         ).to(self.device)
         torch.manual_seed(_combined_seed(seeds))
@@ -181,6 +197,16 @@ class HFGenerator:
         if not self.seq2seq:
             out = out[:, enc["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(out, skip_special_tokens=True)
+
+
+def context_window(config: Any) -> int | None:
+    """How many positions a decoder-only model has (``max_position_embeddings``, GPT-2's
+    ``n_positions``), or None when its config does not say."""
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _torch_dtype(torch: Any, dtype: str, device: str) -> Any:

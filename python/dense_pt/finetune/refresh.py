@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE, MineSettings
+from dense_pt.config.finetune import RefreshSettings
+from dense_pt.config.retrieval import MineSettings
 from dense_pt.errors import DensePtError
 from dense_pt.fsutil import atomic_file, write_json_atomic
 
 DONE = "refresh.json"
 EXPORTED = "exported.json"  # the model folder of a refresh is complete
-FILTERS = ("absolute_margin", "relative_margin", "relative_form", "max_score", "min_score")
 
 
 def search_depth(mine: MineSettings, qrels: Mapping[str, Mapping[str, int]]) -> int:
@@ -56,15 +56,14 @@ class NegativesRefresh:
     the training queries' texts and judgements (the sampler's queries)."""
 
     def __init__(
-        self, out: Path, every: int, mine: MineSettings, seed: int, store: Any, queries: Mapping[str, str],
-        qrels: Mapping[str, Mapping[str, int]], sampler: Any, export: Callable[[Path], None],
-        batch_size: int = ENCODE_BATCH_SIZE, shard_size: int = SHARD_SIZE, progress: bool = False,
+        self, out: Path, every: int, settings: RefreshSettings, seed: int, store: Any, queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]], sampler: Any, export: Callable[[Path], None], progress: bool = False,
     ):  # fmt: skip
-        self.root, self.every, self.mine, self.seed = Path(out) / "refresh", every, mine, seed
+        self.root, self.every, self.mine, self.seed = Path(out) / "refresh", every, settings.mine, seed
         self.store, self.queries, self.qrels = store, queries, qrels
         self.sampler, self.export = sampler, export
-        self.batch_size, self.shard_size, self.progress = batch_size, shard_size, progress
-        self.k = search_depth(mine, qrels)
+        self.batch_size, self.shard_size, self.progress = settings.batch_size, settings.shard_size, progress
+        self.k = search_depth(settings.mine, qrels)
         self.history: list[dict[str, Any]] = []
         self._index: dict[str, int] | None = None
 
@@ -140,6 +139,7 @@ class NegativesRefresh:
     def _encode(self, folder: Path, source: Path, out: Path, device: str, rank: int, world: int) -> None:
         """One process's share of the shards; under torchrun the shards are cut so that every
         process gets some (``shard_size`` rows at most)."""
+        from dense_pt.config.retrieval import EncodeSettings
         from dense_pt.retrieval.encode import MANIFEST, encode
 
         manifest = out / MANIFEST
@@ -147,12 +147,13 @@ class NegativesRefresh:
             return  # finished before an interruption
         rows = len(self.store) if source == self.store.path else len(self.sampler.qids)
         shard = self.shard_size if world == 1 else max(1, min(self.shard_size, -(-rows // world)))
-        encode(folder / "model", source, out, batch_size=self.batch_size, shard_size=shard, device=device,
-               progress=self.progress and rank == 0, part=(rank, world))  # fmt: skip
+        s = EncodeSettings(batch_size=self.batch_size, shard_size=shard, device=device)
+        encode(folder / "model", source, out, s, progress=self.progress and rank == 0, part=(rank, world))
 
     def _mine(self, folder: Path, step: int, world: int, encode_s: float) -> None:
+        from dense_pt.config.retrieval import SearchSettings
         from dense_pt.retrieval.encode import merge_parts
-        from dense_pt.retrieval.negatives import mine_negatives, write_negatives
+        from dense_pt.retrieval.negatives import mine, write_negatives
         from dense_pt.retrieval.search import PairScorer, search
 
         emb_q, emb_p = folder / "emb_queries", folder / "emb_passages"
@@ -161,16 +162,14 @@ class NegativesRefresh:
                 if not (emb / "manifest.json").exists() or list(emb.glob("manifest.part-*.json")):
                     merge_parts(emb)
         m = self.mine
-        run = search(emb_q, emb_p, None, k=self.k)
+        run = search(emb_q, emb_p, None, SearchSettings(k=self.k))
         scorer = None
         if m.absolute_margin is not None or m.relative_margin is not None:
             scorer = PairScorer.open(emb_q, emb_p)
-        table = mine_negatives(run, self.qrels, depth=m.depth, num=m.num, skip_top=m.skip_top, pool=m.pool,
-                               sampling=m.sampling, seed=self.seed, scorer=scorer,
-                               **{k: getattr(m, k) for k in FILTERS})  # fmt: skip
-        write_negatives(folder / "negatives.dpneg", table)
+        mined = mine(run, self.qrels, m.command(self.seed), scorer=scorer)
+        write_negatives(folder / "negatives.dpneg", mined)
         write_json_atomic(folder / DONE, {"step": step, "k": self.k, "seed": self.seed, "mine": m.model_dump(),
-                                          "stats": table.stats, "wall_s": round(encode_s, 3)})  # fmt: skip
+                                          "stats": mined.stats, "wall_s": round(encode_s, 3)})  # fmt: skip
         for name in ("model", "emb_passages", "emb_queries", "queries.jsonl"):
             path = folder / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)

@@ -345,9 +345,8 @@ def _refresh_hook(
     steps, mined with the refresh's settings and the training seed."""
     from dense_pt.finetune.refresh import NegativesRefresh, training_qrels
 
-    return NegativesRefresh(out, every, refresh.mine, seed, store, queries,
-                            training_qrels(judged, sampler.qids), sampler, export, refresh.batch_size,
-                            refresh.shard_size, progress)  # fmt: skip
+    return NegativesRefresh(out, every, refresh, seed, store, queries, training_qrels(judged, sampler.qids),
+                            sampler, export, progress)  # fmt: skip
 
 
 def _save_retriever(module: Any, tok: Any, folder: Path, pooling: str, query_max_length: int,
@@ -524,8 +523,9 @@ def rerank_run(
     depth: int = 100, batch_size: int = 64, device: str | None = None,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """Re-score the top ``depth`` of each query of ``run`` with the re-ranker."""
-    from dense_pt.data import load_queries, rank_hits
+    from dense_pt.data import load_queries
     from dense_pt.data.store import CorpusStore
+    from dense_pt.runs import rank_hits
 
     store = CorpusStore.open(corpus)
     qtexts = load_queries(queries)

@@ -19,7 +19,9 @@ rows' cumulative lengths as offsets). Why this one of torch's three variable-len
 - FlexAttention with a document mask needs ``torch.compile`` to be fast and a block mask rebuilt
   for every batch's lengths.
 
-GPU speed of this path is not measured yet (``benches/gpu_check.py`` has the items for it).
+On an H100 (2026-11-28, BENCHMARKS.md "The device check") this path measured 3.6-4x *slower*
+than the padded one on MS MARCO-like lengths: it is host-bound (three nested tensors per layer,
+pageable copies), so ``unpad = "auto"`` stays padded there.
 
 Only BERT's architecture is packed here (``model_type`` "bert" or "electra", whose layers are
 BERT's; absolute positions, encoder only); other checkpoints keep the padded path under
@@ -49,8 +51,8 @@ warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is 
 
 # The device types on which ``unpad = "auto"`` packs. Empty until a device check measures the packed
 # path ahead of the padded one on that device (benches/gpu_check.py, its MS MARCO-like rows): a speed
-# is measured, never assumed, and a default must not send every GPU run down an unmeasured path.
-# Add "cuda" here once it has been measured faster.
+# is measured, never assumed. On an H100 it measured 0.25x the padded path's real tokens/s (mlm,
+# 2026-11-28): "cuda" goes here once a faster packed attention is measured ahead.
 AUTO_UNPAD_DEVICES: tuple[str, ...] = ()
 PACKED_MODEL_TYPES = ("bert", "electra")  # ELECTRA's layers are BERT's, with an embedding projection
 # The encoders, the re-ranker's classifier (``sequence_logits``), the generators (``masked_lm_logits``).

@@ -16,7 +16,7 @@ from dense_pt.pipeline.config import ResolvedPipeline, settings
 from dense_pt.pipeline.runner import C, Context, fingerprint
 
 if TYPE_CHECKING:  # numpy and pyarrow stay out of `dense-pt --help`'s imports
-    from dense_pt.data.runs import RunSource
+    from dense_pt.runs import RunSource
 
 Ctx = Context[ResolvedPipeline]  # what every pipeline stage is handed
 Trained = RetrieverTable | DistillTable  # a table that trains a retriever
@@ -84,11 +84,11 @@ def evaluate(ctx: Context[C], run: RunSource, dev_qrels: Path | None = None) -> 
     """``run``'s measures on the dev split (the queries of ``run`` outside it are ignored); ``run``
     a run file (streamed a chunk of queries at a time), a mapping or chunks."""
     from dense_pt.data import load_qrels
-    from dense_pt.data.runs import run_chunks
     from dense_pt.evaluation import evaluate_run
+    from dense_pt.runs import read_run
 
     dev = load_qrels(dev_qrels or split_file(ctx, "dev.qrels"))
-    sub = (c.select(dev) for c in run_chunks(run))
+    sub = (c.select(dev) for c in read_run(run))
     ev = ctx.cfg.eval
     return evaluate_run(sub, dev, ev.measures, tie_break=ev.tie_break, rel_level=ev.rel_level).measures
 
@@ -115,15 +115,18 @@ def encode_and_search(
 ) -> Path:
     """Encode corpus + queries with ``model`` (resumable) and search: the run file for all queries,
     with the lengths of the retriever table ``lengths_of`` (the stage's own; zero-shot: R1's)."""
+    from dense_pt.config.retrieval import EncodeSettings, SearchSettings
     from dense_pt.retrieval.encode import encode
     from dense_pt.retrieval.search import search_file
 
     batch_size = ctx.cfg.encode.batch_size
-    encode(model, store(ctx), folder / "emb_passages", batch_size=batch_size,
-           max_length=lengths_of.passage_max_length, progress=ctx.progress)  # fmt: skip
-    encode(model, queries, folder / "emb_queries", batch_size=batch_size,
-           max_length=lengths_of.query_max_length, progress=ctx.progress)  # fmt: skip
-    return search_file(folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, k=k).out
+    for source, emb, length in ((store(ctx), "emb_passages", lengths_of.passage_max_length),
+                                (queries, "emb_queries", lengths_of.query_max_length)):  # fmt: skip
+        encode(model, source, folder / emb, EncodeSettings(batch_size=batch_size, max_length=length),
+               progress=ctx.progress)  # fmt: skip
+    return search_file(
+        folder / "emb_queries", folder / "emb_passages", folder / RUN_FILE, SearchSettings(k=k)
+    ).out
 
 
 def mine_from(ctx: Ctx, run_path: Path, out: Path, depth: int, num: int, dense: Path | None) -> dict:

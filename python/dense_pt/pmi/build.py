@@ -11,27 +11,13 @@ from typing import Any
 import numpy as np
 
 from dense_pt import _native
-from dense_pt.config.pmi import MAX_N, MEMORY_GB, MIN_COUNT, WINDOW, PmiCounts
+from dense_pt.config.pmi import MAX_N, MEMORY_GB, MIN_COUNT, WINDOW, PmiBuild
+from dense_pt.config.shard import parse_shard
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError
 from dense_pt.pmi.table import NgramTable, check_int
 
 Progress = Callable[[str, int, int], None]
 ZERO_HASH = "0" * 64
-
-
-def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
-    """``"I/N"`` (0-based I) or ``(I, N)`` -> ``(I, N)``; None -> ``(0, 1)``."""
-    if shard is None:
-        return 0, 1
-    if isinstance(shard, str):
-        parts = shard.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidArgumentError(f"--shard must look like I/N (e.g. 0/8), got {shard!r}")
-        shard = (int(parts[0]), int(parts[1]))
-    i, n = shard
-    if n < 1 or not 0 <= i < n:
-        raise InvalidArgumentError(f"shard {i}/{n} is not valid: need 0 <= I < N")
-    return i, n
 
 
 def _budget(memory_gb: float | None, memory_bytes: int | None) -> int:
@@ -143,26 +129,19 @@ def count_arrays(
 def build(
     store_or_path: Any,
     out: str | Path,
-    max_n: int = MAX_N,
-    min_count: int = MIN_COUNT,
-    memory_gb: float | None = MEMORY_GB,
-    threads: int | None = None,
-    shard: str | tuple[int, int] | None = None,
+    settings: PmiBuild | None = None,
     *,
-    memory_bytes: int | None = None,
     spill_dir: str | Path | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Count 1..max_n-grams of a corpus store (or one shard of it) into the table file ``out``.
+    """Count 1..max_n-grams of a corpus store (or one shard of it) into the table file ``out``,
+    with ``settings`` (default: ``PmiBuild()``; e.g. ``PmiBuild(max_n=3, shard="0/4")``).
 
-    ``memory_gb`` bounds peak memory including the memory-mapped corpus (``memory_bytes`` overrides
-    it, e.g. a tiny budget in tests forces the spill-to-disk path). A shard (``"I/N"``) counts
-    passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging. ``max_n``,
-    ``min_count`` and ``memory_gb`` are checked by ``dense_pt.config.pmi.PmiCounts``.
+    ``memory_gb`` bounds peak memory including the memory-mapped corpus. A shard (``"I/N"``)
+    counts passages ``[I*P/N, (I+1)*P/N)`` and keeps unpruned counts; prune when merging. The
+    returned statistics record the settings (``"settings"``).
     """
-    counts = {"max_n": max_n, "min_count": min_count}
-    # a budget in bytes replaces memory_gb (tests force the spill path)
-    PmiCounts.load(counts if memory_bytes is not None else {**counts, "memory_gb": memory_gb})
+    s = PmiBuild() if settings is None else settings
     store = _open_store(store_or_path)
     if len(store) == 0:  # a store built with --allow-empty: a table of nothing is no statistic
         raise FormatError("the corpus store has no passages: there are no n-grams to count", path=store.path)
@@ -173,16 +152,16 @@ def build(
         out,
         vocab_size=store.vocab_size,
         vocab_hash=store.vocab_hash,
-        max_n=max_n,
-        min_count=min_count,
-        memory_gb=memory_gb,
-        memory_bytes=memory_bytes,
-        threads=threads,
-        shard=shard,
+        max_n=s.max_n,
+        min_count=s.min_count,
+        memory_gb=s.memory_gb,
+        threads=s.threads,
+        shard=s.shard,
         spill_dir=spill_dir,
         progress=progress,
     )
     stats["store"] = str(store.path)
+    stats["settings"] = s.model_dump()
     return stats
 
 

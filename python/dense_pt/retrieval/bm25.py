@@ -14,15 +14,11 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from dense_pt.config.retrieval import BM25Settings
-from dense_pt.data.judgements import RunEntry
+from dense_pt.config.retrieval import BM25Command, BM25Settings
+from dense_pt.config.shard import parse_shard
 from dense_pt.errors import InvalidArgumentError
 from dense_pt.progress import Progress
 from dense_pt.retrieval.bm25_index import (
@@ -33,6 +29,7 @@ from dense_pt.retrieval.bm25_index import (
     index_key,
     stopword_list,
 )
+from dense_pt.runs import RunChunk, RunWriter
 
 TAG = "bm25"
 HITS_PER_CHUNK = 400_000  # queries are searched in chunks of about this many hits
@@ -48,17 +45,7 @@ def default_threads() -> int:
 
 def parse_query_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
     """``"i/n"`` (0-based) -> ``(i, n)``; None -> ``(0, 1)``."""
-    if shard is None:
-        return 0, 1
-    if isinstance(shard, str):
-        parts = shard.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise InvalidArgumentError(f"--query-shard must look like I/N (e.g. 0/8), got {shard!r}")
-        shard = (int(parts[0]), int(parts[1]))
-    i, n = shard
-    if not 0 <= i < n:
-        raise InvalidArgumentError(f"query shard {i}/{n} is not valid: need 0 <= I < N")
-    return i, n
+    return parse_shard(shard, "query shard")
 
 
 def shard_range(count: int, shard: tuple[int, int]) -> range:
@@ -68,51 +55,32 @@ def shard_range(count: int, shard: tuple[int, int]) -> range:
     return range(i * count // n, (i + 1) * count // n)
 
 
-@dataclass
-class HitChunk:
-    """The hits of a chunk of queries, column by column: query ``qids[i]``'s are
-    ``pids[offsets[i]:offsets[i + 1]]`` with their ``scores``, best first."""
-
-    qids: list[str]
-    pids: list[str]
-    scores: np.ndarray
-    offsets: np.ndarray
-
-    def entries(self) -> Iterator[RunEntry]:
-        scores, bounds = self.scores.tolist(), self.offsets.tolist()
-        for i, qid in enumerate(self.qids):
-            for rank, j in enumerate(range(bounds[i], bounds[i + 1]), start=1):
-                yield RunEntry(qid, self.pids[j], rank, scores[j], TAG)
-
-
 def retrieve(
     index: BM25Index,
     queries: Iterable[tuple[str, str]],
     k: int,
     threads: int = 1,
     progress: Progress | None = None,
-) -> Iterator[HitChunk]:
-    """The run of ``(qid, text)`` queries, chunk by chunk: each query's hits best first (a query
-    without any matching term has none)."""
+) -> Iterator[RunChunk]:
+    """The run of ``(qid, text)`` queries, chunk by chunk: each query's hits best first, ranked 1,
+    2, ... (a query without any matching term has none)."""
     chunk = max(1, min(4096, HITS_PER_CHUNK // k))
     it, done = iter(queries), 0
     while batch := list(islice(it, chunk)):
         docs, scores, offsets = index.search([t for _, t in batch], k, threads)
-        yield HitChunk([q for q, _ in batch], index.pids(docs), scores, offsets)
+        yield RunChunk.best_first([q for q, _ in batch], offsets, index.pids(docs), scores)
         done += len(batch)
         if progress is not None:
             progress.update("retrieving", done, progress.total, unit="queries")
 
 
-def write_hits(out: str | Path, chunks: Iterable[HitChunk], k: int | None = None) -> int:
+def write_hits(out: str | Path, chunks: Iterable[RunChunk], k: int | None = None) -> int:
     """Write a run as it is produced, a chunk of queries at a time, through ``RunWriter`` (Arrow
     for an ``.arrow`` name, TREC text otherwise; tied scores in trec_eval's order, as every run);
     returns the row count. ``k``: the depth the hits were cut to, recorded in an Arrow run."""
-    from dense_pt.data.runs import RunWriter
-
     with RunWriter(out, tag=TAG, depth=k) as w:
         for c in chunks:
-            w.write(c.qids, c.offsets, c.pids, c.scores)
+            w.write(c.qids, c.offsets, c.docids, c.scores)
     return w.rows
 
 
@@ -123,13 +91,15 @@ def _analysis(stopwords: str | Iterable[str] | None, stem: bool) -> Analysis:
 def bm25_index(
     corpus_path: str | Path,
     index: str | Path | None = None,
+    settings: BM25Settings | None = None,
+    *,
     stopwords: str | Iterable[str] | None = "en",
     progress: Progress | None = None,
-    **settings: Any,
 ) -> BM25Index:
     """The index of a corpus file (built, or opened when one with the same key exists at
-    ``index``; default ``<corpus>.bm25``); ``settings`` are ``BM25Settings``' fields."""
-    s = BM25Settings(**settings)
+    ``index``; default ``<corpus>.bm25``) for ``settings`` (default: ``BM25Settings()``; its
+    ``k1``, ``b`` and ``stem`` shape the index)."""
+    s = BM25Settings() if settings is None else settings
     analysis = _analysis(stopwords, s.stem)
     if progress is not None:
         return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
@@ -149,21 +119,18 @@ def bm25(
     corpus_path: str | Path,
     queries_path: str | Path,
     out: str | Path,
+    settings: BM25Command | None = None,
     *,
     index: str | Path | None = None,
-    threads: int | None = None,
-    query_shard: str | tuple[int, int] | None = None,
-    **settings: Any,
 ) -> Path:
     """The BM25 run of a queries file over a corpus file, written to ``out`` (Arrow for an
-    ``.arrow`` name, TREC text otherwise) as it is searched; ``settings`` are ``BM25Settings``' fields."""
-    s = BM25Settings(**settings)
-    shard = parse_query_shard(query_shard)
-    threads = default_threads() if threads is None else threads
-    if threads < 1:
-        raise InvalidArgumentError(f"threads must be >= 1, got {threads}")
+    ``.arrow`` name, TREC text otherwise) as it is searched, with ``settings`` (default:
+    ``BM25Command()``; e.g. ``BM25Command(k=100, threads=4, query_shard="0/8")``)."""
+    s = BM25Command() if settings is None else settings
+    shard = parse_query_shard(s.query_shard)
+    threads = default_threads() if s.threads is None else s.threads
     with Progress("bm25", "passages") as progress:
-        idx = bm25_index(corpus_path, index, progress=progress, **s.model_dump())
+        idx = bm25_index(corpus_path, index, s, progress=progress)
         queries, count = _queries(queries_path, shard)
         progress.update("retrieving", 0, count, unit="queries")
         write_hits(out, retrieve(idx, queries, s.k, threads, progress), s.k)
@@ -173,15 +140,16 @@ def bm25(
 def bm25_run(
     corpus: Iterable[tuple[str, str]],
     queries: dict[str, str],
+    settings: BM25Settings | None = None,
+    *,
     method: str = "lucene",
     stopwords: str | Iterable[str] | None = "en",
-    **settings: Any,
 ) -> dict[str, dict[str, float]]:
     """BM25 top-k of each query over (id, text) passages, as ``{qid: {pid: score}}`` (every query
-    a key); ``settings`` are ``BM25Settings``' fields (``k``, ``k1``, ``b``, ``stem``: defaults and
-    checks there). The index lives in a temporary folder: for corpora that fit in memory and are
-    searched once (``bm25`` keeps it on disk and streams the run)."""
-    s = BM25Settings(**settings)
+    a key), with ``settings`` (default: ``BM25Settings()``; e.g. ``BM25Settings(k=10)``). The index
+    lives in a temporary folder: for corpora that fit in memory and are searched once (``bm25``
+    keeps it on disk and streams the run)."""
+    s = BM25Settings() if settings is None else settings
     if method != "lucene":
         raise InvalidArgumentError(f"method must be 'lucene' (bm25s's Lucene variant), got {method!r}")
     analysis = _analysis(stopwords, s.stem)
@@ -194,7 +162,6 @@ def bm25_run(
             )
             progress.update("retrieving", 0, len(queries), unit="queries")
             for chunk in retrieve(idx, queries.items(), s.k, 1, progress):
-                for e in chunk.entries():
-                    run[e.qid][e.pid] = e.score
+                run.update(chunk.to_dict())
         del idx
     return run

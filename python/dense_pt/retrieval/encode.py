@@ -29,7 +29,7 @@ from dense_pt import artifacts, logs
 from dense_pt.artifacts.checksums import file_digest
 from dense_pt.artifacts.legacy import translate
 from dense_pt.artifacts.manifest import inside
-from dense_pt.config.retrieval import ENCODE_BATCH_SIZE, SHARD_SIZE
+from dense_pt.config.retrieval import EncodeSettings
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import atomic_file, write_json_atomic
 from dense_pt.progress import Progress
@@ -375,13 +375,9 @@ def _write_shard(out: Path, manifest: dict[str, Any], s: int, ids: list[str], ro
     write_json_atomic(out / name, manifest)
 
 
-def _checked_inputs(model_dir: Path, source: Path, max_length: int | None, **settings: Any) -> int:
-    """Refuse bad arguments before anything loads (the settings checked by ``EncodeSettings``, as the
-    CLI's); the length to encode with (the model's trained length by default, clamped with a warning
-    to its positions; a longer explicit one is refused)."""
-    from dense_pt.config.retrieval import EncodeSettings
-
-    EncodeSettings(max_length=max_length, **settings)
+def _checked_inputs(model_dir: Path, source: Path, max_length: int | None) -> int:
+    """Refuse bad arguments before anything loads; the length to encode with (the model's trained
+    length by default, clamped with a warning to its positions; a longer explicit one is refused)."""
     limit = position_limit(check_model_folder(model_dir))
     if not source.exists():
         raise not_found(source, "no such corpus store or queries file")
@@ -407,74 +403,68 @@ def encode(
     model_dir: str | Path,
     source: str | Path,
     out: str | Path,
-    pooling: str = "auto",
-    normalize: bool | None = None,
-    batch_size: int = ENCODE_BATCH_SIZE,
-    max_length: int | None = None,
-    shard_size: int = SHARD_SIZE,
-    dtype: str = "float16",
-    device: str | None = None,
+    settings: EncodeSettings | None = None,
+    *,
     progress: bool = True,
-    max_shards: int | None = None,
     part: tuple[int, int] = (0, 1),
-    unpad: str = "auto",
 ) -> Path:
-    """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``.
+    """Encode a corpus store folder or a queries file (BEIR jsonl / ``qid<TAB>text``) into ``out``
+    with ``settings`` (default: ``EncodeSettings()``; e.g. ``EncodeSettings(max_length=64,
+    device="cpu")``), recorded in the manifest (``"encode_settings"``).
 
     ``max_length`` (tokens, [CLS] and [SEP] included) defaults to the lengths the model was trained
-    with (``default_max_length``). ``max_shards`` stops after that many new shards (used by tests to
-    simulate an interrupted run). ``part=(rank, world)``: this process encodes shards ``rank,
+    with (``default_max_length``). ``part=(rank, world)``: this process encodes shards ``rank,
     rank + world, ...`` only and lists them in its own ``manifest.part-RANK.json``; once every
     process has finished, ``merge_parts(out)`` writes the folder's manifest. A shard's embeddings do
     not depend on which process computed it, so the folder equals a one-process encoding.
+    An interrupted encoding continues where it stopped when called again with the same settings.
     """
     from dense_pt.models.unpad import resolve_unpad
     from dense_pt.retrieval.encoder import load_hf_tokenizer
 
+    s = EncodeSettings() if settings is None else settings
     model_dir, source, out = Path(model_dir), Path(source), Path(out)
-    max_length = _checked_inputs(model_dir, source, max_length, pooling=pooling, normalize=normalize,
-                                 batch_size=batch_size, shard_size=shard_size, dtype=dtype, device=device,
-                                 unpad=unpad)  # fmt: skip
-    spec = detect_spec(model_dir, pooling, normalize)
-    device = device or _default_device()
+    max_length = _checked_inputs(model_dir, source, s.max_length)
+    dtype, shard_size, batch_size = s.dtype, s.shard_size, s.batch_size
+    spec = detect_spec(model_dir, s.pooling, s.normalize)
+    device = s.device or _default_device()
     tokenizer = load_hf_tokenizer(model_dir)
     src = _open_source(source, model_dir, tokenizer)
     specials = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     if None in specials:
         raise FormatError("the model's tokenizer lacks a [CLS], [SEP] or [PAD] token", model_dir)
-    settings = {"model": str(model_dir.resolve()), "model_hash": model_hash(model_dir),
+    ident = {"model": str(model_dir.resolve()), "model_hash": model_hash(model_dir),
                 "source": str(source.resolve()), "source_hash": src.hash, "kind": src.kind,
                 "pooling": spec.pooling, "normalize": spec.normalize, "max_length": max_length, "dtype": dtype,
                 "shard_size": shard_size, "num_rows": len(src.ids)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     rank, world = part
     name = MANIFEST if world == 1 else _part_manifest(rank)
-    manifest = _start_or_resume(out, settings, name)
+    manifest = _start_or_resume(out, ident, name)
     model = load_backbone(model_dir, device)
-    packed = resolve_unpad(unpad, [model], device)
+    packed = resolve_unpad(s.unpad, [model], device)
     manifest["dim"] = int(model.config.hidden_size)
+    manifest["encode_settings"] = s.model_dump()
     for k in ("pooling", "normalize", "num_rows"):
-        manifest[k] = settings[k]
-    done = {s["index"] for s in manifest["shards"]}
+        manifest[k] = ident[k]
+    done = {x["index"] for x in manifest["shards"]}
     n, n_shards = len(src.ids), max(1, -(-len(src.ids) // shard_size))
-    todo = [s for s in range(n_shards) if s % world == rank and s not in done]
-    total = sum(min(shard_size, n - s * shard_size) for s in todo)
+    todo = [i for i in range(n_shards) if i % world == rank and i not in done]
+    total = sum(min(shard_size, n - i * shard_size) for i in todo)
     t0 = time.perf_counter()
     bar = Progress("encode", src.kind, enabled=None if progress else False)
     with bar:  # a failure or Ctrl-C ends the display without a 'done' line
         bar.update("encoding", 0, total)
-        for written, s in enumerate(todo):
-            if max_shards is not None and written >= max_shards:
-                break
-            a, b = s * shard_size, min((s + 1) * shard_size, n)
+        for i in todo:
+            a, b = i * shard_size, min((i + 1) * shard_size, n)
             emb = _encode_rows(
                 model, src.rows(a, b), specials, max_length, batch_size, spec.pooling, spec.normalize,
                 device, DTYPES[dtype], bar.advance, packed,
             )  # fmt: skip
-            _write_shard(out, manifest, s, src.ids[a:b], (a, b), emb, n_shards, name)
-    mine = {s for s in range(n_shards) if s % world == rank}
+            _write_shard(out, manifest, i, src.ids[a:b], (a, b), emb, n_shards, name)
+    mine = {i for i in range(n_shards) if i % world == rank}
     manifest["complete"] = (
-        {s["index"] for s in manifest["shards"]} == mine
+        {x["index"] for x in manifest["shards"]} == mine
         if world > 1
         else (len(manifest["shards"]) == n_shards)
     )

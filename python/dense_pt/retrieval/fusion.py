@@ -10,7 +10,7 @@
 
 The fused run holds each query's top ``depth`` passages. One vectorised core (``_fuse``) fuses
 aligned chunks of queries: ``fuse_files`` / ``fused_chunks`` / ``tune_aligned`` stream two run files
-(``data/run_index.AlignedRuns``: a chunk of queries at a time, any query order), ``rrf`` /
+(``dense_pt.runs.AlignedRuns``: a chunk of queries at a time, any query order), ``rrf`` /
 ``interpolate`` / ``tune_weight`` take ``{qid: {docid: score}}`` dicts for small runs. Each fused
 score is summed in the per-query definition's order, so both give the same floats to the bit.
 """
@@ -26,9 +26,9 @@ import pyarrow as pa
 
 from dense_pt.config.choices import DEFAULT_TIE_BREAK, RRF_K
 from dense_pt.config.fusion import TUNE_MEASURE, FuseSettings
-from dense_pt.data.run_index import AlignedRuns
-from dense_pt.data.runs import RunChunk, RunWriter, chunks_of_mapping, no_rows, rank_order
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.runs import AlignedRuns, RunChunk, RunWriter, rank_order
+from dense_pt.runs.chunk import no_rows
 
 Run = Mapping[str, Mapping[str, float]]
 # The interpolation weights tried by ``tune_weight``: 0, 0.05, ..., 1 (the dense run's weight).
@@ -99,7 +99,7 @@ def _interpolation_of(weight: float) -> Callable[[int, RunChunk], np.ndarray]:
 def _dict_chunks(runs: Sequence[Run]) -> list[RunChunk]:
     """Dict runs as one aligned chunk each, over the sorted union of their queries."""
     qids = sorted({q for r in runs for q in r})
-    return [next(chunks_of_mapping({q: r.get(q, {}) for q in qids}, chunk_rows=1 << 62)) for r in runs]
+    return [RunChunk.from_mapping({q: r.get(q, {}) for q in qids}) for r in runs]
 
 
 def rrf(runs: Sequence[Run], k: int = RRF_K, depth: int | None = None) -> dict[str, dict[str, float]]:
@@ -220,23 +220,23 @@ def fuse_files(
     sparse: str | Path,
     dense: str | Path,
     out: str | Path,
+    settings: FuseSettings | None = None,
     tune_qrels: str | Path | None = None,
-    **settings: Any,
 ) -> dict[str, Any]:
     """``dense-pt fuse``: two runs (TREC or Arrow) fused into ``out``, streamed a chunk of queries at
-    a time; ``settings`` are ``FuseSettings``' fields (method, weight, tune_measure, rrf_k, k).
+    a time, with ``settings`` (default: ``FuseSettings()``; e.g. ``FuseSettings(method="rrf")``).
     Interpolation needs exactly one of ``weight`` and ``tune_qrels`` (qrels of queries to choose the
     weight on, not the ones reported). Returns what was done: the method, and the weight (with the
-    tuning's measure and value) or RRF's k. The queries come in the sparse run's order, then those
-    only the dense run has."""
+    tuning's measure and value) or RRF's k, and the settings (``"settings"``). The queries come in
+    the sparse run's order, then those only the dense run has."""
     from dense_pt.data import load_qrels
 
-    s = FuseSettings(**settings)
+    s = FuseSettings() if settings is None else settings
     if s.method == "rrf" and tune_qrels is not None:
         raise InvalidArgumentError("--tune-qrels is for --method interpolation")
     if s.method == "interpolation" and (s.weight is None) == (tune_qrels is None):
         raise InvalidArgumentError("interpolation needs exactly one of --weight W or --tune-qrels QRELS")
-    info: dict[str, Any] = {"method": s.method}
+    info: dict[str, Any] = {"method": s.method, "settings": s.model_dump()}
     with AlignedRuns([sparse, dense]) as runs:
         if s.method == "rrf":
             info["rrf_k"] = s.rrf_k

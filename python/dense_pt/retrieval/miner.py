@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dense_pt.config.retrieval import MineCommand
-from dense_pt.data.runs import RunChunk, rank_order
 from dense_pt.errors import InvalidArgumentError, MismatchError
+from dense_pt.runs import RunChunk, rank_order
 
 Scorer = Callable[[Sequence[tuple[str, str]]], Sequence[float] | np.ndarray]
 STATS = ("excluded_positives", "filtered_by_margin_or_score", "queries_with_fewer_than_num",

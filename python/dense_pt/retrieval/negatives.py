@@ -30,7 +30,7 @@ skip the filter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +42,11 @@ import pyarrow.compute as pc
 from dense_pt import artifacts
 from dense_pt.artifacts.checksums import file_digest
 from dense_pt.config.choices import POOLS, RELATIVE_FORMS, SAMPLINGS  # noqa: F401  (the miner's choices, re-exported)
-from dense_pt.config.defaults import finetune as FT
 from dense_pt.config.retrieval import MineCommand
-from dense_pt.data.runs import RunSource, run_chunks
 from dense_pt.errors import MismatchError
+from dense_pt.progress import Progress
 from dense_pt.retrieval.miner import MinedNegatives, Miner, Scorer, mined_query_ids
+from dense_pt.runs import RunSource, read_run
 
 
 @dataclass
@@ -64,63 +64,52 @@ class NegativesTable:
 def mine_negatives(
     run: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
-    depth: int = FT.NEGATIVES_DEPTH,
-    skip_top: int = 0,
-    num: int = 0,
-    seed: int = 0,
-    sampling: str = "random",
-    pool: str = "rank",
-    absolute_margin: float | None = None,
-    relative_margin: float | None = None,
-    relative_form: str = "magnitude",
-    max_score: float | None = None,
-    min_score: float | None = None,
+    settings: MineCommand | None = None,
+    *,
     positive_scores: Mapping[str, Mapping[str, float]] | None = None,
     scorer: Scorer | None = None,
     known_ids: Collection[str] | pa.Array | None = None,
 ) -> NegativesTable:
-    """Mine negatives (see the module docstring) as a ``NegativesTable``. ``run``: a run file
-    (TREC or Arrow), a ``{qid: {pid: score}}`` mapping or ``RunChunk`` s, read a chunk of queries
-    at a time; ``known_ids``: the corpus ids (a set, or an Arrow array such as
-    ``CorpusStore.ids``); a run naming any other id is refused. The settings are checked by
-    ``dense_pt.config.retrieval.MineCommand`` (the CLI's and the pipeline's model), errors naming
-    the key. ``mine`` returns the same as arrays (what a 500k-query run needs)."""
-    s = MineCommand(depth=depth, num=num, skip_top=skip_top, pool=pool, sampling=sampling, seed=seed,
-                    absolute_margin=absolute_margin, relative_margin=relative_margin, relative_form=relative_form,
-                    max_score=max_score, min_score=min_score)  # fmt: skip
-    mined = mine(run, qrels, s, positive_scores=positive_scores, scorer=scorer, known_ids=known_ids)
+    """Mine negatives (see the module docstring) with ``settings`` (default: ``MineCommand()``;
+    e.g. ``MineCommand(depth=100, num=30, absolute_margin=0.1)``) as a ``NegativesTable``. ``run``:
+    a run file (TREC or Arrow), a ``{qid: {pid: score}}`` mapping or ``RunChunk`` s, read a chunk
+    of queries at a time; ``known_ids``: the corpus ids (a set, or an Arrow array such as
+    ``CorpusStore.ids``); a run naming any other id is refused. ``mine`` returns the same as
+    arrays (what a 500k-query run needs)."""
+    mined = mine(run, qrels, settings, positive_scores=positive_scores, scorer=scorer, known_ids=known_ids)
     return NegativesTable(mined.rows(), mined.stats)
 
 
 def mine(
     run: RunSource,
     qrels: Mapping[str, Mapping[str, int]],
-    settings: MineCommand,
+    settings: MineCommand | None = None,
+    *,
     positive_scores: Mapping[str, Mapping[str, float]] | None = None,
     scorer: Scorer | None = None,
     known_ids: Collection[str] | pa.Array | None = None,
-    on_chunk: Callable[[int], None] | None = None,
 ) -> MinedNegatives:
-    """``mine_negatives`` with the settings as one ``MineCommand``, returning ``MinedNegatives``
-    (CSR arrays; ``write_negatives`` writes them). Streams ``run``; memory: a chunk of the run,
-    the judgements, and 8 bytes per negative kept. ``on_chunk(queries read so far)`` after each
-    chunk (progress)."""
+    """``mine_negatives`` returning ``MinedNegatives`` (CSR arrays; ``write_negatives`` writes
+    them): the one miner of ``dense-pt negatives mine``, the pipeline and the ANCE refresh. Streams
+    ``run``; memory: a chunk of the run, the judgements, and 8 bytes per negative kept."""
+    s = MineCommand() if settings is None else settings
     if known_ids is not None:
         _check_qrels_corpus(qrels, known_ids)
     widen = 0
-    if settings.pool == "rank+positives":
+    if s.pool == "rank+positives":
         # sentence-transformers widens its pool by the largest positive count (of a mined query) so
         # that range_max non-positives remain even where the positives rank first: one pass first
         run = run if isinstance(run, str | Path | Mapping) else list(run)
-        mined = mined_query_ids(run_chunks(run), qrels)
+        mined = mined_query_ids(read_run(run), qrels)
         widen = max((sum(1 for r in qrels[q].values() if r > 0) for q in mined), default=0)
-    miner = Miner(settings, qrels, widen, positive_scores, scorer, known_ids)
+    miner = Miner(s, qrels, widen, positive_scores, scorer, known_ids)
     done = 0
-    for chunk in run_chunks(run):
-        miner.add(chunk)
-        done += len(chunk)
-        if on_chunk is not None:
-            on_chunk(done)
+    with Progress("negatives mine", "queries") as progress:
+        progress.update("mining", 0)
+        for chunk in read_run(run):
+            miner.add(chunk)
+            done += len(chunk)
+            progress.update("mining", done)
     if not miner.any_shared:
         raise MismatchError("the run and the qrels share no query id (qrels for another collection?)")
     return miner.finish()

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from dense_pt.config.retrieval import K
+from dense_pt.config.retrieval import SearchSettings
 from dense_pt.errors import InvalidArgumentError, MismatchError
 from dense_pt.progress import Progress
 from dense_pt.retrieval.encode import Embeddings
@@ -218,13 +218,11 @@ def check_memory(max_memory_gb: float | None) -> None:
 
 
 def _searched(
-    query_emb: str | Path, passage_emb: str | Path, k: int, metric: str | None, max_memory_gb: float | None
+    query_emb: str | Path, passage_emb: str | Path, s: SearchSettings
 ) -> tuple[list[str], pa.Array, np.ndarray, np.ndarray]:
     """(query ids, passage ids, scores [nq, k], passage rows [nq, k]) of a search of two encode
-    folders; the settings are checked by ``SearchSettings``."""
-    from dense_pt.config.retrieval import SearchSettings
-
-    SearchSettings.load(dict(k=k, metric=metric, max_memory_gb=max_memory_gb))
+    folders."""
+    metric = s.metric
     qe = Embeddings.open(query_emb, "queries", "the first argument (query embeddings)")
     pe = Embeddings.open(passage_emb, "passages", "the second argument (passage embeddings)")
     if qe.manifest["settings"]["model_hash"] != pe.manifest["settings"]["model_hash"]:
@@ -239,7 +237,7 @@ def _searched(
         pids.append(pa.array(ids, pa.utf8()))
         shards.append(emb)
     ids = pa.concat_arrays(pids) if pids else pa.array([], pa.utf8())
-    scores, rows = search_arrays(q, shards, k, metric, max_memory_gb, tie_key=id_tie_key(ids))
+    scores, rows = search_arrays(q, shards, s.k, metric, s.max_memory_gb, tie_key=id_tie_key(ids))
     return qids, ids, scores, rows
 
 
@@ -258,18 +256,18 @@ def search(
     query_emb: str | Path,
     passage_emb: str | Path,
     out: str | Path | None,
-    k: int = K,
-    metric: str | None = None,
-    max_memory_gb: float | None = None,
+    settings: SearchSettings | None = None,
+    *,
     tag: str = "dense-pt",
 ) -> dict[str, dict[str, float]]:
-    """Search encode outputs; write the run to ``out`` (if given: Arrow or TREC by its name) and
+    """Search encode outputs with ``settings`` (default: ``SearchSettings()``; e.g.
+    ``SearchSettings(k=100)``); write the run to ``out`` (if given: Arrow or TREC by its name) and
     return it as ``{qid: {pid: score}}`` (for small runs: ``search_file`` writes without building
-    the dict). ``k``, ``metric`` and ``max_memory_gb`` are checked by
-    ``dense_pt.config.retrieval.SearchSettings``, as the CLI's."""
-    qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
+    the dict)."""
+    s = SearchSettings() if settings is None else settings
+    qids, pids, scores, rows = _searched(query_emb, passage_emb, s)
     if out is not None:
-        write_arrays(out, qids, pids, scores, rows, tag, depth=k)
+        write_arrays(out, qids, pids, scores, rows, tag, depth=s.k)
     return run_from_arrays(qids, pids.to_pylist(), scores, rows)
 
 
@@ -277,15 +275,15 @@ def search_file(
     query_emb: str | Path,
     passage_emb: str | Path,
     out: str | Path,
-    k: int = K,
-    metric: str | None = None,
-    max_memory_gb: float | None = None,
+    settings: SearchSettings | None = None,
+    *,
     tag: str = "dense-pt",
 ) -> WrittenRun:
     """``search`` that only writes the run (``dense-pt search``, the pipeline): the hits go from
     the score arrays to the file a chunk of queries at a time, never through Python objects."""
-    qids, pids, scores, rows = _searched(query_emb, passage_emb, k, metric, max_memory_gb)
-    hits = write_arrays(out, qids, pids, scores, rows, tag, depth=k)
+    s = SearchSettings() if settings is None else settings
+    qids, pids, scores, rows = _searched(query_emb, passage_emb, s)
+    hits = write_arrays(out, qids, pids, scores, rows, tag, depth=s.k)
     return WrittenRun(Path(out), len(qids), hits)
 
 
@@ -302,7 +300,7 @@ def write_arrays(out: str | Path, qids: list[str], pids: pa.Array, scores: np.nd
     """``search_arrays``' output written as a run (rows of -1 dropped; ranked as ``rank_hits``).
     ``depth``: the k searched for (default: the arrays' width), recorded in an Arrow run: a shard
     with fewer passages than k lists them all, so its merge is exact to k."""
-    from dense_pt.data.runs import RunWriter
+    from dense_pt.runs import RunWriter
 
     if depth is None and rows.ndim == 2:
         depth = int(rows.shape[1])

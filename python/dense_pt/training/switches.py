@@ -17,10 +17,10 @@ from dense_pt.config.train import TrainConfig
 # torch.compile's backend for ``torch_compile``: inductor generates the kernels (C++ on CPU: ~100 s
 # for a tiny BERT here; tests swap in "aot_eager", which traces the same graphs without codegen).
 COMPILE_BACKEND = "inductor"
-# The device types on which ``torch_compile = "auto"`` compiles the layers. None until the device
-# check shows the regional compile ahead of eager on a card (BENCHMARKS.md "torch.compile"): an
-# H100 measured only the whole-model compile (+11% mlm, +16% cdmae, -2% simlm with a frozen
-# generator), and on CPU inductor compiles for minutes, so "auto" is eager everywhere for now.
+# The device types on which ``torch_compile = "auto"`` compiles the layers. None: on an H100 the
+# regional compile measured behind eager (mlm 2,136 vs 2,221 seq/s, 2026-11-28; the whole-model
+# compile +11% mlm, +16% cdmae, -2% simlm with a frozen generator, 2026-11-27; BENCHMARKS.md "The
+# device check"), and on CPU inductor compiles for minutes, so "auto" is eager everywhere.
 AUTO_COMPILE_DEVICES: tuple[str, ...] = ()
 
 

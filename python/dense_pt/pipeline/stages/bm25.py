@@ -21,12 +21,13 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
     at a time and evaluated from the file (MS MARCO's 500k x 200 hits never held as objects)."""
     import tempfile
 
+    from dense_pt.config.retrieval import BM25Command
     from dense_pt.retrieval.bm25 import bm25
 
-    k = max(C.k_search(ctx.cfg), ctx.cfg.mine.bm25_depth + 10)
+    s = BM25Command(k=max(C.k_search(ctx.cfg), ctx.cfg.mine.bm25_depth + 10))
     with tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=folder) as tmp:
-        out = bm25(ctx.cfg.data.corpus, C.split_file(ctx, "judged_queries.jsonl"), folder / C.RUN_FILE,
-                   index=Path(tmp) / "index", k=k)  # fmt: skip
+        out = bm25(ctx.cfg.data.corpus, C.split_file(ctx, "judged_queries.jsonl"), folder / C.RUN_FILE, s,
+                   index=Path(tmp) / "index")  # fmt: skip
     return {"metrics": C.evaluate(ctx, out)}
 
 

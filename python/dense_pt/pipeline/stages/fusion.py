@@ -31,13 +31,13 @@ def params(ctx: C.Ctx) -> dict:
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.data import load_qrels
-    from dense_pt.data.run_index import AlignedRuns
     from dense_pt.retrieval.fusion import fused_chunks, method_of, tune_aligned, write_fused
+    from dense_pt.runs import AlignedRuns
 
     fu, ev, dense, k = ctx.cfg.fusion, ctx.cfg.eval, _dense(ctx), C.k_eval(ctx.cfg)
     tuning: dict | None = None
     weight: float
-    # both runs are read a chunk of queries at a time, aligned by query (data/run_index.py)
+    # both runs are read a chunk of queries at a time, aligned by query (dense_pt.runs.index)
     with AlignedRuns([C.run_file(ctx.out / "bm25"), C.run_file(ctx.out / dense)]) as runs:
         if fu.weight == "tune":
             measure = ev.measures[0]

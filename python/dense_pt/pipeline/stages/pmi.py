@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dense_pt.config.pipeline import PmiTable
+from dense_pt.config.pmi import PmiBuild, PmiCounts
 from dense_pt.pipeline import common as C
 from dense_pt.pipeline.config import ResolvedPipeline
 from dense_pt.pipeline.runner import Stage
@@ -34,8 +35,8 @@ def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.pmi import build, score
 
     p, store = _pmi(ctx), C.store(ctx)
-    built = build(store, folder / "ngrams.pmi", max_n=p.max_n, min_count=p.min_count, memory_gb=p.memory_gb,
-                  spill_dir=folder, progress=None)  # fmt: skip
+    counts = PmiBuild.load(p.model_dump(include=set(PmiCounts.model_fields)), "[pretrain.pmi]")
+    built = build(store, folder / "ngrams.pmi", counts, spill_dir=folder)
     scored = score(store, folder / "ngrams.pmi", window=p.window, force=True)
     return {"entries": built["entries"], "totals": built["totals"], "tokens": scored["tokens"],
             "mean_ami": scored["mean"], "seconds": built["seconds"] + scored["seconds"]}  # fmt: skip

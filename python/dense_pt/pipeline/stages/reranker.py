@@ -32,8 +32,9 @@ def params(ctx: C.Ctx) -> dict:
 
 def run(ctx: C.Ctx, folder: Path) -> dict:
     from dense_pt.config.finetune import RerankerInputs
-    from dense_pt.data import load_qrels, write_run
+    from dense_pt.data import load_qrels
     from dense_pt.finetune.stages import rerank_run, train_reranker
+    from dense_pt.runs import write_run
 
     sec, r2, neg = ctx.cfg.reranker, ctx.out / "r2", folder / "negatives.dpneg"
     stats = C.mine_from(ctx, C.run_file(r2), neg, sec.depth, sec.num, r2)
@@ -56,10 +57,10 @@ def _top_of(run: Path, queries: set[str], depth: int) -> dict[str, dict[str, flo
     import numpy as np
     import pyarrow as pa
 
-    from dense_pt.data.runs import RunChunk, rank_order, read_run_chunks
+    from dense_pt.runs import RunChunk, rank_order, read_run
 
     out: dict[str, dict[str, float]] = {}
-    for chunk in read_run_chunks(run):
+    for chunk in read_run(run):
         c = chunk.select(queries)
         g = c.query_of_row
         order = rank_order(g, c.scores, c.docids, "docno")

@@ -18,7 +18,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dense_pt.data.runs import CHUNK_ROWS, RunChunk, RunReader, convert_run, no_rows, run_format
+from dense_pt.runs.arrow import COLUMNS, column_names, open_arrow_run, standard
+from dense_pt.runs.chunk import CHUNK_ROWS, RunChunk, no_rows
+from dense_pt.runs.read import RunReader, run_format
+from dense_pt.runs.write import convert_run
 
 CACHED_BATCHES = 4
 
@@ -52,7 +55,8 @@ class RunIndex:
         self.depth = reader.depth or int(n.max(initial=0))
         self._batches: OrderedDict[int, pa.RecordBatch] = OrderedDict()
         self._handle = pa.OSFile(str(self._file))
-        self._reader = pa.ipc.open_file(self._handle)
+        self._reader = open_arrow_run(self._handle, self._file)
+        self._names = column_names(self._reader.schema, self._file)  # a legacy run keeps its names
 
     def close(self) -> None:
         self._handle.close()
@@ -72,7 +76,7 @@ class RunIndex:
     def _batch(self, i: int) -> pa.RecordBatch:
         b = self._batches.pop(i, None)
         if b is None:
-            b = self._reader.get_batch(i).select(["qid", "docid", "score", "rank"])
+            b = standard(self._reader.get_batch(i), self._names)
         self._batches[i] = b
         while len(self._batches) > CACHED_BATCHES:
             self._batches.popitem(last=False)
@@ -91,9 +95,9 @@ class RunIndex:
         for b in np.unique(which).tolist():
             local = rows[which == b] - self.batch_starts[b]
             batch = self._batch(b)
-            docs.append(batch.column("docid").take(pa.array(local)).cast(pa.utf8()))
-            scores.append(batch.column("score").to_numpy().astype(np.float64, copy=False)[local])
-            ranks.append(batch.column("rank").to_numpy().astype(np.int64, copy=False)[local])
+            docs.append(batch.column(COLUMNS[1]).take(pa.array(local)).cast(pa.utf8()))
+            scores.append(batch.column(COLUMNS[2]).to_numpy().astype(np.float64, copy=False)[local])
+            ranks.append(batch.column(COLUMNS[3]).to_numpy().astype(np.int64, copy=False)[local])
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
         if not docs:

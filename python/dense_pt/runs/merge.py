@@ -15,7 +15,7 @@
   exact or it is not written. A passage listed by two inputs for one query is refused (shards
   must not overlap).
 
-The inputs are read a chunk of queries at a time (``data/run_index.py``); either format in,
+The inputs are read a chunk of queries at a time (``runs.index``); either format in,
 either format out (by ``out``'s name)."""
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ import numpy as np
 import pyarrow as pa
 
 from dense_pt.config.choices import MERGE_MODES
-from dense_pt.data.run_index import AlignedRuns
-from dense_pt.data.runs import RunChunk, RunReader, RunWriter, rank_order
 from dense_pt.errors import InvalidArgumentError
+from dense_pt.runs.chunk import RunChunk, duplicate_in_query
+from dense_pt.runs.index import AlignedRuns
+from dense_pt.runs.rank import rank_order
+from dense_pt.runs.read import read_run
+from dense_pt.runs.write import RunWriter
 
 
 def merge_runs(inputs: Sequence[str | Path], out: str | Path, k: int | None = None, mode: str = "auto",
@@ -61,7 +64,7 @@ def merge_runs(inputs: Sequence[str | Path], out: str | Path, k: int | None = No
                 )
             with RunWriter(out, tag=tag) as w:
                 for path in inputs:
-                    for chunk in RunReader(path).chunks():
+                    for chunk in read_run(path):
                         w.write_chunk(chunk)
             return {"mode": mode, "queries": w.queries, "rows": w.rows, "k": None, "note": None}
         depth, note = _exact_depth(runs, inputs, k)
@@ -127,7 +130,5 @@ def _top_k(chunks: list[RunChunk], k: int) -> RunChunk:
 
 
 def _first_duplicate(groups: np.ndarray, docids: pa.Array) -> int | None:
-    from dense_pt.data.runs import _duplicate_in_query
-
-    dup = _duplicate_in_query(groups, docids)
+    dup = duplicate_in_query(groups, docids)
     return None if dup is None else dup[1]
