@@ -29,6 +29,7 @@ from dense_pt.retrieval.bm25_index import (
     Analysis,
     BM25Index,
     build_index,
+    index_folder,
     index_for,
     index_key,
     stopword_list,
@@ -128,13 +129,15 @@ def bm25_index(
     **settings: Any,
 ) -> BM25Index:
     """The index of a corpus file (built, or opened when one with the same key exists at
-    ``index``; default ``<corpus>.bm25``); ``settings`` are ``BM25Settings``' fields."""
+    ``index``; default: in dense-pt's cache, see ``bm25_index.index_folder``); ``settings`` are
+    ``BM25Settings``' fields."""
     s = BM25Settings(**settings)
     analysis = _analysis(stopwords, s.stem)
-    if progress is not None:
-        return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
-    with Progress("bm25", "passages") as own:
-        return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=own)
+    with index_folder(corpus_path, index) as where:  # never a temporary folder without an output
+        if progress is not None:
+            return index_for(corpus_path, index=where, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
+        with Progress("bm25", "passages") as own:
+            return index_for(corpus_path, index=where, analysis=analysis, k1=s.k1, b=s.b, progress=own)
 
 
 def _queries(path: str | Path, shard: tuple[int, int]) -> tuple[Iterator[tuple[str, str]], int]:
@@ -162,11 +165,12 @@ def bm25(
     threads = default_threads() if threads is None else threads
     if threads < 1:
         raise InvalidArgumentError(f"threads must be >= 1, got {threads}")
-    with Progress("bm25", "passages") as progress:
-        idx = bm25_index(corpus_path, index, progress=progress, **s.model_dump())
+    with Progress("bm25", "passages") as progress, index_folder(corpus_path, index, out) as where:
+        idx = bm25_index(corpus_path, where, progress=progress, **s.model_dump())
         queries, count = _queries(queries_path, shard)
         progress.update("retrieving", 0, count, unit="queries")
         write_hits(out, retrieve(idx, queries, s.k, threads, progress), s.k)
+        del idx  # its maps, before a temporary folder is removed
     return Path(out)
 
 
