@@ -7,11 +7,16 @@ so, when opened as it is."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_line, run_cli
+from cli_helpers import CHILD, one_line, run_cli
 from dense_pt import logs
 from dense_pt.errors import FormatError
 from dense_pt.fsutil import file_checksum
@@ -112,3 +117,21 @@ def test_an_index_left_beside_the_corpus_by_an_earlier_version_is_named_and_not_
     said = [r.getMessage() for r in caplog.records if "no longer used" in r.getMessage()]
     assert len(said) == 1 and str(old) in said[0] and "--index" in said[0], said
     assert [p.name for p in old.iterdir()] == [bi.MANIFEST]  # untouched
+
+
+def test_a_full_disk_while_building_at_index_names_that_folder_not_a_temporary(tmp_path):
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"p{i}\tvaccine trial word{i} cell{i % 7}\n" for i in range(2000)))
+
+    def limit() -> None:  # a 4 KB file size limit, its signal ignored: writes fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, "-q", "bm25", str(corpus), "--index", str(tmp_path / "idx")],
+        preexec_fn=limit, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DENSE_PT_CACHE_DIR": "", "DENSE_PT_LOG": "warning"},
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip() == f"error: cannot write {tmp_path / 'idx'}: File too large"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv"]  # no temporary left

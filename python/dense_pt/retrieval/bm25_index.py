@@ -41,7 +41,7 @@ import numpy as np
 
 from dense_pt import __version__, logs
 from dense_pt.data.readers import DEFAULT_TITLE_SEP, corpus_texts, resolve_beir
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import (
     atomic_dir,
     cache_root,
@@ -49,6 +49,7 @@ from dense_pt.fsutil import (
     file_checksum_cached,
     inside,
     verify_file,
+    write_error,
     write_json_atomic,
 )
 from dense_pt.progress import Progress
@@ -205,8 +206,23 @@ def index_folder(
     if out is None:
         raise InvalidArgumentError(CACHE_OFF)
     logs.status("bm25: the cache is off: the index is built for this run only (--index DIR keeps it)")
-    with tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=Path(out).parent) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=Path(out).parent) as tmp,
+        _naming(Path(out), tmp),
+    ):
         yield Path(tmp) / "index"
+
+
+@contextmanager
+def _naming(target: Path, temp: str | Path) -> Iterator[None]:
+    """A failed write under ``temp`` (a temporary the user never named: the engine's errors name the
+    folder it writes) told as one of ``target``, the user's path."""
+    try:
+        yield
+    except DensePtIOError as e:
+        if str(temp) not in str(e):
+            raise
+        raise write_error(e, target) from e
 
 
 def _note_the_old_sibling(corpus: Path) -> None:
@@ -302,7 +318,7 @@ def build_index(
     read_index_manifest(path, rebuild=True)  # refuses a folder that is not an index
     analyzer = _native.Bm25Analyzer(word_chars(), list(analysis.stopwords))
     stem = analysis.stemmer()
-    with atomic_dir(path, force=True) as tmp:
+    with atomic_dir(path, force=True) as tmp, _naming(path, tmp):
         builder = _native.Bm25Builder(str(tmp))
         done = 0
         if progress is not None:
