@@ -327,3 +327,29 @@ def test_the_streamed_run_is_write_runs_bytes(tmp_path):
         InvalidArgumentError, match="an id must be one word"
     ):  # the ids rule: TREC cannot hold it
         write_hits(tmp_path / "c.trec", list(retrieve(idx, [("q 2", "vaccine trial")], k=5)))
+
+
+def test_a_forked_child_searches_on_threads_of_its_own(tmp_path):
+    """The engine keeps its thread pools (rust/core/src/threads.rs); a forked child (a DataLoader
+    worker) inherits them without their threads, so it must make its own, not wait forever."""
+    import os
+    import time
+
+    corpus = _corpus(tmp_path / "c.tsv", 3000)
+    idx = bm25_index(corpus, tmp_path / "idx")
+    queries = [f"vaccine trial {w}" for w in ("cell", "placebo", "immune", "disease")] * 50
+    want = idx.search(queries, 5, threads=2)  # the parent's pool of 2 exists from here on
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its search on 2 threads gives the parent's result
+        got = idx.search(queries, 5, threads=2)
+        os._exit(0 if all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)) else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's search did not finish in 60 s (an inherited pool without threads)")
