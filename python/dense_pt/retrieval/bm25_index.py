@@ -206,6 +206,7 @@ def index_folder(
     if out is None:
         raise InvalidArgumentError(CACHE_OFF)
     logs.status("bm25: the cache is off: the index is built for this run only (--index DIR keeps it)")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)  # the run's folder, made as the run's writer would
     with (
         tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=Path(out).parent) as tmp,
         _naming(Path(out), tmp),
