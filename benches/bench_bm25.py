@@ -3,12 +3,16 @@ side by side in one run, each engine in a subprocess of its own (so its peak RSS
 
     python benches/bench_bm25.py compare [--passages 150000 --queries 20000 --k 200]
     python benches/bench_bm25.py scale --scale 0.1 [--k 200 --threads 2]
+    python benches/bench_bm25.py against /path/to/other/checkout/python [--passages 150000 ...]
 
 `compare`: the synthetic MS MARCO (benches/msmarco_synth.py) cut to the issue's shape (150k
 passages, 20k queries of one target passage each, depth 200), every engine from the corpus file to
 a written TREC run: ours (index build, then search on 1 and on 2 threads, reusing the index) and
 bm25s (numpy backend, Lucene, k1 0.9, b 0.4, English stopwords, PyStemmer: what `dense-pt bm25`
 ran before, on one thread as it ran), then how many queries' top-k agree.
+`against`: the same shape, this checkout's engine against another checkout's (its `python` folder,
+with its built `_native`: e.g. main's, before a change of the index format), side by side: index
+size, build and search time, and whether the two runs are the same bytes (the scores bit for bit).
 `scale`: our engine alone at a scale of the synthetic MS MARCO (0.1: 884,182 passages and
 50,294 training queries): index build time, peak RSS and size, then search throughput and peak RSS.
 
@@ -26,8 +30,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-from dense_pt.config.retrieval import BM25Command
 
 BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
@@ -50,7 +52,12 @@ def child_ours(a: argparse.Namespace) -> dict:
         idx = bm25_index(a.corpus, a.index)
         size = sum(f.stat().st_size for f in Path(a.index).iterdir())
         return {"build_s": time.perf_counter() - t0, "index_bytes": size, "passages": idx.num_docs}
-    bm25(a.corpus, a.queries, a.out, BM25Command(k=a.k, threads=a.threads), index=a.index)
+    try:
+        from dense_pt.config.retrieval import BM25Command
+    except ImportError:  # `against` a checkout from before the settings went whole (issue 32)
+        bm25(a.corpus, a.queries, a.out, index=a.index, k=a.k, threads=a.threads)  # type: ignore[call-arg]
+    else:
+        bm25(a.corpus, a.queries, a.out, BM25Command(k=a.k, threads=a.threads), index=a.index)
     return {"search_s": time.perf_counter() - t0}
 
 
@@ -81,11 +88,14 @@ def child_bm25s(a: argparse.Namespace) -> dict:
     return {"build_s": t1 - t0, "search_s": time.perf_counter() - t1}
 
 
-def run_child(engine: str, **kw) -> dict:
+def run_child(engine: str, python: Path | None = None, **kw) -> dict:
+    """One engine in a child process (``python``: the package folder it imports dense_pt from)."""
     argv = [sys.executable, __file__, "child", "--engine", engine]
     for key, value in kw.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": str(kw.get("threads", 1))}
+    if python is not None:
+        env["PYTHONPATH"] = str(python)
     t0 = time.perf_counter()
     out = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
@@ -148,6 +158,37 @@ def compare(a: argparse.Namespace) -> None:
     print(f"top-{a.k} equal to bm25s's apart from ties at the cutoff: {same:,} of {n:,} queries")
 
 
+def against(a: argparse.Namespace) -> None:
+    import msmarco_synth as synth
+
+    sizes = synth.Counts(a.passages, a.queries, synth.MIN_DEV_QUERIES)
+    data = synth.ensure(a.data / f"synth-{a.passages}-{a.queries}", 1.0, seed=a.seed, sizes=sizes, log=None)
+    common = {"corpus": data / "collection.tsv", "queries": data / "queries.train.tsv", "k": a.k}
+    work = Path(tempfile.mkdtemp(prefix="bench-bm25-", dir=a.data))
+    here = BENCHES.parent / "python"
+    print(
+        f"\n{a.passages:,} passages x {a.queries:,} queries, depth {a.k} (synthetic MS MARCO, seed {a.seed})"
+    )
+    print(
+        f"{'engine':<10} {'index MB':>9} {'bytes/posting':>14} {'build s':>8} {'search s 1t':>12} {'search s 2t':>12}"
+    )
+    runs = {}
+    for name, python in (("other", a.other), ("this", here)):
+        index = work / f"index-{name}"
+        build = run_child("ours", python, phase="build", index=index, **common)
+        postings = json.loads((index / "manifest.json").read_text())["stats"]["num_postings"]
+        times = []
+        for threads in (1, 2):
+            out = work / f"{name}{threads}.trec"
+            res = run_child("ours", python, phase="search", index=index, out=out, threads=threads, **common)
+            times.append(res["search_s"])
+            runs[name, threads] = out.read_bytes()
+        print(f"{name:<10} {build['index_bytes'] / 2**20:9.1f} {build['index_bytes'] / postings:14.2f} "
+              f"{build['build_s']:8.1f} {times[0]:12.1f} {times[1]:12.1f}")  # fmt: skip
+    same = all(runs["this", t] == runs["other", t] for t in (1, 2))
+    print(f"runs the same bytes (every score bit for bit): {same}; other = {a.other}")
+
+
 def scale(a: argparse.Namespace) -> None:
     import msmarco_synth as synth
 
@@ -171,10 +212,14 @@ def main() -> None:
     c = sub.add_parser("compare")
     c.add_argument("--passages", type=int, default=150_000)
     c.add_argument("--queries", type=int, default=20_000)
+    o = sub.add_parser("against")
+    o.add_argument("other", type=Path, help="another checkout's python folder (with its _native built)")
+    o.add_argument("--passages", type=int, default=150_000)
+    o.add_argument("--queries", type=int, default=20_000)
     s = sub.add_parser("scale")
     s.add_argument("--scale", type=float, default=0.1)
     s.add_argument("--threads", type=int, default=2)
-    for p in (c, s):
+    for p in (c, o, s):
         p.add_argument("--k", type=int, default=200)
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "dense-pt-bench-bm25")
@@ -191,7 +236,7 @@ def main() -> None:
         print(json.dumps({**res, "peak_rss": peak_rss()}))
         return
     a.data.mkdir(parents=True, exist_ok=True)
-    compare(a) if a.cmd == "compare" else scale(a)
+    {"compare": compare, "against": against, "scale": scale}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,17 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("real data not found: set DENSE_PT_SHARED or put shared/data beside the repo")
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_cache(tmp_path_factory: pytest.TempPathFactory):
+    """dense-pt's cache (the BM25 indexes ``dense-pt bm25`` keeps without ``--index``, the checksums
+    it remembers) in a folder of the test session, not the user's ~/.cache; a test that sets
+    ``DENSE_PT_CACHE_DIR`` itself (or a command run with it empty) still decides."""
+    if "DENSE_PT_CACHE_DIR" in os.environ:
+        yield
+        return
+    patch = pytest.MonkeyPatch()
+    patch.setenv("DENSE_PT_CACHE_DIR", str(tmp_path_factory.mktemp("dense-pt-cache")))
+    yield
+    patch.undo()

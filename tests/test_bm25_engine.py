@@ -195,15 +195,21 @@ def _corpus(path: Path, n: int, extra: str = "") -> Path:
     return path
 
 
-def test_the_index_is_reused_while_its_key_matches_and_rebuilt_when_stale(tmp_path, capsys):
+def test_the_index_is_reused_while_its_key_matches_and_rebuilt_when_stale(tmp_path, capsys, monkeypatch):
     from dense_pt import logs
+    from dense_pt.artifacts import file_checksum
 
     logs.configure()
-    corpus = _corpus(tmp_path / "c.tsv", 300)
-    (tmp_path / "q.tsv").write_text("q1\tvaccine trial\nq2\tnovel word\n")
-    args = (corpus, tmp_path / "q.tsv", tmp_path / "r.trec")
+    monkeypatch.setenv("DENSE_PT_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "data"
+    data.mkdir()
+    corpus = _corpus(data / "c.tsv", 300)
+    (data / "q.tsv").write_text("q1\tvaccine trial\nq2\tnovel word\n")
+    args = (corpus, data / "q.tsv", tmp_path / "r.trec")
     bm25(*args, BM25Command(k=5, threads=1))
-    index = tmp_path / "c.tsv.bm25"  # the default: beside the corpus
+    # the default: in dense-pt's cache, keyed by the corpus's checksum and name; nothing beside it
+    index = tmp_path / "cache" / "bm25" / f"{file_checksum(corpus)[:16]}-c.tsv.bm25"
+    assert sorted(p.name for p in data.iterdir()) == ["c.tsv", "q.tsv"]
     built = json.loads((index / bi.MANIFEST).read_text())
     bm25(*args, BM25Command(k=7, threads=1))  # k is not part of the key
     assert json.loads((index / bi.MANIFEST).read_text()) == built
@@ -212,18 +218,25 @@ def test_the_index_is_reused_while_its_key_matches_and_rebuilt_when_stale(tmp_pa
     bm25(*args, BM25Command(k=5, k1=1.2, threads=1))
     assert "rebuilding the index at" in capsys.readouterr().err
     assert json.loads((index / bi.MANIFEST).read_text())["key"]["scoring"]["k1"] == 1.2
-    _corpus(corpus, 300, extra="p300\tnovel word novel\n")  # the corpus changed
+    _corpus(corpus, 300, extra="p300\tnovel word novel\n")  # the corpus changed: another key
     bm25(*args, BM25Command(k=5, threads=1))
-    assert "another corpus" in capsys.readouterr().err
+    index = tmp_path / "cache" / "bm25" / f"{file_checksum(corpus)[:16]}-c.tsv.bm25"
+    assert "building the index" in capsys.readouterr().err
     assert "p300" in run_of(tmp_path / "r.trec")["q2"]
     # a file damaged in place (same size) fails its checksum: rebuilt, not served
-    docs = index / "docs.u32"
+    docs = index / "docs.bin"
     raw = bytearray(docs.read_bytes())
     raw[:4] = b"\xff\xff\xff\x7f"
     docs.write_bytes(bytes(raw))
     bm25(*args, BM25Command(k=5, threads=1))
     assert "checksum mismatch" in capsys.readouterr().err
-    assert (index / "docs.u32").read_bytes() != bytes(raw)
+    assert (index / "docs.bin").read_bytes() != bytes(raw)
+    # the same corpus changed at an --index folder: rebuilt there, saying why
+    bm25(*args, BM25Command(k=5, threads=1), index=tmp_path / "idx")
+    _corpus(corpus, 300)
+    bm25(*args, BM25Command(k=5, threads=1), index=tmp_path / "idx")
+    assert "another corpus" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["c.tsv", "q.tsv"]
 
 
 def test_a_folder_that_is_not_an_index_is_never_replaced(tmp_path):
@@ -317,3 +330,29 @@ def test_the_streamed_run_is_write_runs_bytes(tmp_path):
         InvalidArgumentError, match="an id must be one word"
     ):  # the ids rule: TREC cannot hold it
         write_hits(tmp_path / "c.trec", list(retrieve(idx, [("q 2", "vaccine trial")], k=5)))
+
+
+def test_a_forked_child_searches_on_threads_of_its_own(tmp_path):
+    """The engine keeps its thread pools (rust/core/src/threads.rs); a forked child (a DataLoader
+    worker) inherits them without their threads, so it must make its own, not wait forever."""
+    import os
+    import time
+
+    corpus = _corpus(tmp_path / "c.tsv", 3000)
+    idx = bm25_index(corpus, tmp_path / "idx")
+    queries = [f"vaccine trial {w}" for w in ("cell", "placebo", "immune", "disease")] * 50
+    want = idx.search(queries, 5, threads=2)  # the parent's pool of 2 exists from here on
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its search on 2 threads gives the parent's result
+        got = idx.search(queries, 5, threads=2)
+        os._exit(0 if all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)) else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's search did not finish in 60 s (an inherited pool without threads)")

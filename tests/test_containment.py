@@ -188,7 +188,7 @@ def test_a_bm25_index_of_an_unknown_version_is_refused(world, tmp_path, capsys, 
     assert code == 1
     assert line == (
         f"error: {index / 'manifest.json'}: BM25 index format version 99 is not supported (this dense-pt "
-        "reads version 1); give --index a new folder"
+        "reads version 2); give --index a new folder"
     )
     assert json.loads((index / "manifest.json").read_text())["key"]["format"] == 99  # not rebuilt over
 

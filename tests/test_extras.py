@@ -95,13 +95,12 @@ def test_bm25_fuse_evaluate_and_runs_work_without_torch(tiny):
 
 
 def test_bm25_without_pystemmer_warns_once_and_runs_unstemmed(tiny):
-    out = _cli(
-        [["bm25", "corpus.jsonl", "--queries", "q.tsv", "-o", "a.trec", "-k", "4"]], ("Stemmer",), tiny
-    )
+    argv = ["bm25", "corpus.jsonl", "--queries", "q.tsv", "-o", "a.trec", "-k", "4", "--index", "a.bm25"]
+    out = _cli([argv], ("Stemmer",), tiny)
     assert out.returncode == 0, out.stderr
     warned = [line for line in out.stderr.splitlines() if "PyStemmer is not installed" in line]
     assert len(warned) == 1 and "dense-pt[eval]" in warned[0], out.stderr
-    key = json.loads((tiny / "corpus.jsonl.bm25" / "manifest.json").read_text())
+    key = json.loads((tiny / "a.bm25" / "manifest.json").read_text())
     assert json.dumps(key).count('"stemmer": null') == 1, key  # the index says it is unstemmed
     # asked for no stemming: nothing to warn about
     argv = ["bm25", "corpus.jsonl", "--queries", "q.tsv", "-o", "b.trec", "--no-stem", "--index", "n.bm25"]
@@ -111,9 +110,10 @@ def test_bm25_without_pystemmer_warns_once_and_runs_unstemmed(tiny):
 
 def test_bm25_with_pystemmer_stems_without_a_warning(tiny):
     pytest.importorskip("Stemmer")
-    out = _cli([["bm25", "corpus.jsonl", "--queries", "q.tsv", "-o", "a.trec", "-k", "4"]], (), tiny)
+    argv = ["bm25", "corpus.jsonl", "--queries", "q.tsv", "-o", "a.trec", "-k", "4", "--index", "a.bm25"]
+    out = _cli([argv], (), tiny)
     assert out.returncode == 0 and "PyStemmer" not in out.stderr, out.stderr
-    key = json.loads((tiny / "corpus.jsonl.bm25" / "manifest.json").read_text())
+    key = json.loads((tiny / "a.bm25" / "manifest.json").read_text())
     assert "PyStemmer" in json.dumps(key) and "english" in json.dumps(key), key
     run = (tiny / "a.trec").read_text().splitlines()
     # "cat chases" matches d0 and d1 only through the stems (cats -> cat, chasing/chase -> chase)

@@ -38,8 +38,8 @@ def bm25(
     index: Path | None = typer.Option(
         None,
         "--index",
-        help="Index folder, built once and reused while the corpus and settings match "
-        "(default: CORPUS.bm25 beside the corpus, or dense-pt's cache if that folder is read-only).",
+        help="Index folder, built once and reused while the corpus and settings match (default: in "
+        "dense-pt's cache, $XDG_CACHE_HOME/dense-pt/bm25 or ~/.cache/dense-pt/bm25; never beside the corpus).",
     ),
     force: bool = force_option(),
     as_json: bool = json_option(),

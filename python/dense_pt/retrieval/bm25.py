@@ -25,6 +25,7 @@ from dense_pt.retrieval.bm25_index import (
     Analysis,
     BM25Index,
     build_index,
+    index_folder,
     index_for,
     index_key,
     stopword_list,
@@ -97,14 +98,15 @@ def bm25_index(
     progress: Progress | None = None,
 ) -> BM25Index:
     """The index of a corpus file (built, or opened when one with the same key exists at
-    ``index``; default ``<corpus>.bm25``) for ``settings`` (default: ``BM25Settings()``; its
-    ``k1``, ``b`` and ``stem`` shape the index)."""
+    ``index``; default: in dense-pt's cache, see ``bm25_index.index_folder``) for ``settings``
+    (default: ``BM25Settings()``; its ``k1``, ``b`` and ``stem`` shape the index)."""
     s = BM25Settings() if settings is None else settings
     analysis = _analysis(stopwords, s.stem)
-    if progress is not None:
-        return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
-    with Progress("bm25", "passages") as own:
-        return index_for(corpus_path, index=index, analysis=analysis, k1=s.k1, b=s.b, progress=own)
+    with index_folder(corpus_path, index) as where:  # never a temporary folder without an output
+        if progress is not None:
+            return index_for(corpus_path, index=where, analysis=analysis, k1=s.k1, b=s.b, progress=progress)
+        with Progress("bm25", "passages") as own:
+            return index_for(corpus_path, index=where, analysis=analysis, k1=s.k1, b=s.b, progress=own)
 
 
 def _queries(path: str | Path, shard: tuple[int, int]) -> tuple[Iterator[tuple[str, str]], int]:
@@ -125,15 +127,17 @@ def bm25(
 ) -> Path:
     """The BM25 run of a queries file over a corpus file, written to ``out`` (Arrow for an
     ``.arrow`` name, TREC text otherwise) as it is searched, with ``settings`` (default:
-    ``BM25Command()``; e.g. ``BM25Command(k=100, threads=4, query_shard="0/8")``)."""
+    ``BM25Command()``; e.g. ``BM25Command(k=100, threads=4, query_shard="0/8")``). The index is
+    ``index`` when given, else in dense-pt's cache (``bm25_index.index_folder``)."""
     s = BM25Command() if settings is None else settings
     shard = parse_query_shard(s.query_shard)
     threads = default_threads() if s.threads is None else s.threads
-    with Progress("bm25", "passages") as progress:
-        idx = bm25_index(corpus_path, index, s, progress=progress)
+    with Progress("bm25", "passages") as progress, index_folder(corpus_path, index, out) as where:
+        idx = bm25_index(corpus_path, where, s, progress=progress)
         queries, count = _queries(queries_path, shard)
         progress.update("retrieving", 0, count, unit="queries")
         write_hits(out, retrieve(idx, queries, s.k, threads, progress), s.k)
+        del idx  # its maps, before a temporary folder is removed
     return Path(out)
 
 

@@ -1,6 +1,13 @@
 """The BM25 index on disk (the engine is rust/core/src/bm25): built once per corpus and settings,
 kept in a folder, memory-mapped by every later search.
 
+Where: the folder the caller names (``--index DIR``), else dense-pt's cache
+(``$XDG_CACHE_HOME/dense-pt/bm25/<corpus checksum>-<corpus name>.bm25``, ``~/.cache`` by default,
+``$DENSE_PT_CACHE_DIR`` to move it; see ``default_index_path``), never beside the corpus: an input's
+folder may be shared, read-only or under version control. With the cache turned off
+(``DENSE_PT_CACHE_DIR=""``) and no folder named, a search builds the index in a temporary folder
+of the run's output folder and removes it after (``index_folder``).
+
 The folder holds the engine's arrays and ``manifest.json``: the index's key and the size and
 xxh3-128 checksum of every file (checked when it is opened: ``dense_pt.artifacts.open``).
 The key is what the postings depend on: the corpus file's checksum and size, the analysis (bm25s's
@@ -19,10 +26,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import os
 import re
+import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -33,12 +41,13 @@ import numpy as np
 from dense_pt import artifacts, logs
 from dense_pt.artifacts.checksums import cache_root, checksum_entry, file_checksum_cached
 from dense_pt.data.readers import DEFAULT_TITLE_SEP, corpus_texts, resolve_beir
-from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
+from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import atomic_dir
 from dense_pt.progress import Progress
+from dense_pt.write_errors import write_error
 
-FORMAT_VERSION = 1
-KIND = "bm25 index"
+FORMAT_VERSION = 2  # 2: passage indices bit-packed by block (rust/core/src/bm25/postings.rs)
+KIND = "bm25 index"  # "dense-pt bm25 index" before dense_pt.artifacts (read as this)
 MANIFEST = artifacts.MANIFEST
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's default pattern, which the engine implements
 # bm25s's English stopwords (bm25s.stopwords.STOPWORDS_EN, Lucene's English stop set; a test checks
@@ -51,6 +60,9 @@ STOPWORDS_EN = (
 BUILD_BATCH = 8192  # passages analyzed and added at once
 BUILD_MEMORY = 1 << 30  # bytes of postings one inversion pass holds (8 per posting)
 DEFAULT_SUFFIX = ".bm25"
+CACHE_OFF = (
+    "the cache is off ($DENSE_PT_CACHE_DIR is empty) and no index folder was given: give it one with --index"
+)
 
 
 @functools.cache
@@ -156,24 +168,71 @@ class BM25Index:
         return self.native.pids(np.ascontiguousarray(docs, dtype=np.uint32))
 
 
-def default_index_path(corpus: Path) -> Path:
-    """``<corpus>.bm25`` beside the corpus file, or (a read-only folder) in dense-pt's cache."""
-    beside = corpus.with_name(corpus.name + DEFAULT_SUFFIX)
-    if os.access(corpus.parent, os.W_OK) or beside.exists():
-        return beside
+def default_index_path(corpus: Path) -> Path | None:
+    """The index of ``corpus`` in dense-pt's cache, keyed by the corpus file's checksum and name
+    (None when the cache is off)."""
     root = cache_root()
     if root is None:
-        raise InvalidArgumentError(
-            f"{corpus.parent} is read-only and the cache is off ($DENSE_PT_CACHE_DIR is empty): "
-            "give the index a folder with --index"
-        )
+        return None
     return root / "bm25" / f"{file_checksum_cached(corpus)[:16]}-{corpus.name}{DEFAULT_SUFFIX}"
 
 
-def _manifest(path: Path) -> dict[str, Any] | None:
+@contextmanager
+def index_folder(
+    corpus: str | Path, index: str | Path | None, out: str | Path | None = None
+) -> Iterator[Path]:
+    """Where the index of ``corpus`` is kept: ``index`` when given, else the cache's folder, else
+    (the cache off) a temporary folder inside ``out``'s folder, removed on exit; without ``out``
+    there is nowhere to put it: refused."""
+    if index is not None:
+        yield Path(index)
+        return
+    corpus = resolve_beir(corpus, "corpus")
+    if not corpus.is_file():
+        raise not_found(corpus, f"{corpus}: no such corpus file")
+    _note_the_old_sibling(corpus)
+    cached = default_index_path(corpus)
+    if cached is not None:
+        yield cached
+        return
+    if out is None:
+        raise InvalidArgumentError(CACHE_OFF)
+    logs.status("bm25: the cache is off: the index is built for this run only (--index DIR keeps it)")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)  # the run's folder, made as the run's writer would
+    with (
+        tempfile.TemporaryDirectory(prefix=".bm25-index-", dir=Path(out).parent) as tmp,
+        _naming(Path(out), tmp),
+    ):
+        yield Path(tmp) / "index"
+
+
+@contextmanager
+def _naming(target: Path, temp: str | Path) -> Iterator[None]:
+    """A failed write under ``temp`` (a temporary the user never named: the engine's errors name the
+    folder it writes) told as one of ``target``, the user's path."""
+    try:
+        yield
+    except DensePtIOError as e:
+        if str(temp) not in str(e):
+            raise
+        raise write_error(e, target) from e
+
+
+def _note_the_old_sibling(corpus: Path) -> None:
+    """Say once that an index earlier dense-pt versions kept beside the corpus is not used."""
+    old = corpus.with_name(corpus.name + DEFAULT_SUFFIX)
+    if (old / MANIFEST).is_file():
+        logs.log.warning(
+            f"bm25: {old} (an index dense-pt kept beside the corpus before) is no longer used: indexes "
+            "live in dense-pt's cache or at --index; remove it, or pass it as --index"
+        )
+
+
+def _manifest(path: Path, rebuild: bool = False) -> dict[str, Any] | None:
     """The manifest of index folder ``path`` (any layout: ``dense_pt.artifacts``), None when
     ``path`` does not exist; a folder that is not an index is refused (it is never replaced), and
-    one of another format version too."""
+    so is an index of another format version, except an older one when it is to be rebuilt
+    (``rebuild``: an index is a cache of its corpus)."""
     if not path.exists():
         return None
     manifest = artifacts.read(path, KIND)
@@ -183,11 +242,13 @@ def _manifest(path: Path) -> dict[str, Any] | None:
             "a new folder, or remove this one)"
         )
     version = manifest["key"].get("format") if isinstance(manifest["key"], dict) else None
-    if version != FORMAT_VERSION:
+    older = isinstance(version, int) and 1 <= version < FORMAT_VERSION
+    if version != FORMAT_VERSION and not (older and rebuild):
+        remedy = "rebuild it (dense-pt bm25 CORPUS --index DIR)" if older else "give --index a new folder"
         raise FormatError(
             f"BM25 index format version {version!r} is not supported (this dense-pt reads version "
-            f"{FORMAT_VERSION}); give --index a new folder",
-            path / artifacts.MANIFEST,
+            f"{FORMAT_VERSION}); {remedy}",
+            path / MANIFEST,
         )
     return manifest
 
@@ -238,10 +299,10 @@ def build_index(
     from dense_pt import _native
 
     path = Path(path)
-    _manifest(path)  # refuses a folder that is not an index
+    _manifest(path, rebuild=True)  # refuses a folder that is not an index
     analyzer = _native.Bm25Analyzer(word_chars(), list(analysis.stopwords))
     stem = analysis.stemmer()
-    with atomic_dir(path, force=True) as tmp:
+    with atomic_dir(path, force=True) as tmp, _naming(path, tmp):
         builder = _native.Bm25Builder(str(tmp))
         done = 0
         if progress is not None:
@@ -272,14 +333,19 @@ def index_for(
     b: float,
     progress: Progress | None = None,
 ) -> BM25Index:
-    """The index of a corpus file for these settings: opened from ``index`` (default: beside the
-    corpus, see ``default_index_path``) when its key matches, else built there."""
+    """The index of a corpus file for these settings: opened from ``index`` (default: in dense-pt's
+    cache, see ``default_index_path``; ``index_folder`` when the cache may be off) when its key
+    matches, else built there."""
     corpus = resolve_beir(corpus, "corpus")
     if not corpus.is_file():
         raise not_found(corpus, f"{corpus}: no such corpus file")
     key = index_key(corpus, analysis, k1, b)
-    path = Path(index) if index is not None else default_index_path(corpus)
-    manifest = _manifest(path)
+    if index is None:
+        index = default_index_path(corpus)
+        if index is None:
+            raise InvalidArgumentError(CACHE_OFF)
+    path = Path(index)
+    manifest = _manifest(path, rebuild=True)
     if manifest is not None and manifest["key"] == key:
         try:
             return open_index(path, analysis, key)

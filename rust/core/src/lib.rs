@@ -7,10 +7,12 @@ mod choice;
 pub mod collate;
 pub mod error;
 pub mod fork;
+pub mod header;
 pub mod masking;
 pub mod negatives;
 pub mod pmi;
 pub mod rng;
+pub mod threads;
 
 pub use error::{Error, Result};
 

@@ -24,9 +24,18 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::header::{Format, Reader, Writer};
 
 pub const MAGIC: &[u8; 8] = b"DPTNEGS\0";
 pub const VERSION: u32 = 1;
+/// The file's kind for the shared header reader and writer.
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    what: "negatives file",
+    version: VERSION,
+    oldest: VERSION,
+    remedy: "mine it again with this dense-pt",
+};
 const FLAG_SCORES: u32 = 1;
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8;
 
@@ -81,37 +90,26 @@ impl Negatives {
     /// The file's bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
         self.validate()?;
-        let mut out = Vec::with_capacity(
-            HEADER_LEN + 4 + self.negatives.len() * 8 + 16 * (self.passage_ids.len() + 1),
-        );
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        let flags = if self.scores.is_some() {
+        let mut w = Writer::new(&FORMAT);
+        w.u32(if self.scores.is_some() {
             FLAG_SCORES
         } else {
             0
-        };
-        out.extend_from_slice(&flags.to_le_bytes());
+        });
         for n in [
             self.query_ids.len(),
             self.passage_ids.len(),
             self.negatives.len(),
         ] {
-            out.extend_from_slice(&(n as u64).to_le_bytes());
+            w.u64(n as u64);
         }
-        put_strings(&mut out, &self.query_ids);
-        put_strings(&mut out, &self.passage_ids);
-        for o in &self.offsets {
-            out.extend_from_slice(&o.to_le_bytes());
-        }
-        for n in &self.negatives {
-            out.extend_from_slice(&n.to_le_bytes());
-        }
+        put_strings(&mut w, &self.query_ids);
+        put_strings(&mut w, &self.passage_ids);
+        w.array(&self.offsets).array(&self.negatives);
         if let Some(s) = &self.scores {
-            for v in s {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+            w.array(s);
         }
+        let mut out = w.into_bytes();
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         Ok(out)
@@ -126,45 +124,28 @@ impl Negatives {
                 bytes.len()
             )));
         }
-        if &bytes[..8] != MAGIC {
-            return Err(fmt("not a dense-pt negatives file (bad magic)".into()));
-        }
         let (body, tail) = bytes.split_at(bytes.len() - 4);
-        let stored = u32::from_le_bytes(tail.try_into().unwrap());
-        if crc32fast::hash(body) != stored {
+        let (mut r, _) = Reader::open(&FORMAT, path, body)?;
+        if crc32fast::hash(body) != bytemuck::pod_read_unaligned::<u32>(tail) {
             return Err(fmt(
                 "checksum mismatch: the file is corrupted or truncated".into()
             ));
         }
-        let mut r = Reader {
-            buf: body,
-            pos: 8,
-            path,
-        };
-        let version = r.u32()?;
-        if version != VERSION {
-            return Err(fmt(format!(
-                "negatives format version {version} is not supported (this reads {VERSION})"
-            )));
-        }
         let flags = r.u32()?;
-        let nq = r.len_field("n_queries")?;
-        let np = r.len_field("n_passages")?;
-        let nn = r.len_field("n_neg")?;
-        let query_ids = r.strings(nq)?;
-        let passage_ids = r.strings(np)?;
-        let offsets = r.u64s(nq + 1)?;
-        let negatives = r.u32s(nn)?;
+        let nq = r.count("n_queries")?;
+        let np = r.count("n_passages")?;
+        let nn = r.count("n_neg")?;
+        let query_ids = strings(&mut r, nq)?;
+        let passage_ids = strings(&mut r, np)?;
+        let offsets = r.array(nq + 1)?;
+        let negatives = r.array(nn)?;
         let scores = if flags & FLAG_SCORES != 0 {
-            Some(r.f32s(nn)?)
+            Some(r.array(nn)?)
         } else {
             None
         };
-        if r.pos != body.len() {
-            return Err(fmt(format!(
-                "{} unexpected trailing bytes",
-                body.len() - r.pos
-            )));
+        if r.remaining() != 0 {
+            return Err(fmt(format!("{} unexpected trailing bytes", r.remaining())));
         }
         let negs = Negatives {
             query_ids,
@@ -241,89 +222,37 @@ pub fn strings_to_buffers(items: &[String]) -> (Vec<i64>, Vec<u8>) {
     (offsets, bytes)
 }
 
-fn put_strings(out: &mut Vec<u8>, items: &[String]) {
+/// An id table: `n + 1` u64 offsets from 0, then the UTF-8 bytes.
+fn put_strings(w: &mut Writer, items: &[String]) {
     let mut off = 0u64;
-    out.extend_from_slice(&off.to_le_bytes());
+    w.u64(off);
     for s in items {
         off += s.len() as u64;
-        out.extend_from_slice(&off.to_le_bytes());
+        w.u64(off);
     }
     for s in items {
-        out.extend_from_slice(s.as_bytes());
+        w.bytes(s.as_bytes());
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    path: &'a Path,
-}
-
-impl<'a> Reader<'a> {
-    fn err(&self, m: impl Into<String>) -> Error {
-        Error::format(self.path, m)
+/// An id table of `n` strings (the inverse of `put_strings`).
+fn strings(r: &mut Reader<'_>, n: usize) -> Result<Vec<String>> {
+    let offs: Vec<u64> = r.array(n + 1)?;
+    if offs[0] != 0 || offs.windows(2).any(|w| w[0] > w[1]) {
+        return Err(r.err("string offsets are not non-decreasing from 0"));
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let buf: &'a [u8] = self.buf;
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| self.err(format!("truncated at byte {}", self.pos)))?;
-        let s = &buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+    let total = *offs.last().expect("n + 1 offsets");
+    if total > r.size() as u64 {
+        return Err(r.err("string table exceeds the file size"));
     }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    let bytes = r.take(total as usize)?;
+    let mut out = Vec::with_capacity(n);
+    for w in offs.windows(2) {
+        let s = std::str::from_utf8(&bytes[w[0] as usize..w[1] as usize])
+            .map_err(|_| r.err("an id is not valid UTF-8"))?;
+        out.push(s.to_owned());
     }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
-    }
-    /// A count field, bounded by the file size so a corrupt count cannot trigger a huge alloc.
-    fn len_field(&mut self, name: &str) -> Result<usize> {
-        let n = self.u64()?;
-        if n > self.buf.len() as u64 {
-            return Err(self.err(format!("{name} = {n} exceeds the file size")));
-        }
-        Ok(n as usize)
-    }
-    fn u64s(&mut self, n: usize) -> Result<Vec<u64>> {
-        let b = self.take(n.checked_mul(8).ok_or_else(|| self.err("count overflow"))?)?;
-        Ok(b.chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect())
-    }
-    fn u32s(&mut self, n: usize) -> Result<Vec<u32>> {
-        let b = self.take(n.checked_mul(4).ok_or_else(|| self.err("count overflow"))?)?;
-        Ok(b.chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect())
-    }
-    fn f32s(&mut self, n: usize) -> Result<Vec<f32>> {
-        let b = self.take(n.checked_mul(4).ok_or_else(|| self.err("count overflow"))?)?;
-        Ok(b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect())
-    }
-    fn strings(&mut self, n: usize) -> Result<Vec<String>> {
-        let offs = self.u64s(n + 1)?;
-        if offs[0] != 0 || offs.windows(2).any(|w| w[0] > w[1]) {
-            return Err(self.err("string offsets are not non-decreasing from 0"));
-        }
-        let total = *offs.last().unwrap();
-        if total > self.buf.len() as u64 {
-            return Err(self.err("string table exceeds the file size"));
-        }
-        let bytes = self.take(total as usize)?;
-        let mut out = Vec::with_capacity(n);
-        for w in offs.windows(2) {
-            let s = std::str::from_utf8(&bytes[w[0] as usize..w[1] as usize])
-                .map_err(|_| self.err("an id is not valid UTF-8"))?;
-            out.push(s.to_owned());
-        }
-        Ok(out)
-    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -347,6 +276,35 @@ mod tests {
         let back = Negatives::decode(&n.encode().unwrap(), Path::new("x")).unwrap();
         assert_eq!(back, n);
         assert_eq!(n.to_text(), "q1\ta\t0.5\nq1\tc\t0.25\nq3\tbé\t-1\n");
+    }
+
+    /// The bytes of `sample()` as the layout above spells them (what dense-pt wrote before the
+    /// shared header writer): files written then still read, and files written now are the same.
+    #[test]
+    fn the_layout_is_the_documented_version_1_byte_for_byte() {
+        let mut want: Vec<u8> = b"DPTNEGS\0".to_vec();
+        for v in [1u32, 1] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        let u64s = |want: &mut Vec<u8>, v: &[u64]| {
+            for x in v {
+                want.extend_from_slice(&x.to_le_bytes());
+            }
+        };
+        u64s(&mut want, &[3, 3, 3, 0, 2, 4, 6]);
+        want.extend_from_slice(b"q1q2q3");
+        u64s(&mut want, &[0, 1, 4, 5]);
+        want.extend_from_slice("abéc".as_bytes());
+        u64s(&mut want, &[0, 2, 2, 3]);
+        for v in [0u32, 2, 1] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [0.5f32, 0.25, -1.0] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        want.extend_from_slice(&crc32fast::hash(&want).to_le_bytes());
+        assert_eq!(sample().encode().unwrap(), want);
+        assert_eq!(Negatives::decode(&want, Path::new("x")).unwrap(), sample());
     }
 
     #[test]

@@ -318,7 +318,8 @@ fn a_truncated_file_is_refused_at_open() {
         50,
     );
     for name in [
-        "docs.u32",
+        "docs.bin",
+        "doc_blocks.u64",
         "postings.u64",
         "pid_offsets.u64",
         "block_max.f32",
@@ -335,6 +336,74 @@ fn a_truncated_file_is_refused_at_open() {
     bytes[0] = b'X';
     std::fs::write(&head, &bytes).unwrap();
     assert!(matches!(Index::open(dir.path()), Err(Error::Format { .. })));
+}
+
+#[test]
+fn an_index_of_format_version_1_is_refused_in_one_line_saying_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let passages = vec!["cat dog".to_string(), "dog".to_string()];
+    build(
+        dir.path(),
+        &passages,
+        Scoring::new(0.9, 0.4).unwrap(),
+        1 << 20,
+        10,
+    );
+    let head = dir.path().join("header.bin");
+    let mut bytes = std::fs::read(&head).unwrap();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&head, &bytes).unwrap();
+    let err = Index::open(dir.path()).err().expect("refused").to_string();
+    assert_eq!(
+        err,
+        format!(
+            "{}: BM25 index format version 1 is not supported (this dense-pt reads version 2); \
+             rebuild it (dense-pt bm25 CORPUS --index DIR)",
+            head.display()
+        )
+    );
+}
+
+/// Terms whose lists end exactly at a block's end, one past it and one short of it (the last
+/// block bit-packed or written as varints), searched to every depth against the reference.
+#[test]
+fn lists_at_the_edges_of_a_block_stay_exact() {
+    let passages: Vec<String> = (0..700)
+        .map(|i| {
+            let mut p = format!("filler{}", i % 3);
+            // (word, every n-th passage, in how many passages): 128, 129, 127 and 256 postings.
+            for (word, every, count) in [
+                ("full", 5, 128),
+                ("over", 4, 129),
+                ("under", 3, 127),
+                ("two", 2, 256),
+            ] {
+                if i % every == 0 && i / every < count {
+                    p += &format!(" {word}").repeat(1 + i % 3);
+                }
+            }
+            p
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scoring::new(0.9, 0.4).unwrap();
+    let index = Arc::new(build(dir.path(), &passages, s, 1 << 30, 100));
+    for q in [
+        "full",
+        "over",
+        "under",
+        "two",
+        "full over under two",
+        "two two under filler1",
+    ] {
+        for k in [1, 127, 128, 129, 700] {
+            assert_eq!(
+                ours(&index, q, k, 1),
+                reference(&passages, q, s, k),
+                "{q} k={k}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -2,17 +2,14 @@
 //! and go to a forward file (each passage's distinct terms and their counts) on disk; only a few
 //! numbers per passage stay in memory. [`IndexBuilder::finish`] then inverts the forward file
 //! into posting lists under a memory budget (see `invert`).
-use std::fs::File;
 use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 
 use super::analyzer::{Tokens, NO_TERM};
 use super::invert::{self, Inversion};
-use super::layout::{self, ArrayWriter, Header};
-use super::{Scoring, BLOCK};
+use super::layout::{self, map_file, write_array, ArrayWriter, Header, BLOCK};
+use super::scoring::Scoring;
 
 const FORWARD: &str = "forward.tmp";
 
@@ -34,7 +31,8 @@ pub struct IndexBuilder {
     forward: ArrayWriter,
     /// Distinct terms of each passage (its pairs in the forward file).
     doc_terms: Vec<u32>,
-    /// Token count of each passage (after stopwords).
+    /// Token count of each passage (after stopwords): its length norm while inverting (the
+    /// impacts hold it after, so it is not written).
     doc_len: Vec<u32>,
     /// Passages containing each term (by the analyzer's term id).
     df: Vec<u64>,
@@ -90,7 +88,7 @@ impl IndexBuilder {
             let end = self.pid_offsets.last().copied().unwrap_or(0) + pid.as_ref().len() as u64;
             self.pid_offsets.push(end);
         }
-        self.forward.u32s(&self.pairs)
+        self.forward.array(&self.pairs)
     }
 
     /// One passage: its (term, count) pairs sorted by term, to the pair buffer.
@@ -161,9 +159,8 @@ impl IndexBuilder {
         std::fs::remove_file(&forward_path).map_err(|e| Error::write(&self.dir, e))?;
         vocab.write(&self.dir)?;
         write_array(&self.dir, layout::PID_OFFSETS, |w| {
-            w.u64s(&self.pid_offsets)
+            w.array(&self.pid_offsets)
         })?;
-        write_array(&self.dir, layout::DOC_LEN, |w| w.u32s(&self.doc_len))?;
         let header = Header {
             block: BLOCK as u32,
             num_docs,
@@ -231,26 +228,9 @@ impl<'a> Vocabulary<'a> {
             }
             Ok(())
         })?;
-        write_array(dir, layout::TERM_NAMES, |w| w.u64s(&offsets))?;
-        write_array(dir, layout::POSTINGS, |w| w.u64s(&self.postings))
+        write_array(dir, layout::TERM_NAMES, |w| w.array(&offsets))?;
+        write_array(dir, layout::POSTINGS, |w| w.array(&self.postings))
     }
-}
-
-pub(super) fn write_array(
-    dir: &Path,
-    name: &str,
-    fill: impl FnOnce(&mut ArrayWriter) -> Result<()>,
-) -> Result<()> {
-    let mut w = ArrayWriter::create(dir, name)?;
-    fill(&mut w)?;
-    w.finish()
-}
-
-pub(super) fn map_file(path: &Path) -> Result<Mmap> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    // SAFETY: read-only map of a file this process wrote and no one modifies while it is mapped
-    // (index files are never changed in place: a rebuild renames a new folder over the old).
-    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
 }
 
 fn folder_bytes(dir: &Path) -> Result<u64> {

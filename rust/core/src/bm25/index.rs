@@ -7,9 +7,8 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 
-use super::build::map_file;
-use super::layout::{self, cast, Header, Pod};
-use super::BLOCK;
+use super::layout::{self, cast, map_file, Header, BLOCK};
+use super::postings;
 
 pub struct Index {
     dir: PathBuf,
@@ -18,6 +17,7 @@ pub struct Index {
     term_names: Mmap,
     postings: Mmap,
     docs: Mmap,
+    doc_blocks: Mmap,
     impacts: Mmap,
     term_max: Mmap,
     blocks: Mmap,
@@ -30,7 +30,10 @@ pub struct Index {
 /// The arrays of an open index, borrowed.
 pub struct View<'a> {
     pub postings: &'a [u64],
-    pub docs: &'a [u32],
+    /// The passage indices, bit-packed by block (`postings`).
+    pub docs: &'a [u8],
+    /// num_blocks + 1 byte offsets into `docs`.
+    pub doc_blocks: &'a [u64],
     pub impacts: &'a [f32],
     pub term_max: &'a [f32],
     pub blocks: &'a [u64],
@@ -57,6 +60,7 @@ impl Index {
             term_names: map(layout::TERM_NAMES)?,
             postings: map(layout::POSTINGS)?,
             docs: map(layout::DOCS)?,
+            doc_blocks: map(layout::DOC_BLOCKS)?,
             impacts: map(layout::IMPACTS)?,
             term_max: map(layout::TERM_MAX)?,
             blocks: map(layout::BLOCKS)?,
@@ -69,7 +73,12 @@ impl Index {
         Ok(index)
     }
 
-    fn array<'a, T: Pod>(&self, name: &str, map: &'a Mmap, len: u64) -> Result<&'a [T]> {
+    fn array<'a, T: bytemuck::AnyBitPattern>(
+        &self,
+        name: &str,
+        map: &'a Mmap,
+        len: u64,
+    ) -> Result<&'a [T]> {
         let path = self.dir.join(name);
         let v = cast::<T>(&path, map)?;
         if v.len() as u64 != len {
@@ -106,12 +115,35 @@ impl Index {
             h.num_postings,
         )?;
         increasing(&self.dir.join(layout::BLOCKS), view.blocks, h.num_blocks)?;
+        increasing(
+            &self.dir.join(layout::DOC_BLOCKS),
+            view.doc_blocks,
+            view.docs.len() as u64,
+        )?;
         for t in 0..h.num_terms as usize {
             let df = view.postings[t + 1] - view.postings[t];
             if view.blocks[t + 1] - view.blocks[t] != df.div_ceil(BLOCK as u64) || df == 0 {
                 return Err(Error::format(
                     self.dir.join(layout::BLOCKS),
                     format!("term {t}'s blocks do not match its {df} postings"),
+                ));
+            }
+            self.check_blocks(&view, t)?;
+        }
+        Ok(())
+    }
+
+    /// Each block of term `t` has a byte length its postings can have (so decoding stays inside
+    /// it).
+    fn check_blocks(&self, view: &View<'_>, t: usize) -> Result<()> {
+        let df = (view.postings[t + 1] - view.postings[t]) as usize;
+        for b in view.blocks[t] as usize..view.blocks[t + 1] as usize {
+            let n = (df - (b - view.blocks[t] as usize) * BLOCK).min(BLOCK);
+            let bytes = (view.doc_blocks[b + 1] - view.doc_blocks[b]) as usize;
+            if !postings::plausible(bytes, n) {
+                return Err(Error::format(
+                    self.dir.join(layout::DOC_BLOCKS),
+                    format!("block {b} of term {t} has {bytes} bytes for {n} postings"),
                 ));
             }
         }
@@ -123,7 +155,8 @@ impl Index {
         let h = &self.header;
         Ok(View {
             postings: self.array(layout::POSTINGS, &self.postings, h.num_terms + 1)?,
-            docs: self.array(layout::DOCS, &self.docs, h.num_postings)?,
+            docs: &self.docs,
+            doc_blocks: self.array(layout::DOC_BLOCKS, &self.doc_blocks, h.num_blocks + 1)?,
             impacts: self.array(layout::IMPACTS, &self.impacts, h.num_postings)?,
             term_max: self.array(layout::TERM_MAX, &self.term_max, h.num_terms)?,
             blocks: self.array(layout::BLOCKS, &self.blocks, h.num_terms + 1)?,

@@ -7,8 +7,9 @@ use std::path::Path;
 use crate::error::Result;
 
 use super::analyzer::NO_TERM;
-use super::layout::{self, ArrayWriter};
-use super::{Scoring, BLOCK};
+use super::layout::{self, write_array, ArrayWriter, BLOCK};
+use super::postings::Encoder;
+use super::scoring::Scoring;
 
 /// Bytes one posting takes while a pass holds it (passage index and impact).
 const POSTING_BYTES: u64 = 8;
@@ -35,6 +36,9 @@ pub(super) struct Inverted {
 /// The array files a pass appends to.
 struct Outputs {
     docs: ArrayWriter,
+    encoder: Encoder,
+    /// Each block's end in `docs` (after a 0).
+    doc_blocks: Vec<u64>,
     impacts: ArrayWriter,
     term_max: ArrayWriter,
     block_last: ArrayWriter,
@@ -45,6 +49,8 @@ struct Outputs {
 pub(super) fn write(inv: &Inversion<'_>, dir: &Path, memory_bytes: u64) -> Result<Inverted> {
     let mut out = Outputs {
         docs: ArrayWriter::create(dir, layout::DOCS)?,
+        encoder: Encoder::default(),
+        doc_blocks: vec![0],
         impacts: ArrayWriter::create(dir, layout::IMPACTS)?,
         term_max: ArrayWriter::create(dir, layout::TERM_MAX)?,
         block_last: ArrayWriter::create(dir, layout::BLOCK_LAST)?,
@@ -65,7 +71,8 @@ pub(super) fn write(inv: &Inversion<'_>, dir: &Path, memory_bytes: u64) -> Resul
         lo = hi;
     }
     let num_blocks = *out.blocks.last().unwrap_or(&0);
-    super::build::write_array(dir, layout::BLOCKS, |w| w.u64s(&out.blocks))?;
+    write_array(dir, layout::BLOCKS, |w| w.array(&out.blocks))?;
+    write_array(dir, layout::DOC_BLOCKS, |w| w.array(&out.doc_blocks))?;
     for w in [
         out.docs,
         out.impacts,
@@ -133,10 +140,11 @@ fn write_range(
         term_max.push(best);
         let prev = *out.blocks.last().unwrap_or(&0);
         out.blocks.push(prev + (b - a).div_ceil(BLOCK) as u64);
+        out.encoder
+            .term(&docs[a..b], &mut out.docs, &mut out.doc_blocks)?;
     }
-    out.docs.u32s(docs)?;
-    out.impacts.f32s(impacts)?;
-    out.term_max.f32s(&term_max)?;
-    out.block_last.u32s(&last)?;
-    out.block_max.f32s(&maxima)
+    out.impacts.array(impacts)?;
+    out.term_max.array(&term_max)?;
+    out.block_last.array(&last)?;
+    out.block_max.array(&maxima)
 }

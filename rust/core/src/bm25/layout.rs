@@ -1,12 +1,16 @@
-//! The files of an index folder and its header. Every array is a flat little-endian file:
+//! The files of an index folder, their header, and how arrays are written and mapped back. Every
+//! array is a flat little-endian file:
 //!
 //! ```text
-//! header.bin         magic "DPBM25\0\0", version u32, block u32, then u64 num_docs, num_terms,
-//!                    num_postings, num_blocks, total_len, and f64 k1, b, avgdl
+//! header.bin         dense-pt's binary header (crate::header): magic "DPBM25\0\0", version 2,
+//!                    then block u32, u64 num_docs, num_terms, num_postings, num_blocks,
+//!                    total_len, and f64 k1, b, avgdl
 //! terms.bin          the stems, sorted (bytes), term t is terms.bin[term_names[t]..term_names[t+1]]
 //! term_names.u64     num_terms + 1 offsets into terms.bin
 //! postings.u64       num_terms + 1 offsets: term t's postings are [postings[t], postings[t+1])
-//! docs.u32           passage indices, increasing within each term
+//! docs.bin           the postings' passage indices, increasing within each term, block by block
+//!                    (see `postings`): a full block bit-packed, a term's last short one as varints
+//! doc_blocks.u64     num_blocks + 1 byte offsets into docs.bin, one per block
 //! impacts.f32        each posting's score (bm25s's, rounded to f32)
 //! term_max.f32       each term's largest impact
 //! blocks.u64         num_terms + 1 offsets into the block arrays (a block: BLOCK postings)
@@ -14,23 +18,38 @@
 //! block_max.f32      each block's largest impact
 //! pids.bin           the passage ids (bytes), passage i is pids.bin[pid_offsets[i]..[i+1]]
 //! pid_offsets.u64    num_docs + 1
-//! doc_len.u32        each passage's token count (after stopwords)
 //! ```
+//!
+//! Version 1 (dense-pt before the bit-packed blocks) kept `docs.u32` as plain passage indices and
+//! a `doc_len.u32` nothing read; it is refused with the advice to rebuild (an index is a cache of
+//! its corpus: `dense-pt bm25` rebuilds an index of another format on its own).
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
 
 use crate::error::{Error, Result};
+use crate::header::{self, Reader, Writer};
 
-pub const MAGIC: &[u8; 8] = b"DPBM25\0\0";
-pub const VERSION: u32 = 1;
-pub const HEADER_LEN: usize = 8 + 4 + 4 + 5 * 8 + 3 * 8;
+/// Postings per block: each block records its largest impact and its last passage (and is the
+/// bit-packer's block: `bitpacking::BitPacker4x::BLOCK_LEN`).
+pub const BLOCK: usize = 128;
+
+pub const FORMAT: header::Format = header::Format {
+    magic: b"DPBM25\0\0",
+    what: "BM25 index",
+    version: 2,
+    oldest: 2,
+    remedy: "rebuild it (dense-pt bm25 CORPUS --index DIR)",
+};
 
 pub const HEADER: &str = "header.bin";
 pub const TERMS: &str = "terms.bin";
 pub const TERM_NAMES: &str = "term_names.u64";
 pub const POSTINGS: &str = "postings.u64";
-pub const DOCS: &str = "docs.u32";
+pub const DOCS: &str = "docs.bin";
+pub const DOC_BLOCKS: &str = "doc_blocks.u64";
 pub const IMPACTS: &str = "impacts.f32";
 pub const TERM_MAX: &str = "term_max.f32";
 pub const BLOCKS: &str = "blocks.u64";
@@ -38,7 +57,6 @@ pub const BLOCK_LAST: &str = "block_last.u32";
 pub const BLOCK_MAX: &str = "block_max.f32";
 pub const PIDS: &str = "pids.bin";
 pub const PID_OFFSETS: &str = "pid_offsets.u64";
-pub const DOC_LEN: &str = "doc_len.u32";
 
 /// Every file of a finished index (what a manifest checksums).
 pub const FILES: [&str; 13] = [
@@ -47,6 +65,7 @@ pub const FILES: [&str; 13] = [
     TERM_NAMES,
     POSTINGS,
     DOCS,
+    DOC_BLOCKS,
     IMPACTS,
     TERM_MAX,
     BLOCKS,
@@ -54,7 +73,6 @@ pub const FILES: [&str; 13] = [
     BLOCK_MAX,
     PIDS,
     PID_OFFSETS,
-    DOC_LEN,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,59 +90,41 @@ pub struct Header {
 
 impl Header {
     pub fn to_bytes(self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_LEN);
-        b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&self.block.to_le_bytes());
-        for v in [
-            self.num_docs,
-            self.num_terms,
-            self.num_postings,
-            self.num_blocks,
-            self.total_len,
-        ] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [self.k1, self.b, self.avgdl] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b
+        let mut w = Writer::new(&FORMAT);
+        w.u32(self.block);
+        w.u64(self.num_docs)
+            .u64(self.num_terms)
+            .u64(self.num_postings);
+        w.u64(self.num_blocks).u64(self.total_len);
+        w.f64(self.k1).f64(self.b).f64(self.avgdl);
+        w.into_bytes()
     }
 
     pub fn parse(path: &Path, b: &[u8]) -> Result<Self> {
-        if b.len() != HEADER_LEN || &b[..8] != MAGIC {
-            return Err(Error::format(path, "not a dense-pt BM25 index header"));
+        let (mut r, _) = Reader::open(&FORMAT, path, b)?;
+        let header = Header {
+            block: r.u32()?,
+            num_docs: r.u64()?,
+            num_terms: r.u64()?,
+            num_postings: r.u64()?,
+            num_blocks: r.u64()?,
+            total_len: r.u64()?,
+            k1: r.f64()?,
+            b: r.f64()?,
+            avgdl: r.f64()?,
+        };
+        if r.remaining() != 0 {
+            return Err(r.err(format!("{} bytes after the header's fields", r.remaining())));
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        let version = u32_at(8);
-        if version != VERSION {
-            return Err(Error::format(
-                path,
-                format!(
-                    "index format version {version}, this dense-pt reads {VERSION}: rebuild it"
-                ),
-            ));
-        }
-        let f64_at = |i: usize| f64::from_bits(u64_at(i));
-        Ok(Header {
-            block: u32_at(12),
-            num_docs: u64_at(16),
-            num_terms: u64_at(24),
-            num_postings: u64_at(32),
-            num_blocks: u64_at(40),
-            total_len: u64_at(48),
-            k1: f64_at(56),
-            b: f64_at(64),
-            avgdl: f64_at(72),
-        })
+        Ok(header)
     }
 }
 
-/// A buffered little-endian writer of one array file; errors name the index folder.
+/// A buffered writer of one array file; errors name the index folder.
 pub struct ArrayWriter {
     out: BufWriter<File>,
-    dir: std::path::PathBuf,
+    dir: PathBuf,
+    written: u64,
 }
 
 impl ArrayWriter {
@@ -133,25 +133,25 @@ impl ArrayWriter {
         Ok(ArrayWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             dir: dir.to_path_buf(),
+            written: 0,
         })
     }
 
     pub fn bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.written += b.len() as u64;
         self.out
             .write_all(b)
             .map_err(|e| Error::write(&self.dir, e))
     }
 
-    pub fn u32s(&mut self, v: &[u32]) -> Result<()> {
-        self.bytes(as_bytes(v))
+    /// Numbers as their (little-endian) bytes.
+    pub fn array<T: bytemuck::NoUninit>(&mut self, v: &[T]) -> Result<()> {
+        self.bytes(bytemuck::cast_slice(v))
     }
 
-    pub fn u64s(&mut self, v: &[u64]) -> Result<()> {
-        self.bytes(as_bytes(v))
-    }
-
-    pub fn f32s(&mut self, v: &[f32]) -> Result<()> {
-        self.bytes(as_bytes(v))
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// Flush and fsync.
@@ -165,38 +165,38 @@ impl ArrayWriter {
     }
 }
 
-/// Plain-old-data numbers whose every bit pattern is a valid value.
-pub trait Pod: Copy + 'static {}
-impl Pod for u32 {}
-impl Pod for u64 {}
-impl Pod for f32 {}
+/// Write the array file `name` of `dir` with `fill`, then flush and fsync it.
+pub fn write_array(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut ArrayWriter) -> Result<()>,
+) -> Result<()> {
+    let mut w = ArrayWriter::create(dir, name)?;
+    fill(&mut w)?;
+    w.finish()
+}
 
-/// The bytes of a slice of numbers (little-endian: see the check in the module above).
-pub fn as_bytes<T: Pod>(v: &[T]) -> &[u8] {
-    // SAFETY: T is a plain number type (Pod) without padding; any byte view of it is valid and
-    // the length covers exactly the slice's memory.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+pub fn map_file(path: &Path) -> Result<Mmap> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: read-only map of a file this process wrote and no one modifies while it is mapped
+    // (index files are never changed in place: a rebuild renames a new folder over the old).
+    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))
 }
 
 /// The numbers in `bytes` (a memory map, page-aligned), or a Format error naming `path` when the
 /// length or alignment does not fit `T`.
-pub fn cast<'a, T: Pod>(path: &Path, bytes: &'a [u8]) -> Result<&'a [T]> {
-    let size = std::mem::size_of::<T>();
+pub fn cast<'a, T: bytemuck::AnyBitPattern>(path: &Path, bytes: &'a [u8]) -> Result<&'a [T]> {
     if bytes.is_empty() {
-        return Ok(&[]);
+        return Ok(&[]); // an empty file's map may sit at any address
     }
-    if !bytes.len().is_multiple_of(size)
-        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
-    {
-        return Err(Error::format(
+    bytemuck::try_cast_slice(bytes).map_err(|_| {
+        Error::format(
             path,
             format!(
-                "{} bytes is not an array of {size}-byte numbers",
-                bytes.len()
+                "{} bytes is not an array of {}-byte numbers",
+                bytes.len(),
+                std::mem::size_of::<T>()
             ),
-        ));
-    }
-    // SAFETY: length and alignment were checked just above; T accepts every bit pattern (Pod);
-    // the returned slice borrows `bytes`, so the memory outlives it.
-    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size) })
+        )
+    })
 }

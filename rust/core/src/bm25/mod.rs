@@ -19,64 +19,24 @@
 //! as a table of code points so that it is Python's own); stopwords are dropped; each distinct
 //! word is stemmed once, by the caller (PyStemmer), and the stems are the index's terms.
 //!
-//! Modules: [`analyzer`] (text to term ids), [`build`] (a builder that streams passages to a
-//! forward file, then [`invert`]s it under a memory budget), [`index`] (the memory-mapped index)
-//! and [`search`] (MaxScore top-k, queries in parallel).
+//! Modules, each using only those listed before it: [`analyzer`] (text to term ids), `scoring`
+//! (the formulas), `layout` (the index's files, their header and array IO), `postings` (the
+//! passage indices, bit-packed by block), `topk`, `invert` (forward file to posting lists under a
+//! memory budget), [`build`] (a builder that streams passages to a forward file, then inverts
+//! it), [`index`] (the memory-mapped index) and [`search`] (MaxScore top-k, queries in parallel).
 pub mod analyzer;
 pub mod build;
 pub mod index;
 mod invert;
 mod layout;
+mod postings;
+mod scoring;
 pub mod search;
 mod topk;
 
 pub use analyzer::{Analyzer, Tokens, WordChars, NO_TERM};
 pub use build::{BuildStats, IndexBuilder};
 pub use index::Index;
-pub use layout::FILES;
+pub use layout::{BLOCK, FILES};
+pub use scoring::Scoring;
 pub use search::{search, search_batch, Hits};
-
-/// Postings per block: each block records its largest impact and its last passage.
-pub const BLOCK: usize = 128;
-
-/// BM25's free parameters (bm25s's Lucene variant).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scoring {
-    pub k1: f64,
-    pub b: f64,
-}
-
-impl Scoring {
-    pub fn new(k1: f64, b: f64) -> crate::Result<Self> {
-        if !(k1.is_finite() && k1 >= 0.0) {
-            return Err(crate::Error::invalid(format!("k1 must be >= 0, got {k1}")));
-        }
-        if !(0.0..=1.0).contains(&b) {
-            return Err(crate::Error::invalid(format!(
-                "b must be in [0, 1], got {b}"
-            )));
-        }
-        Ok(Scoring { k1, b })
-    }
-
-    /// bm25s's idf for the Lucene variant, rounded to f32 as bm25s stores it.
-    pub fn idf(num_docs: u64, df: u64) -> f32 {
-        let inner = (num_docs - df) as f64 + 0.5;
-        (1.0 + inner / (df as f64 + 0.5)).ln() as f32
-    }
-
-    /// The length part of the denominator, `k1 * ((1 - b) + b * dl / avgdl)`, in bm25s's order.
-    pub fn norm(&self, doc_len: u32, avgdl: f64) -> f64 {
-        self.k1 * ((1.0 - self.b) + self.b * doc_len as f64 / avgdl)
-    }
-
-    /// One posting's score, rounded to f32 as bm25s stores it.
-    pub fn impact(idf: f32, tf: u32, norm: f64) -> f32 {
-        let tf = tf as f64;
-        (idf as f64 * (tf / (norm + tf))) as f32
-    }
-}
-
-/// Little-endian byte views of the index's arrays (the files are written little-endian).
-#[cfg(not(target_endian = "little"))]
-compile_error!("the BM25 index is memory-mapped as little-endian arrays");

@@ -16,8 +16,9 @@ use crate::error::{Error, Result};
 
 use super::analyzer::Tokens;
 use super::index::{Index, View};
+use super::layout::BLOCK;
+use super::postings::Decoder;
 use super::topk::{Hit, TopK};
-use super::BLOCK;
 
 const END: u32 = u32::MAX;
 
@@ -29,13 +30,21 @@ pub struct Hits {
     pub offsets: Vec<u64>,
 }
 
-/// One term's postings being walked.
+/// One term's postings being walked, its passage indices decoded a block at a time as it reaches
+/// them (a block it skips is never decoded).
 struct Cursor<'a> {
-    docs: &'a [u32],
+    /// The bytes of the term's blocks, and their offsets (one more than its blocks).
+    packed: &'a [u8],
+    doc_blocks: &'a [u64],
     impacts: &'a [f32],
     block_last: &'a [u32],
     block_max: &'a [f32],
+    len: usize,
     pos: usize,
+    /// Which block `buf` holds (usize::MAX: none yet).
+    decoded: usize,
+    buf: [u32; BLOCK],
+    decoder: Decoder,
     weight: f64,
     bound: f64,
 }
@@ -46,19 +55,49 @@ impl<'a> Cursor<'a> {
         let (a, b) = (view.postings[t] as usize, view.postings[t + 1] as usize);
         let (ba, bb) = (view.blocks[t] as usize, view.blocks[t + 1] as usize);
         Cursor {
-            docs: &view.docs[a..b],
+            packed: view.docs,
+            doc_blocks: &view.doc_blocks[ba..=bb],
             impacts: &view.impacts[a..b],
             block_last: &view.block_last[ba..bb],
             block_max: &view.block_max[ba..bb],
+            len: b - a,
             pos: 0,
+            decoded: usize::MAX,
+            buf: [0; BLOCK],
+            decoder: Decoder::default(),
             weight,
             bound: view.term_max[t] as f64 * weight,
         }
     }
 
+    /// Decode the current block if it is not yet; the range of `buf` from the current posting to
+    /// the block's end (empty at the end of the list).
     #[inline]
-    fn doc(&self) -> u32 {
-        self.docs.get(self.pos).copied().unwrap_or(END)
+    fn load(&mut self) -> std::ops::Range<usize> {
+        if self.pos >= self.len {
+            return 0..0;
+        }
+        let b = self.pos / BLOCK;
+        let n = (self.len - b * BLOCK).min(BLOCK);
+        if self.decoded != b {
+            let bytes = &self.packed[self.doc_blocks[b] as usize..self.doc_blocks[b + 1] as usize];
+            let prev = b.checked_sub(1).map(|p| self.block_last[p]);
+            self.decoder.block(bytes, n, prev, &mut self.buf);
+            self.decoded = b;
+        }
+        self.pos % BLOCK..n
+    }
+
+    /// The passage indices of the current block from the current posting on.
+    #[inline]
+    fn rest_of_block(&mut self) -> &[u32] {
+        let r = self.load();
+        &self.buf[r]
+    }
+
+    #[inline]
+    fn doc(&mut self) -> u32 {
+        self.rest_of_block().first().copied().unwrap_or(END)
     }
 
     #[inline]
@@ -76,7 +115,7 @@ impl<'a> Cursor<'a> {
         if self.block_last[b] < target {
             b += gallop(&self.block_last[b..], target);
             if b >= self.block_last.len() {
-                self.pos = self.docs.len();
+                self.pos = self.len;
                 return 0.0;
             }
             self.pos = b * BLOCK;
@@ -91,10 +130,7 @@ impl<'a> Cursor<'a> {
             return;
         }
         self.block_bound(target);
-        let end = self.docs.len().min((self.pos / BLOCK + 1) * BLOCK);
-        if self.pos < end {
-            self.pos += self.docs[self.pos..end].partition_point(|&d| d < target);
-        }
+        self.pos += self.rest_of_block().partition_point(|&d| d < target);
     }
 }
 
@@ -151,11 +187,21 @@ impl Window {
     /// Add a cursor's postings in `[start, end)`, leaving it at the first posting past them.
     #[inline]
     fn add(&mut self, c: &mut Cursor<'_>, start: u32, end: u32) {
-        while c.pos < c.docs.len() && c.docs[c.pos] < end {
-            let off = (c.docs[c.pos] - start) as usize;
-            self.acc[off] += c.score();
-            self.touched[off / 64] |= 1 << (off % 64);
-            c.pos += 1;
+        loop {
+            let pos = c.pos;
+            let range = c.load();
+            let docs = &c.buf[range];
+            let (available, mut taken) = (docs.len(), 0);
+            for &d in docs.iter().take_while(|&&d| d < end) {
+                let off = (d - start) as usize;
+                self.acc[off] += c.impacts[pos + taken] as f64 * c.weight;
+                self.touched[off / 64] |= 1 << (off % 64);
+                taken += 1;
+            }
+            c.pos += taken;
+            if taken < available || available == 0 {
+                return;
+            }
         }
     }
 
@@ -191,7 +237,7 @@ fn max_score(cursors: &mut [Cursor<'_>], k: usize) -> Vec<Hit> {
     let mut essential = 0;
     while essential < n {
         let start = cursors[essential..]
-            .iter()
+            .iter_mut()
             .map(Cursor::doc)
             .min()
             .unwrap_or(END);
@@ -269,11 +315,9 @@ pub fn search_batch(index: &Index, queries: &Tokens, k: usize, threads: usize) -
         search(&view, ids, k)
     };
     let per_query: Vec<Result<Vec<Hit>>> = if threads > 1 {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
-        pool.install(|| (0..nq).into_par_iter().with_min_len(8).map(one).collect())
+        crate::threads::install(threads, || {
+            (0..nq).into_par_iter().with_min_len(8).map(one).collect()
+        })?
     } else {
         (0..nq).map(one).collect()
     };

@@ -22,7 +22,6 @@ pub use view::{f16_to_f64, FloatView, IntView};
 use crate::rng::RowRng;
 use crate::{fork, Error, Result};
 use rayon::prelude::*;
-use std::sync::{Arc, Mutex};
 
 /// Stream purposes: independent draws for independent decisions of one row.
 pub mod purpose {
@@ -133,23 +132,6 @@ impl<'a> MaskRows<'a> {
     }
 }
 
-/// Thread pools by size, made on demand in the owning process only (see `fork`).
-fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
-    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
-        return Ok(p.clone());
-    }
-    let p = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?,
-    );
-    pools.push((threads, p.clone()));
-    Ok(p)
-}
-
 type RowTask<'s, T> = (usize, &'s mut [T], Option<&'s mut [T]>);
 
 /// Run `f(row, scratch, out_a_row, out_b_row)` over all rows, serially unless `threads > 1` and
@@ -183,7 +165,7 @@ where
             .collect(),
     };
     if fork::parallel_ok(threads) && batch > 1 {
-        pool(threads)?.install(|| {
+        crate::threads::pool(threads)?.install(|| {
             tasks
                 .par_iter_mut()
                 .try_for_each_init(RowScratch::default, |s, (r, x, y)| {

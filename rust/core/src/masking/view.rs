@@ -66,11 +66,7 @@ impl<'a> IntView<'a> {
             compact(s.len(), out, |i| s[i] != zero);
         }
         match self {
-            // SAFETY: bool is one byte holding 0 or 1.
-            IntView::Bool(s) => compact_nonzero_bytes(
-                unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, s.len()) },
-                out,
-            ),
+            IntView::Bool(s) => compact_nonzero_bytes(bytemuck::cast_slice(s), out),
             IntView::U8(s) => compact_nonzero_bytes(s, out),
             IntView::I32(s) => go(s, out),
             IntView::U32(s) => go(s, out),

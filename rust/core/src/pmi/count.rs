@@ -336,10 +336,7 @@ pub fn count_arrays(
         return Err(Error::invalid("threads must be >= 1"));
     }
     let (p0, p1) = corpus.shard_range(opts.shard_index, opts.shard_count);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
-        .build()
-        .map_err(|e| Error::invalid(format!("cannot start {} threads: {e}", opts.threads)))?;
+    let pool = crate::threads::pool(opts.threads)?;
     let spill_dir = opts.spill_dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut sink = MemorySink {
         min_count: opts.min_count,
@@ -375,10 +372,7 @@ pub fn build_table(
     if opts.threads == 0 {
         return Err(Error::invalid("threads must be >= 1"));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
-        .build()
-        .map_err(|e| Error::invalid(format!("cannot start {} threads: {e}", opts.threads)))?;
+    let pool = crate::threads::pool(opts.threads)?;
     let mut stats = pool.install(|| build_inner(corpus, p0, p1, opts, out, progress))?;
     stats.seconds = t0.elapsed().as_secs_f64();
     stats.peak_rss_bytes = super::peak_rss_bytes();

@@ -479,7 +479,7 @@ mod tests {
             prop_assume!(key_fits(max_n, v));
             let (t, off) = flatten(&passages);
             let corpus = Corpus::new(&t, &off).unwrap();
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = crate::threads::pool(threads).unwrap();
             let (p0, p1) = corpus.shard_range(shard, 2);
             let run = |fused| -> (Vec<OrderCounts>, Vec<u64>, bool) {
                 pool.install(|| count_into_for_test(corpus, p0, p1, v, max_n, min_count, fused))

@@ -69,10 +69,7 @@ pub fn ami_ragged(
     if threads == 0 {
         return Err(Error::invalid("threads must be >= 1"));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
+    let pool = crate::threads::pool(threads)?;
     let mut out = vec![0f32; corpus.tokens.len()];
     // Split the output into one disjoint slice per passage (offsets are non-decreasing).
     let mut slices: Vec<(usize, &mut [f32])> = Vec::with_capacity(corpus.num_passages());

@@ -33,10 +33,19 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use super::keys::{key_width, pack, stored_key_width, token_bits, unpack, MAX_ORDER};
 use crate::atomic::AtomicFile;
+use crate::header::{Format, Reader, Writer};
 use crate::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"DPTNGRAM";
 pub const FORMAT_VERSION: u32 = 1;
+/// The table's kind for the shared header reader and writer.
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    what: "n-gram table",
+    version: FORMAT_VERSION,
+    oldest: FORMAT_VERSION,
+    remedy: "build it again with this dense-pt",
+};
 const FIXED: usize = 88;
 const PER_ORDER: usize = 48;
 /// A stored count byte of 255 sends the reader to the overflow list.
@@ -321,39 +330,27 @@ impl Drop for TableWriter {
 }
 
 fn encode_header(meta: &TableMeta, orders: &[OrderInfo]) -> Vec<u8> {
-    let mut h = Vec::with_capacity(meta.header_len());
-    h.extend_from_slice(MAGIC);
-    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    h.extend_from_slice(&(meta.header_len() as u32).to_le_bytes());
-    h.extend_from_slice(&meta.vocab_hash);
-    h.extend_from_slice(&meta.vocab_size.to_le_bytes());
-    h.extend_from_slice(&meta.token_bits().to_le_bytes());
-    h.extend_from_slice(&(meta.max_n as u32).to_le_bytes());
-    h.extend_from_slice(&meta.shard_index.to_le_bytes());
-    h.extend_from_slice(&meta.shard_count.to_le_bytes());
-    h.extend_from_slice(&0u32.to_le_bytes());
-    h.extend_from_slice(&meta.min_count.to_le_bytes());
-    h.extend_from_slice(&meta.num_passages.to_le_bytes());
+    let mut h = Writer::new(&FORMAT);
+    h.u32(meta.header_len() as u32).bytes(&meta.vocab_hash);
+    h.u32(meta.vocab_size)
+        .u32(meta.token_bits())
+        .u32(meta.max_n as u32);
+    h.u32(meta.shard_index).u32(meta.shard_count).u32(0);
+    h.u64(meta.min_count).u64(meta.num_passages);
     for o in orders {
-        h.extend_from_slice(&o.total.to_le_bytes());
-        h.extend_from_slice(&o.entries.to_le_bytes());
-        h.extend_from_slice(&o.overflow.to_le_bytes());
-        h.extend_from_slice(&o.offset.to_le_bytes());
-        h.push(o.key_width as u8);
-        h.extend_from_slice(&[0u8; 7]);
-        h.extend_from_slice(&o.checksum.to_le_bytes());
+        h.u64(o.total).u64(o.entries).u64(o.overflow).u64(o.offset);
+        h.u8(o.key_width as u8).bytes(&[0u8; 7]).u64(o.checksum);
     }
+    let mut h = h.into_bytes();
     let sum = xxh3_64(&h);
     h.extend_from_slice(&sum.to_le_bytes());
     debug_assert_eq!(h.len(), meta.header_len());
     h
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
+/// The u64 at byte `at` of a table's body (bounds checked by the layout validated at open).
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    bytemuck::pod_read_unaligned(&b[at..at + 8])
 }
 
 #[inline]
@@ -418,9 +415,9 @@ impl NgramTable {
     fn from_bytes_inner(path: &Path, bytes: Bytes, verify: bool) -> Result<Self> {
         let fmt = |m: String| Error::format(path, m);
         let b: &[u8] = &bytes;
-        let header_len = check_header(b).map_err(fmt)?;
-        let meta = read_meta(b, header_len).map_err(fmt)?;
-        let orders = read_orders(b, &meta, header_len).map_err(fmt)?;
+        let (mut r, header_len) = check_header(path, b)?;
+        let meta = read_meta(&mut r, header_len)?;
+        let orders = read_orders(&mut r, &meta, header_len)?;
         if verify {
             verify_sections(b, &meta, &orders).map_err(fmt)?;
         }
@@ -645,107 +642,94 @@ impl Iterator for Records<'_> {
     }
 }
 // ---- reading a table's bytes: each step of `NgramTable::from_bytes_inner` --------------------
-// Each returns the message of the format error (the caller names the file).
 
-/// The magic bytes, the version, the header's length and checksum; returns the header length.
-fn check_header(b: &[u8]) -> std::result::Result<usize, String> {
-    if b.len() < 16 {
-        return Err(format!(
-            "not an n-gram table: {} bytes is shorter than the header (truncated?)",
-            b.len()
-        ));
-    }
-    if &b[..8] != MAGIC {
-        return Err("not an n-gram table (bad magic bytes)".into());
-    }
-    let version = u32_at(b, 8);
-    if version != FORMAT_VERSION {
-        return Err(format!(
-            "unsupported table format version {version} (this build reads {FORMAT_VERSION})"
-        ));
-    }
-    let header_len = u32_at(b, 12) as usize;
+/// The magic bytes, the version, the header's length and checksum; returns the reader (standing
+/// at the vocabulary hash) and the header length.
+fn check_header<'a>(path: &'a Path, b: &'a [u8]) -> Result<(Reader<'a>, usize)> {
+    let (mut r, _) = Reader::open(&FORMAT, path, b)?;
+    let header_len = r.u32()? as usize;
     if !(FIXED + PER_ORDER + 8..=FIXED + PER_ORDER * MAX_ORDER + 8).contains(&header_len) {
-        return Err(format!("corrupt header: header length {header_len}"));
+        return Err(r.err(format!("corrupt header: header length {header_len}")));
     }
     if b.len() < header_len {
-        return Err(format!(
+        return Err(r.err(format!(
             "truncated: header needs {header_len} bytes, file has {}",
             b.len()
-        ));
+        )));
     }
-    let stored = u64_at(b, header_len - 8);
-    if xxh3_64(&b[..header_len - 8]) != stored {
-        return Err("corrupt header: checksum mismatch".into());
+    if xxh3_64(&b[..header_len - 8]) != u64_at(b, header_len - 8) {
+        return Err(r.err("corrupt header: checksum mismatch"));
     }
-    Ok(header_len)
+    Ok((r, header_len))
 }
 
 /// The header's fixed fields, validated and consistent with its length.
-fn read_meta(b: &[u8], header_len: usize) -> std::result::Result<TableMeta, String> {
+fn read_meta(r: &mut Reader<'_>, header_len: usize) -> Result<TableMeta> {
     let mut vocab_hash = [0u8; 32];
-    vocab_hash.copy_from_slice(&b[16..48]);
+    vocab_hash.copy_from_slice(r.take(32)?);
+    let vocab_size = r.u32()?;
+    let token_bits = r.u32()?;
+    let max_n = r.u32()? as usize;
+    let (shard_index, shard_count, _reserved) = (r.u32()?, r.u32()?, r.u32()?);
     let meta = TableMeta {
         vocab_hash,
-        vocab_size: u32_at(b, 48),
-        max_n: u32_at(b, 56) as usize,
-        shard_index: u32_at(b, 60),
-        shard_count: u32_at(b, 64),
-        min_count: u64_at(b, 72),
-        num_passages: u64_at(b, 80),
+        vocab_size,
+        max_n,
+        shard_index,
+        shard_count,
+        min_count: r.u64()?,
+        num_passages: r.u64()?,
     };
     meta.validate()
-        .map_err(|e| format!("corrupt header: {e}"))?;
-    if meta.header_len() != header_len || u32_at(b, 52) != meta.token_bits() {
-        return Err("corrupt header: inconsistent layout fields".into());
+        .map_err(|e| r.err(format!("corrupt header: {e}")))?;
+    if meta.header_len() != header_len || token_bits != meta.token_bits() {
+        return Err(r.err("corrupt header: inconsistent layout fields"));
     }
     Ok(meta)
 }
 
 /// The per-order layout: each region right after the previous one, the last ending the file.
-fn read_orders(
-    b: &[u8],
-    meta: &TableMeta,
-    header_len: usize,
-) -> std::result::Result<Vec<OrderInfo>, String> {
+fn read_orders(r: &mut Reader<'_>, meta: &TableMeta, header_len: usize) -> Result<Vec<OrderInfo>> {
     let mut orders = Vec::with_capacity(meta.max_n);
     let mut expect_offset = header_len as u64;
     for n in 1..=meta.max_n {
-        let at = FIXED + PER_ORDER * (n - 1);
+        let (total, entries, overflow, offset) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+        let key_width = r.u8()? as usize;
+        let padded = r.take(7)?.iter().all(|&x| x == 0);
         let o = OrderInfo {
             n,
-            total: u64_at(b, at),
-            entries: u64_at(b, at + 8),
-            overflow: u64_at(b, at + 16),
-            offset: u64_at(b, at + 24),
-            key_width: b[at + 32] as usize,
-            checksum: u64_at(b, at + 40),
+            total,
+            entries,
+            overflow,
+            offset,
+            key_width,
+            checksum: r.u64()?,
         };
         if o.key_width != stored_key_width(n, meta.token_bits())
             || o.offset != expect_offset
             || o.entries > o.total
             || o.overflow > o.entries
-            || b[at + 33..at + 40].iter().any(|&x| x != 0)
+            || !padded
         {
-            return Err(format!("corrupt header: bad layout of order {n}"));
+            return Err(r.err(format!("corrupt header: bad layout of order {n}")));
         }
         expect_offset = o
             .region_bytes(meta.vocab_size)
             .and_then(|size| expect_offset.checked_add(size))
-            .ok_or_else(|| format!("corrupt header: order {n} too large"))?;
+            .ok_or_else(|| r.err(format!("corrupt header: order {n} too large")))?;
         orders.push(o);
     }
-    let file_len = b.len() as u64;
+    let file_len = r.size() as u64;
     if file_len < expect_offset {
-        return Err(format!(
+        return Err(r.err(format!(
             "truncated: the header describes {expect_offset} bytes, the file has {file_len}"
-        ));
+        )));
     }
     if file_len > expect_offset {
-        return Err(format!(
+        return Err(r.err(format!(
             "corrupt: {} unexpected trailing bytes after the last section",
             file_len - expect_offset
-        ));
+        )));
     }
     Ok(orders)
 }
