@@ -142,9 +142,11 @@ PROBE = textwrap.dedent(
 
 
 @pytest.mark.slow  # a fresh interpreter (torch, the CLI), a tiny store and two 1-step trainings: ~15 s
-def test_a_new_fine_tuning_setting_is_one_field_in_one_model(tmp_path):
+def run_probe(source: str, tmp_path: Path) -> dict:
+    """Run a probe script (a dummy field patched into the models) in a fresh interpreter; its last
+    stdout line is the JSON of what reached the jobs."""
     script = tmp_path / "probe.py"
-    script.write_text(PROBE)
+    script.write_text(source)
     out = subprocess.run(
         [sys.executable, str(script), str(tmp_path), str(ROOT / "tests")],
         capture_output=True,
@@ -152,7 +154,11 @@ def test_a_new_fine_tuning_setting_is_one_field_in_one_model(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_fine_tuning_setting_is_one_field_in_one_model(tmp_path):
+    got = run_probe(PROBE, tmp_path)
     assert got["retriever"] == 3 and got["reranker"] == 5  # an option, --set: in the job's manifest
     assert got["pipeline RetrieverTable"] == 4 and got["pipeline RerankerTable"] == 6  # tables, whole
     assert "probe: must be >= 0, got -1" in got["bad"]
@@ -380,16 +386,7 @@ RETRIEVAL_PROBE = textwrap.dedent(
 
 @pytest.mark.slow  # a fresh interpreter (torch, the CLI), a tiny store, two encodings: ~20 s
 def test_a_new_retrieval_setting_is_one_field_in_one_model(tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text(RETRIEVAL_PROBE)
-    out = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_probe(RETRIEVAL_PROBE, tmp_path)
     assert got["corpus build"] == 1 and got["pmi build"] == 2 and got["encode"] == [3, 3]  # in the outputs
     assert got["search"] == [4] and got["bm25"] == [5] and got["fuse"] == 6  # the jobs see the option
     assert got["negatives mine"] == 7  # the command's manifest

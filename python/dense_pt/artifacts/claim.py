@@ -163,6 +163,11 @@ def foreign_entries(folder: Path, owned: Collection[str] = (), new: Path | None 
     return found
 
 
+def first_of(found: list[Path]) -> str:
+    """The first of the entries found, and how many more: what a refusal names."""
+    return f"{found[0]} (and {len(found) - 1} more)" if len(found) > 1 else str(found[0])
+
+
 def check_replaceable(path: Path, owned: Collection[str] = (), new: Path | None = None) -> None:
     """Refuse to replace folder ``path`` when it holds anything dense-pt did not write (see
     ``foreign_entries``), naming the first such entry: ``--force`` replaces dense-pt's files, never
@@ -171,10 +176,9 @@ def check_replaceable(path: Path, owned: Collection[str] = (), new: Path | None 
         return
     found = foreign_entries(path, owned, new)
     if found:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise already_exists(
             found[0],
-            f"cannot replace {path}: it holds {found[0]}{more}, which dense-pt did not write; move "
+            f"cannot replace {path}: it holds {first_of(found)}, which dense-pt did not write; move "
             "it away or choose another folder (--force replaces only what dense-pt wrote)",
         )
 

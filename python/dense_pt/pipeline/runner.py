@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from dense_pt import __version__, artifacts
 from dense_pt.artifacts.checksums import file_digest
+from dense_pt.artifacts.claim import first_of
 from dense_pt.artifacts.legacy import kind_of_command
 from dense_pt.errors import DensePtError, already_exists
 from dense_pt.fsutil import remove_tree
@@ -177,10 +178,9 @@ def _clear_stage_folder(ctx: Context[C], name: str, folder: Path, why: str) -> N
         )
     stray = _stray_entries(folder, artifacts.read(folder, STAGE) or {})
     if stray:
-        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
         raise already_exists(
             stray[0],
-            f"cannot rerun the {name} stage in {folder}: it holds {stray[0]}{more}, which the stage did "
+            f"cannot rerun the {name} stage in {folder}: it holds {first_of(stray)}, which the stage did "
             "not write; move it away (--force never removes it)",
         )
     what = "the symbolic link (not what it points to)" if folder.is_symlink() else "it"
