@@ -200,12 +200,6 @@ def test_a_file_is_verified_by_its_cached_checksum(tmp_path, monkeypatch):
         artifacts.verify_file(f, entry)
 
 
-def test_the_old_mark_writer_claims_in_the_new_way(tmp_path: Path):
-    fsutil.mark_output_dir(tmp_path / "p", "pipeline")
-    assert artifacts.open(tmp_path / "p", "pipeline")["written_by"]["command"] == "pipeline"
-    assert not (tmp_path / "p" / legacy.OLD_MARK).exists()
-
-
 def test_under_torchrun_only_the_main_process_writes_the_manifest(tmp_path, monkeypatch):
     """The ranks of one command claim one folder together: the others check it, rank 0 writes (a
     rank finishing early never overwrites what rank 0 wrote last)."""

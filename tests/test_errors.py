@@ -72,7 +72,7 @@ def test_the_rust_core_raises_the_same_classes(tmp_path):
 
 
 def test_an_existing_output_is_a_file_exists_error(tmp_path):
-    from dense_pt.fsutil import atomic_dir
+    from dense_pt.artifacts.replace import atomic_dir
 
     (tmp_path / "out").mkdir()
     with pytest.raises(E.AlreadyExistsError, match="use --force"), atomic_dir(tmp_path / "out"):

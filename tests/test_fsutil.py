@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from dense_pt import _native, fsutil
+from dense_pt.artifacts.replace import atomic_dir
 from dense_pt.config.corpus import CorpusSettings
 from dense_pt.data.build import build_corpus_store
 from dense_pt.errors import DensePtIOError
@@ -184,7 +185,8 @@ WRITE_EVERYTHING = """
 import sys
 from pathlib import Path
 import numpy as np
-from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic
+from dense_pt.artifacts.replace import atomic_dir
+from dense_pt.fsutil import atomic_file, write_json_atomic
 from dense_pt.data.build import build_corpus_store
 from dense_pt.runs import write_run
 from dense_pt.pmi import build, score
@@ -235,7 +237,7 @@ def test_failed_writes_name_the_target_not_the_temporary(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "mkdir", refuse)
     with pytest.raises(DensePtIOError) as info:
-        with fsutil.atomic_dir(target):
+        with atomic_dir(target):
             pass
     msg = str(info.value)
     assert msg == f"cannot write {target}: Permission denied" and ".partial" not in msg

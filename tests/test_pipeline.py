@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dense_pt.fsutil import mark_output_dir
+from dense_pt.artifacts import claim
 from dense_pt.pipeline import dev_split
 
 
@@ -212,7 +212,7 @@ def test_eval_and_loss_keys_checked_and_stale_metrics_recomputed(tmp_path: Path)
     out = tmp_path / "runs" / "a"
     (out / "split").mkdir(parents=True)
     (out / "split" / "dev.qrels").write_text("q1 0 a 1\nq1 0 b 2\nq2 0 c 2\n")
-    mark_output_dir(out, "pipeline")  # the pipeline's folder (its split stage faked above)
+    claim(out, "pipeline", "pipeline", force=True)  # the pipeline's folder (its split stage faked above)
     run = {"q1": {"a": 3.0, "x": 2.5, "b": 2.0}, "q2": {"y": 1.0, "c": 0.5}}
     calls = []
 

@@ -1,7 +1,7 @@
 """Writing files the way every dense-pt command does: atomically, readable like any file the user
 writes, with errors that name the user's path, and without leaving temporaries behind.
 
-- **Atomic**: ``atomic_file`` / ``atomic_dir`` write under a hidden temporary name in the target's
+- **Atomic**: ``atomic_file`` (and ``dense_pt.artifacts.replace.atomic_dir``) write under a hidden temporary name in the target's
   folder and rename it into place, so an interrupted command leaves the old artifact or none.
 - **Ordinary permissions**: temporaries are created with mode 0666 / 0777 and the process umask
   applies, as for any file the user creates (``mkstemp``/``mkdtemp`` would leave 0600 / 0700).
@@ -27,11 +27,11 @@ import re
 import secrets
 import shutil
 import socket
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dense_pt.errors import already_exists, io_error
+from dense_pt.errors import io_error
 from dense_pt.write_errors import writing
 
 TEMP_KINDS = ("tmp", "partial", "old")
@@ -135,7 +135,7 @@ def _clean_once(folder: Path) -> None:
 
 
 # ---- atomic writes ---------------------------------------------------------------------------
-def _mkdir_parent(path: Path) -> None:
+def mkdir_parent(path: Path) -> None:
     for folder in (path.parent, *path.parent.parents):
         if folder.exists():
             if not folder.is_dir():
@@ -158,7 +158,7 @@ def atomic_file(
     ``before_replace(tmp)`` runs on the complete temporary just before the rename (e.g. to
     checksum it)."""
     path = Path(path)
-    _mkdir_parent(path)
+    mkdir_parent(path)
     tmp = temp_path(path, "tmp")
     try:
         with writing(path, (tmp,)):
@@ -182,43 +182,6 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
         f.write("\n")
 
 
-@contextlib.contextmanager
-def atomic_dir(path: str | Path, force: bool = False, owned: Collection[str] | None = None) -> Iterator[Path]:
-    """Build a directory under a temporary sibling name and rename it into place on success.
-
-    With ``force`` an existing directory is replaced only after the new one is complete, and only
-    when everything in it is dense-pt's (``check_replaceable``: the names the new folder has, and
-    ``owned``, the names the old folder's manifest proves dense-pt wrote); ``owned`` given, that
-    is checked before the block runs too. A symbolic link to a folder is followed: the new folder
-    takes its target's place (the link, and the disk it points to, stay), by the same rule."""
-    from dense_pt.artifacts.claim import check_replaceable
-
-    path = Path(path)
-    if path.is_symlink() and path.is_dir():
-        path = Path(os.path.realpath(path))
-    if os.path.lexists(path) and not force:
-        raise already_exists(path, f"{path} already exists (use --force to replace it)")
-    if owned is not None:
-        check_replaceable(path, owned)
-    _mkdir_parent(path)
-    tmp = temp_path(path, "partial")
-    try:
-        with writing(path, (tmp,)):
-            os.mkdir(tmp, 0o777)
-            yield tmp
-            check_replaceable(path, owned or (), new=tmp)
-            if os.path.lexists(path):
-                old = temp_path(path, "old")
-                os.replace(path, old)
-                os.replace(tmp, path)
-                remove_tree(old)
-            else:
-                os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def remove_tree(path: str | Path) -> None:
     """Remove a folder dense-pt wrote (or a file, or a symbolic link: the link only, never what it
     points to); a missing path is not an error."""
@@ -228,12 +191,3 @@ def remove_tree(path: str | Path) -> None:
             path.unlink()
         return
     shutil.rmtree(path, ignore_errors=True)
-
-
-# ---- the old name of a claim ------------------------------------------------------------------
-def mark_output_dir(path: str | Path, command: str) -> None:
-    """Claim folder ``path`` for ``command`` (the name before ``dense_pt.artifacts.claim``)."""
-    from dense_pt.artifacts import claim
-    from dense_pt.artifacts.legacy import kind_of_command
-
-    claim(path, kind_of_command(command), command, force=True)

@@ -106,7 +106,7 @@ def export_hub(
 ) -> HubExport:
     """Write the Hub-ready copy of retriever ``folder`` to ``out`` (``force``: replace an existing
     ``out``), then upload it when ``settings.push_to_hub`` names a repository."""
-    from dense_pt.fsutil import atomic_dir
+    from dense_pt.artifacts.replace import atomic_dir
 
     s = HubSettings() if settings is None else settings
     folder, out = Path(folder), Path(out)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError
+from dense_pt.fsutil import write_json_atomic
 
 HASH = "xxh3_128"  # the name manifests record beside a digest
 HASHES = (HASH, "sha256")
@@ -90,8 +91,6 @@ def remember_verified(path: str | Path, digest: str, name: str = HASH) -> None:
     cache folder, ``$DENSE_PT_CACHE_DIR`` or ``~/.cache/dense-pt``, one small file per inode
     holding its digests; an empty variable turns the folder off). A cache that cannot be written
     is not an error."""
-    from dense_pt.fsutil import write_json_atomic
-
     st = os.stat(path)
     _verified[(st.st_dev, st.st_ino, name)] = (*_stamp(st), digest)
     folder = _cache_dir()

@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,16 @@ def _is_empty(folder: Path) -> bool:
         return all(is_temporary(e.name) for e in entries)
 
 
+def proven(folder: Path, kind: str) -> bool:
+    """Whether ``folder``, written before the marks, holds a file that only ``kind``'s command
+    writes (a pipeline: a stage folder with its manifest)."""
+    if kind == "pipeline":
+        with os.scandir(folder) as entries:
+            subs = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+        return any((read(s) or {}).get("kind") == "pipeline stage" for s in subs)
+    return any(os.path.lexists(folder / name) for name in legacy.PROOF.get(kind, ()))
+
+
 def _refuse(path: Path, command: str, found: tuple[str, str] | None) -> None:
     if found is not None:
         why = f"{path} was written by dense-pt {found[1]}, not {command} (it holds a dense-pt {found[0]})"
@@ -71,7 +81,7 @@ def check(path: str | Path, kind: str, force: bool = False, command: str | None 
             f"{path / MANIFEST} is not dense-pt's: dense-pt writes its manifest there; move it away or "
             "choose another folder (--force never overwrites it)",
         )
-    if force or (found is not None and found[0] == kind) or (found is None and legacy.proven(path, kind)):
+    if force or (found is not None and found[0] == kind) or (found is None and proven(path, kind)):
         return True
     _refuse(path, command or kind, found)
     return True
@@ -140,49 +150,7 @@ def claimed(path: str | Path, kind: str, command: str, *, key: Any = None, force
     finish(path)
 
 
-# ---- replacing a folder whole (``fsutil.atomic_dir``), and single files ----------------------------
-def foreign_entries(folder: Path, owned: Collection[str] = (), new: Path | None = None) -> list[Path]:
-    """What in ``folder`` dense-pt cannot prove it wrote, so that replacing the folder would lose it:
-    every entry but an old ownership mark, its temporaries, the names in ``owned`` and (to be replaced by
-    files of the same names) the names ``new`` holds; inside a folder that ``new`` holds too, the
-    same, recursively."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    found: list[Path] = []
-    for e in entries:
-        if e.name == legacy.OLD_MARK or is_temporary(e.name) or e.name in owned:
-            continue
-        twin = None if new is None else new / e.name
-        if twin is None or not os.path.lexists(twin):
-            found.append(Path(e.path))
-        elif e.is_dir(follow_symlinks=False):
-            inner = twin if twin.is_dir() and not twin.is_symlink() else None
-            found += foreign_entries(Path(e.path), (), inner) if inner else [Path(e.path)]
-    return found
-
-
-def first_of(found: list[Path]) -> str:
-    """The first of the entries found, and how many more: what a refusal names."""
-    return f"{found[0]} (and {len(found) - 1} more)" if len(found) > 1 else str(found[0])
-
-
-def check_replaceable(path: Path, owned: Collection[str] = (), new: Path | None = None) -> None:
-    """Refuse to replace folder ``path`` when it holds anything dense-pt did not write (see
-    ``foreign_entries``), naming the first such entry: ``--force`` replaces dense-pt's files, never
-    a user's."""
-    if not path.is_dir():
-        return
-    found = foreign_entries(path, owned, new)
-    if found:
-        raise already_exists(
-            found[0],
-            f"cannot replace {path}: it holds {first_of(found)}, which dense-pt did not write; move "
-            "it away or choose another folder (--force replaces only what dense-pt wrote)",
-        )
-
-
+# ---- single files --------------------------------------------------------------------------------
 # A single file carries no manifest: an existing one is refused unless the user passes --force.
 def check_output_file(path: str | Path, force: bool = False) -> Path:
     """Refuse to replace an existing ``path`` unless ``force``: dense-pt cannot prove it wrote a

@@ -10,7 +10,6 @@ resumes them, and replaces a mark by a manifest when it writes into the folder a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -73,18 +72,6 @@ def old_mark(folder: Path) -> str | None:
     ):
         return str(data["command"])
     return None
-
-
-def proven(folder: Path, kind: str) -> bool:
-    """Whether ``folder``, written before the marks, holds a file that only ``kind``'s command
-    writes (a pipeline: a stage folder with its manifest)."""
-    if kind == "pipeline":
-        from dense_pt.artifacts.manifest import read
-
-        with os.scandir(folder) as entries:
-            subs = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-        return any((read(s) or {}).get("kind") == "pipeline stage" for s in subs)
-    return any(os.path.lexists(folder / name) for name in PROOF.get(kind, ()))
 
 
 def _version(data: dict[str, Any]) -> str:

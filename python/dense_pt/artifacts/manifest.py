@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from dense_pt import __version__
+from dense_pt.artifacts.checksums import checksum_entry, verify_file
+from dense_pt.artifacts.legacy import OLD_FILES, translate
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
+from dense_pt.fsutil import write_json_atomic
 
 MANIFEST = "manifest.json"
 HEADER_KEYS = ("kind", "format", "written_by", "key", "settings", "files", "complete")
@@ -127,8 +130,6 @@ def is_header(data: Any) -> bool:
 
 def where(folder: str | Path) -> Path:
     """The file that holds ``folder``'s manifest: ``manifest.json``, or an older layout's file."""
-    from dense_pt.artifacts.legacy import OLD_FILES
-
     path = Path(folder) / MANIFEST
     if not path.exists():
         return next((Path(folder) / n for n in OLD_FILES if (Path(folder) / n).is_file()), path)
@@ -139,8 +140,6 @@ def read(folder: str | Path, kind: str | None = None) -> dict[str, Any] | None:
     """``folder``'s manifest (this schema, or an older layout translated to it), or None when it has
     none that dense-pt wrote (no manifest, unreadable, or another program's) or, with ``kind``,
     one of another kind."""
-    from dense_pt.artifacts.legacy import translate
-
     try:
         data = json.loads(where(folder).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -162,8 +161,6 @@ def open(
     when asked), the files it names checked to lie inside the folder and, unless ``verify`` is
     "none", against their sizes and checksums (``verify_file``: "cached" or "full"); anything
     else is one clear error."""
-    from dense_pt.artifacts.checksums import verify_file
-
     folder = Path(folder)
     if not folder.exists():
         raise not_found(folder, f"no such {kind} folder")
@@ -200,8 +197,6 @@ def _raw(path: Path) -> Any:
 def write(folder: str | Path, head: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``folder``'s manifest atomically: ``head`` (``header(...)``) and the kind's own
     fields (``body``; a header field there is an error: the header says it once)."""
-    from dense_pt.fsutil import write_json_atomic
-
     body = body or {}
     clash = sorted(set(body) & set(HEADER_KEYS))
     if clash:
@@ -220,9 +215,6 @@ def beside(path: str | Path) -> Path:
 def write_beside(path: str | Path, head: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     """Write the manifest of the single file ``path`` (``beside``), listing the file with its
     checksum; like ``write``, atomically and last."""
-    from dense_pt.artifacts.checksums import checksum_entry
-    from dense_pt.fsutil import write_json_atomic
-
     data = {**head, "files": {Path(path).name: checksum_entry(path)}, **body}
     if set(body) & set(HEADER_KEYS):
         raise ValueError(

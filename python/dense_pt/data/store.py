@@ -32,6 +32,7 @@ from dense_pt import artifacts
 from dense_pt.artifacts.checksums import checksum_entry, file_checksum, remember_verified, verify_file
 from dense_pt.artifacts.legacy import translate
 from dense_pt.artifacts.manifest import inside
+from dense_pt.artifacts.replace import atomic_dir
 from dense_pt.config.names import check_name
 from dense_pt.data.tokenizer import (
     encode_texts,
@@ -48,7 +49,7 @@ from dense_pt.errors import (
     is_out_of_memory,
     not_found,
 )
-from dense_pt.fsutil import atomic_dir, atomic_file, write_json_atomic, writing
+from dense_pt.fsutil import atomic_file, write_json_atomic, writing
 
 FORMAT_VERSION = 1
 TOKENS_FILE = "tokens.arrow"

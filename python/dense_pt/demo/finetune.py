@@ -100,7 +100,7 @@ def finetune_demo_stage(
         }
     out = Path(workdir) / "pipeline"
     if force and out.exists():
-        from dense_pt.artifacts.claim import check_replaceable
+        from dense_pt.artifacts.replace import check_replaceable
         from dense_pt.pipeline.run import STAGES
 
         check_replaceable(out, STAGES)  # the pipeline's stage folders and mark; a file of yours is refused

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from dense_pt.artifacts.claim import check_replaceable
+from dense_pt.artifacts.replace import check_replaceable
 from dense_pt.demo.tiny import tiny_bert_config
 
 DEMO_STEPS = 30

@@ -30,8 +30,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from dense_pt import __version__, artifacts
 from dense_pt.artifacts.checksums import file_digest
-from dense_pt.artifacts.claim import first_of
 from dense_pt.artifacts.legacy import kind_of_command
+from dense_pt.artifacts.replace import first_of
 from dense_pt.errors import DensePtError, already_exists
 from dense_pt.fsutil import remove_tree
 

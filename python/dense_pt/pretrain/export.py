@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from dense_pt.fsutil import atomic_dir, write_json_atomic
+from dense_pt.artifacts.replace import atomic_dir
+from dense_pt.fsutil import write_json_atomic
 
 HEAD_FORMAT = "dense-pt-pretrain-head/1"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")

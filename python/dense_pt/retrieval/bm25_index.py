@@ -40,9 +40,9 @@ import numpy as np
 
 from dense_pt import artifacts, logs
 from dense_pt.artifacts.checksums import cache_root, checksum_entry, file_checksum_cached
+from dense_pt.artifacts.replace import atomic_dir
 from dense_pt.data.readers import DEFAULT_TITLE_SEP, corpus_texts, resolve_beir
 from dense_pt.errors import DensePtIOError, FormatError, InvalidArgumentError, MismatchError, not_found
-from dense_pt.fsutil import atomic_dir
 from dense_pt.progress import Progress
 from dense_pt.write_errors import write_error
 

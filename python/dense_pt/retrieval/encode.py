@@ -33,7 +33,14 @@ from dense_pt.config.retrieval import EncodeSettings
 from dense_pt.errors import FormatError, InvalidArgumentError, MismatchError, not_found
 from dense_pt.fsutil import atomic_file, write_json_atomic
 from dense_pt.progress import Progress
-from dense_pt.retrieval.encoder import check_vocab, detect_spec, load_backbone, pad_batch, pool
+from dense_pt.retrieval.encoder import (
+    check_vocab,
+    detect_spec,
+    load_backbone,
+    pad_batch,
+    pool,
+    position_limit,
+)
 
 MANIFEST = artifacts.MANIFEST
 KIND = "embeddings"
@@ -168,10 +175,6 @@ def default_max_length(model_dir: str | Path, kind: str) -> int:
     return FT.QUERY_MAX_LENGTH if kind == "queries" else FT.PASSAGE_MAX_LENGTH
 
 
-# Models whose position table has pad_token_id + 1 leading slots no sequence can use.
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
-
-
 def check_model_folder(model_dir: Path) -> dict[str, Any]:
     """The model's config.json, after checking that ``model_dir`` is a model folder at all (a
     clear error instead of a tokenizer traceback deep inside transformers)."""
@@ -194,16 +197,6 @@ def check_model_folder(model_dir: Path) -> dict[str, Any]:
         return json.loads(config.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"invalid JSON ({exc})", config) from None
-
-
-def position_limit(config: dict[str, Any]) -> int | None:
-    """The longest sequence the model's position embeddings cover, [CLS] and [SEP] included."""
-    n = config.get("max_position_embeddings")
-    if not isinstance(n, int):
-        return None
-    if config.get("model_type") in _OFFSET_POSITIONS:
-        n -= int(config.get("pad_token_id") or 1) + 1
-    return n
 
 
 def check_queries_file(source: Path) -> None:

@@ -195,8 +195,6 @@ def write_pooling_modules(
         return
     from transformers.utils import logging as hf_logging
 
-    from dense_pt.retrieval.encode import position_limit
-
     transformer_cls, pooling_cls, normalize_cls = _st_modules()
     limit = position_limit(json.loads((out / "config.json").read_text(encoding="utf-8")))
     lengths = task_lengths(transformer_cls, max_seq_length, query_max_length, limit)
@@ -256,3 +254,17 @@ def _write_classic_modules(out: Path, dim: int, pooling: str, normalize: bool, m
         write_json_atomic(
             tok, {**json.loads(tok.read_text(encoding="utf-8")), "model_max_length": max_seq_length}
         )
+
+
+# Models whose position table has pad_token_id + 1 leading slots no sequence can use.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def position_limit(config: dict[str, Any]) -> int | None:
+    """The longest sequence the model's position embeddings cover, [CLS] and [SEP] included."""
+    n = config.get("max_position_embeddings")
+    if not isinstance(n, int):
+        return None
+    if config.get("model_type") in _OFFSET_POSITIONS:
+        n -= int(config.get("pad_token_id") or 1) + 1
+    return n
