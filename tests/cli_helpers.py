@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -78,3 +79,23 @@ def one_line(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     return code, lines[0]
+
+
+def leaf_commands(hidden: bool = False) -> dict[tuple[str, ...], Any]:
+    """Every leaf command of ``dense-pt``'s tree by its path (the hidden aliases too with ``hidden``)."""
+    import typer
+
+    from dense_pt.cli import app
+
+    found: dict[tuple[str, ...], Any] = {}
+
+    def walk(cmd: Any, path: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs is None:
+            found[path] = cmd
+        for name, sub in (subs or {}).items():
+            if hidden or not sub.hidden:
+                walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return found

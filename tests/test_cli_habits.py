@@ -24,28 +24,13 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from cli_helpers import cli_child, run_cli, subcommand
+from cli_helpers import cli_child, leaf_commands, run_cli, subcommand
 from dense_pt.cli import ALIASES, app, command_path
 from dense_pt.config.pmi import PmiBuild
 from dense_pt.config.retrieval import BM25Command, EncodeSettings, MineCommand
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "dense_pt"
 TESTS = Path(__file__).resolve().parent
-
-
-def _commands() -> dict[tuple[str, ...], Any]:
-    """Every leaf command of the tree (hidden aliases included), by its path."""
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(cmd: Any, path: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs is None:
-            found[path] = cmd
-        for name, sub in (subs or {}).items():
-            walk(sub, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
 
 
 def _flat(text: str) -> str:
@@ -62,7 +47,7 @@ def _help(path: list[str]) -> str:
 # ---- --json -------------------------------------------------------------------------------------------
 def test_every_command_takes_json():
     """Every command prints a result (a table, a summary, what it wrote): each takes --json."""
-    missing = [" ".join(p) for p, cmd in _commands().items()
+    missing = [" ".join(p) for p, cmd in leaf_commands(hidden=True).items()
                if "--json" not in {o for param in cmd.params for o in param.opts}]  # fmt: skip
     assert not missing, missing
 
@@ -168,7 +153,7 @@ def test_every_commands_json_is_parsed_by_a_test():
     """A new command gets a row: here, in the training chain below, or in JSON_ELSEWHERE (whose
     test must run it with --json and read the document)."""
     here = {command_path(argv) for _, argv, _ in JSON_CASES}
-    for path, cmd in _commands().items():
+    for path, cmd in leaf_commands(hidden=True).items():
         if cmd.hidden:  # an old name: the command of its new one
             continue
         if path in JSON_ELSEWHERE:
@@ -308,7 +293,7 @@ DESCRIBED = {"(the method's paper)", "(' ')"}
 
 def test_defaults_are_printed_as_values():
     """No `[default: (16)]` (a value printed as a description) or `[default: None]` in any help."""
-    for path, cmd in _commands().items():
+    for path, cmd in leaf_commands(hidden=True).items():
         if cmd.hidden:
             continue
         for shown in re.findall(r"\[default: ([^\]]*)\]", _help(list(path))):

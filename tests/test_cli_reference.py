@@ -11,10 +11,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import typer.main
 from pydantic import Field
 from typer.testing import CliRunner
 
+from cli_helpers import leaf_commands
 from dense_pt.cli import ALIASES, app
 from dense_pt.cli.panels import PANELLED_FROM, panel
 from dense_pt.config.beir import BeirSettings
@@ -31,21 +31,6 @@ def _script() -> ModuleType:
     return module
 
 
-def _commands(hidden: bool = False) -> dict[tuple[str, ...], Any]:
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(cmd: Any, path: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs is None:
-            found[path] = cmd
-        for name, sub in (subs or {}).items():
-            if hidden or not sub.hidden:
-                walk(sub, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
-
-
 def _options(cmd: Any) -> list[Any]:
     return [p for p in cmd.params if p.param_type_name == "option"]
 
@@ -54,9 +39,9 @@ def _options(cmd: Any) -> list[Any]:
 def test_every_long_command_lists_its_settings_in_panels():
     """A command of PANELLED_FROM options or more: every generated option (a setting) sits in a
     named panel, two at least; a shorter command keeps one box."""
-    long = {p: c for p, c in _commands().items() if len(_options(c)) >= PANELLED_FROM}
+    long = {p: c for p, c in leaf_commands().items() if len(_options(c)) >= PANELLED_FROM}
     assert {("pretrain",), ("train", "retriever"), ("train", "reranker"), ("beir",)} <= set(long)
-    for path, cmd in _commands().items():
+    for path, cmd in leaf_commands().items():
         panels = {p.rich_help_panel for p in _options(cmd)}
         if path in long:
             assert len(panels - {None}) >= 2, path
@@ -74,7 +59,7 @@ def test_train_retriever_help_shows_its_panels():
     assert {"Objective", "Optimisation", "GPU switches", "Mining: candidates", "Mining: filters"} <= set(
         boxes
     )
-    where = {o: p.rich_help_panel for p in _options(_commands()[("train", "retriever")]) for o in p.opts}
+    where = {o: p.rich_help_panel for p in _options(leaf_commands()[("train", "retriever")]) for o in p.opts}
     assert where["--tf32"] == where["--cache-chunk"] == "GPU switches"
     assert where["--lr"] == "Optimisation" and where["--loss"] == "Objective"
     assert where["--depth"] == "Mining: candidates" and where["--absolute-margin"] == "Mining: filters"
@@ -101,7 +86,7 @@ def test_a_new_field_lands_in_its_models_panel():
 # ---- help texts -----------------------------------------------------------------------------------
 def _help_texts() -> list[tuple[str, str]]:
     out = []
-    for path, cmd in _commands(hidden=True).items():
+    for path, cmd in leaf_commands(hidden=True).items():
         if path[0] in ALIASES:
             continue  # an alias's epilog names its old name on purpose
         out += [(" ".join(path), cmd.help or ""), *((" ".join(path), p.help or "") for p in cmd.params)]
@@ -116,7 +101,7 @@ def test_no_help_text_names_an_old_command():
 
 @pytest.mark.parametrize("path", [("bm25",), ("search",), ("fuse",), ("runs", "merge")])
 def test_every_run_writer_says_which_format_its_out_writes(path):
-    out = next(p for p in _options(_commands()[path]) if "--out" in p.opts)
+    out = next(p for p in _options(leaf_commands()[path]) if "--out" in p.opts)
     assert "Arrow" in out.help and "TREC" in out.help, out.help
 
 
@@ -135,7 +120,7 @@ def test_the_command_reference_is_what_the_command_line_gives_now():
 def test_the_command_reference_lists_every_command_and_option():
     text = _script().render()
     sections = dict(re.findall(r"^## (dense-pt[^\n]*)\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M))
-    for path, cmd in _commands().items():
+    for path, cmd in leaf_commands().items():
         body = sections[" ".join(("dense-pt", *path))]
         for p in _options(cmd):
             assert f"| {p.opts[0]}" in body, (path, p.opts)
